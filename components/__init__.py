@@ -1,0 +1,10 @@
+"""Reusable Pulumi components for spot GPU pools on AWS, Google Cloud and Azure.
+
+Each cloud package exports ``GpuPool(name, args: PoolArgs, opts)`` (type token
+``spotgpu:<cloud>:GpuPool``), built from thin components over pure planning
+functions. ``components.platform.deploy`` builds every pool of a stack.
+"""
+
+from components.args import PoolArgs
+
+__all__ = ["PoolArgs"]

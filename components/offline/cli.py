@@ -1,0 +1,64 @@
+"""``spotgpu preview``: registered into the spotgpu CLI when the Pulumi extra is installed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from components.offline.preview import REPO_ROOT
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "preview",
+        help="offline preview of a stack: resource tree, policy verdicts, economics",
+        description="Run a Pulumi Python program under Pulumi's mock runtime (no CLI, no cloud) "
+        "and judge it with the policy pack.",
+    )
+    p.add_argument("--stack", "-s", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    p.add_argument(
+        "--program",
+        type=Path,
+        default=None,
+        help="Pulumi project directory (default: this repository's project)",
+    )
+    p.add_argument("--policy-pack", type=Path, default=REPO_ROOT / "policies", help="policy pack directory")
+    p.add_argument(
+        "--policy-config",
+        type=Path,
+        default=None,
+        help="policy config JSON (default: policy-config.json next to Pulumi.yaml, if any)",
+    )
+    p.add_argument("--no-policy", action="store_true", help="skip the policy pack")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from components.offline.preview import render_text, run_preview, to_document
+    from components.offline.program import ProgramError
+
+    program = (args.program or REPO_ROOT).resolve()
+    policy_pack = None if args.no_policy else args.policy_pack
+    if policy_pack is not None and not (policy_pack / "PulumiPolicy.yaml").exists():
+        print(f"spotgpu preview: --policy-pack {policy_pack} has no PulumiPolicy.yaml; fix: point it at a policy pack", file=sys.stderr)
+        return 2
+    policy_config = args.policy_config
+    if policy_config is None and (program / "policy-config.json").exists():
+        policy_config = program / "policy-config.json"
+    try:
+        result = run_preview(program, args.stack, policy_pack, policy_config)
+    except ProgramError as err:
+        print(f"spotgpu preview: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(to_document(result), sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(result))
+    if result.mandatory:
+        print(f"spotgpu preview: {len(result.mandatory)} mandatory policy violation(s)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,157 @@
+"""``spotgpu preview``: the offline preview of a stack, as a reviewer reads it.
+
+It runs the stack program under the mock runtime, then prints the resource tree
+(grouped by cloud, with counts), the policy pack's verdicts (exit 1 on any
+mandatory violation) and the economics of each pool. ``--json`` prints one
+document for CI to diff.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.offline.mocks import UNKNOWN, RecordedResource
+from components.offline.program import Recording, load_project, run_program, stack_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLOUD_TITLES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "other": "Other"}
+
+
+@dataclass
+class Violation:
+    policy: str
+    level: str  # "mandatory" | "advisory"
+    urn: str
+    message: str
+
+
+@dataclass
+class PreviewResult:
+    recording: Recording
+    violations: list[Violation] = field(default_factory=list)
+    economics: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mandatory(self) -> list[Violation]:
+        return [v for v in self.violations if v.level == "mandatory"]
+
+
+def _clean(value: Any) -> Any:
+    if value == UNKNOWN:
+        return "(unknown)"
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_preview(
+    project_dir: Path,
+    stack: str,
+    policy_pack: Path | None = None,
+    policy_config: Path | None = None,
+) -> PreviewResult:
+    recording = run_program(project_dir, stack)
+    result = PreviewResult(recording)
+    if policy_pack is not None:
+        from components.offline.policy_harness import analyze
+
+        result.violations = [Violation(**v) for v in analyze(recording.resources, policy_pack, policy_config)]
+    result.economics = _economics(project_dir, stack)
+    return result
+
+
+def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
+    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config."""
+    from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
+
+    project = load_project(project_dir)
+    raw, _ = read_stack_file(str(stack_file(project, stack)))
+    if "pools" not in raw:
+        return {}
+    try:
+        config = parse_stack_config(raw)
+    except ConfigError:
+        return {}
+    from spotgpu.economics.report import stack_economics
+
+    return stack_economics(config)
+
+
+def to_document(result: PreviewResult) -> dict[str, Any]:
+    rec = result.recording
+    return {
+        "stack": rec.stack,
+        "project": rec.project,
+        "resources": [
+            {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "inputs": _clean(r.inputs)}
+            for r in rec.resources
+        ],
+        "policy": {"violations": [v.__dict__ for v in result.violations]},
+        "economics": result.economics,
+    }
+
+
+def render_tree(resources: list[RecordedResource]) -> str:
+    children: dict[str, list[RecordedResource]] = defaultdict(list)
+    urns = {r.urn for r in resources}
+    roots: list[RecordedResource] = []
+    for r in resources:
+        if r.type == "pulumi:pulumi:Stack":
+            continue
+        if r.parent in urns and not r.parent.endswith("pulumi:pulumi:Stack::" + r.parent.split("::")[-1]):
+            children[r.parent].append(r)
+        else:
+            roots.append(r)
+    lines: list[str] = []
+    by_cloud: dict[str, list[RecordedResource]] = defaultdict(list)
+    for r in roots:
+        by_cloud[r.cloud].append(r)
+    counts = Counter(r.cloud for r in resources if r.type != "pulumi:pulumi:Stack")
+    custom_counts = Counter(r.cloud for r in resources if r.custom)
+
+    def walk(node: RecordedResource, prefix: str, last: bool) -> None:
+        branch = "└─ " if last else "├─ "
+        kind = "" if node.custom else "  [component]"
+        lines.append(f"{prefix}{branch}{node.name}  {node.type}{kind}")
+        kids = children.get(node.urn, [])
+        for i, kid in enumerate(kids):
+            walk(kid, prefix + ("   " if last else "│  "), i == len(kids) - 1)
+
+    for cloud in ("aws", "gcp", "azure", "other"):
+        nodes = by_cloud.get(cloud)
+        if not nodes:
+            continue
+        lines.append(
+            f"{CLOUD_TITLES[cloud]}: {counts[cloud]} resources "
+            f"({custom_counts[cloud]} cloud resources, {counts[cloud] - custom_counts[cloud]} components)"
+        )
+        for i, node in enumerate(nodes):
+            walk(node, "", i == len(nodes) - 1)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_text(result: PreviewResult) -> str:
+    rec = result.recording
+    total = sum(1 for r in rec.resources if r.type != "pulumi:pulumi:Stack")
+    out = [f"Offline preview of stack {rec.stack!r} (project {rec.project}): {total} resources", ""]
+    out.append(render_tree(rec.resources))
+    out.append("Policy verdicts:")
+    if not result.violations:
+        out.append("  no violations")
+    for v in sorted(result.violations, key=lambda v: (v.level != "mandatory", v.policy, v.urn)):
+        name = v.urn.split("::")[-1] if v.urn else "(stack)"
+        out.append(f"  [{v.level}] {v.policy} on {name}: {v.message}")
+    out.append("")
+    if result.economics:
+        from spotgpu.economics.report import render_economics
+
+        out.append(render_economics(result.economics))
+    out.extend(result.notes)
+    return "\n".join(out)

@@ -1,0 +1,102 @@
+"""Execute a Pulumi Python program under the mock runtime, as the CLI would.
+
+The program file is run with :func:`runpy.run_path` (what Pulumi's Python exec
+shim does), after the stack's config is loaded into the runtime, so the very same
+``stacks/__main__.py`` that ``pulumi up`` runs is what the preview records.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+
+from components.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
+from spotgpu.config import read_stack_file
+
+
+class ProgramError(RuntimeError):
+    """The program failed; the message is what the user should read."""
+
+
+@dataclass
+class ProjectFile:
+    name: str
+    main: Path
+    stack_config_dir: Path
+
+
+@dataclass
+class Recording:
+    project: str
+    stack: str
+    resources: list[RecordedResource]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+
+
+def load_project(project_dir: Path) -> ProjectFile:
+    for candidate in ("Pulumi.yaml", "Pulumi.yml"):
+        path = project_dir / candidate
+        if path.exists():
+            break
+    else:
+        raise ProgramError(f"{project_dir}: no Pulumi.yaml; fix: point --program at a Pulumi project directory")
+    doc = yaml.safe_load(path.read_text()) or {}
+    runtime = doc.get("runtime")
+    runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
+    if runtime_name != "python":
+        raise ProgramError(f"{path}: runtime is {runtime_name!r}; only Python programs can be previewed offline")
+    main = project_dir / doc.get("main", ".")
+    if main.is_dir():
+        main = main / "__main__.py"
+    if not main.exists():
+        raise ProgramError(f"{path}: main program {main} does not exist")
+    return ProjectFile(
+        name=str(doc["name"]),
+        main=main,
+        stack_config_dir=project_dir / doc.get("stackConfigDir", "."),
+    )
+
+
+def stack_file(project: ProjectFile, stack: str) -> Path:
+    path = project.stack_config_dir / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in project.stack_config_dir.glob("Pulumi.*.yaml"))
+        raise ProgramError(f"stack {stack!r} has no {path}; fix: use one of {known}")
+    return path
+
+
+def run_program(project_dir: Path, stack: str) -> Recording:
+    """Run the project's program for ``stack`` under mocks and return every registration."""
+    project = load_project(project_dir)
+    _, engine_config = read_stack_file(str(stack_file(project, stack)))
+
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project.name, stack=stack, preview=True, monitor=monitor)
+    pulumi.runtime.set_all_config(engine_config)
+
+    outputs: dict[str, Any] = {}
+    main_dir = str(project.main.parent)
+
+    def program() -> None:
+        sys.path.insert(0, main_dir)
+        try:
+            runpy.run_path(str(project.main), run_name="__main__")
+        finally:
+            if sys.path and sys.path[0] == main_dir:
+                sys.path.pop(0)
+
+    try:
+        pulumi.runtime.test(program)()
+    except pulumi.RunError as err:
+        raise ProgramError(str(err)) from None
+    finally:
+        pulumi.runtime.set_all_config({})
+    return Recording(project.name, stack, monitor.recorded, outputs, engine_config)

@@ -1,0 +1,5 @@
+import sys
+
+from spotgpu.cli import main
+
+sys.exit(main())

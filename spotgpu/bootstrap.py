@@ -1,0 +1,86 @@
+"""The one bootstrap renderer every cloud's pool uses.
+
+It renders a shell script (AWS user data, GCP startup script, Azure custom data)
+that installs the spotgpu runtime into its own virtualenv, writes the agent's
+config (this pool's notice contract, checkpoint store and interval) and starts
+``spotgpu-agent.service`` under systemd. Output is deterministic so it can be
+snapshot-tested and so an unchanged pool produces no diff in ``pulumi preview``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from typing import Literal
+
+from pydantic import Field
+
+from spotgpu.models.base import SpotModel
+from spotgpu.tags import AGENT_MARKER
+
+#: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
+MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}
+
+
+class AgentConfig(SpotModel):
+    """What the agent on this VM needs to know; written to /etc/spotgpu/agent.json."""
+
+    provider: Literal["aws", "gcp", "azure"]
+    pool: str
+    capacity_type: Literal["spot", "on-demand"] = "spot"
+    notice: dict[str, object] = Field(description="The pool's notice contract, as its model dumps it.")
+    checkpoint_store: str
+    checkpoint_interval_seconds: int = Field(gt=0)
+    control_socket: str = "/run/spotgpu/agent.sock"
+    telemetry_port: int = 9464
+    lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
+    autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
+
+
+def render_bootstrap(config: AgentConfig, agent_package: str = "spotgpu") -> str:
+    """A POSIX shell script that installs and starts the node agent."""
+    cfg = json.dumps(config.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True, indent=1)
+    script = f"""#!/bin/bash
+# spotgpu bootstrap: install the node agent for pool {config.pool} ({config.provider}, {config.capacity_type}).
+# Periodic checkpoints protect the work; the agent turns a notice into stop-new-work,
+# a best-effort final checkpoint and a drain.
+set -euo pipefail
+install -d -m 0755 /etc/spotgpu /opt/spotgpu /run/spotgpu
+cat > /etc/spotgpu/agent.json <<'SPOTGPU_CONFIG'
+{cfg}
+SPOTGPU_CONFIG
+if [ ! -x /opt/spotgpu/venv/bin/spotgpu ]; then
+  python3 -m venv /opt/spotgpu/venv
+  /opt/spotgpu/venv/bin/pip install --quiet {shlex.quote(agent_package)}
+fi
+cat > /etc/systemd/system/{AGENT_MARKER} <<'SPOTGPU_UNIT'
+[Unit]
+Description=spotgpu node agent (interruption notices, drain, telemetry)
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart=/opt/spotgpu/venv/bin/spotgpu agent run --config /etc/spotgpu/agent.json
+Restart=always
+RestartSec=2
+RuntimeDirectory=spotgpu
+
+[Install]
+WantedBy=multi-user.target
+SPOTGPU_UNIT
+systemctl daemon-reload
+systemctl enable --now {AGENT_MARKER}
+"""
+    limit = MAX_BOOTSTRAP_BYTES[config.provider]
+    if len(script.encode()) > limit:
+        raise ValueError(
+            f"bootstrap for pool {config.pool} is {len(script.encode())} bytes, over the "
+            f"{config.provider} limit of {limit}; shorten agentPackage or the checkpoint store URL"
+        )
+    return script
+
+
+def render_bootstrap_b64(config: AgentConfig, agent_package: str = "spotgpu") -> str:
+    """Base64 form for AWS launch-template user data and Azure custom data."""
+    return base64.b64encode(render_bootstrap(config, agent_package).encode()).decode()

@@ -1,0 +1,1 @@
+"""Cost model, checkpoint interval and trace-driven simulation (no Pulumi import)."""

@@ -1,0 +1,85 @@
+"""Checkpoint interval per workload class.
+
+Young (1974) and Daly (2006) give the interval that minimises expected waste for
+a checkpoint cost C and mean time between interruptions M:
+
+* Young: ``sqrt(2 C M)``
+* Daly (higher order): ``sqrt(2 C M) * (1 + sqrt(C / 2M) / 3 + C / 18M) - C`` for C < 2M, else M.
+
+The notice contract bounds the result: when a final checkpoint cannot fit in the
+usable notice, the periodic interval alone protects the work, so it must keep the
+expected loss per interruption (about half an interval plus the write) under the
+workload's bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.workload import WorkloadProfile
+
+AnyNotice = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
+
+#: Never checkpoint more often than this, whatever the formula says.
+MIN_INTERVAL_SECONDS = 60
+#: With no measured interruptions, still checkpoint at least this often.
+MAX_INTERVAL_SECONDS = 6 * 3600
+
+
+def young_interval(checkpoint_seconds: float, mtbi_seconds: float) -> float:
+    return math.sqrt(2.0 * checkpoint_seconds * mtbi_seconds)
+
+
+def daly_interval(checkpoint_seconds: float, mtbi_seconds: float) -> float:
+    c, m = checkpoint_seconds, mtbi_seconds
+    if c >= 2.0 * m:
+        return m
+    return math.sqrt(2.0 * c * m) * (1.0 + math.sqrt(c / (2.0 * m)) / 3.0 + c / (18.0 * m)) - c
+
+
+def loss_bound_interval(write_seconds: float, max_lost_work_seconds: float) -> float:
+    """Largest interval whose expected loss per interruption (T/2 + C) stays under the bound."""
+    return max(0.0, 2.0 * (max_lost_work_seconds - write_seconds))
+
+
+@dataclass(frozen=True)
+class IntervalDecision:
+    seconds: int
+    method: str
+    final_checkpoint_fits_notice: bool
+    reasons: tuple[str, ...]
+
+
+def choose_interval(profile: WorkloadProfile, notice: AnyNotice) -> IntervalDecision:
+    """The periodic checkpoint interval for this workload on this provider."""
+    reasons: list[str] = []
+    fits = notice.final_checkpoint_fits(profile.checkpoint_write_seconds)
+    reasons.append(
+        f"final checkpoint ({profile.checkpoint_write_seconds:g} s) "
+        f"{'fits' if fits else 'does not fit'} the usable notice "
+        f"({notice.final_checkpoint_budget_seconds:g} s)"
+    )
+    if isinstance(profile.checkpoint_interval_seconds, int):
+        return IntervalDecision(profile.checkpoint_interval_seconds, "configured", fits, tuple(reasons))
+
+    if profile.interruptions_per_hour > 0:
+        mtbi = 3600.0 / profile.interruptions_per_hour
+        raw = daly_interval(profile.checkpoint_write_seconds, mtbi)
+        method = "daly"
+        reasons.append(f"Daly optimum {raw:.0f} s for C={profile.checkpoint_write_seconds:g} s, MTBI={mtbi:.0f} s")
+    else:
+        raw = MAX_INTERVAL_SECONDS
+        method = "no-exposure-cap"
+        reasons.append("no measured interruptions: capped at the maximum interval")
+
+    # Notices are never guaranteed, so the loss bound always applies; it binds
+    # hardest when the final checkpoint cannot fit the notice at all.
+    bound = loss_bound_interval(profile.checkpoint_write_seconds, profile.max_lost_work_seconds)
+    if raw > bound:
+        reasons.append(f"capped at {bound:.0f} s to keep expected loss under {profile.max_lost_work_seconds:g} s")
+        raw = bound
+        method += "+loss-bound"
+    seconds = int(min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, raw, profile.checkpoint_write_seconds * 2)))
+    return IntervalDecision(seconds, method, fits, tuple(reasons))

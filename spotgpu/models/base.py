@@ -1,0 +1,29 @@
+"""Base class for every spotgpu config model.
+
+Config is validated once, at the edge: models are frozen (nothing downstream can
+mutate a decision), reject unknown keys (a typo must not silently fall back to a
+default), and accept both the camelCase keys used in Pulumi stack YAML and the
+snake_case names used in Python.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class SpotModel(BaseModel):
+    """Frozen, strict-keyed model; YAML keys are camelCase, Python names snake_case."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_default=True,
+    )
+
+
+def fix_hint(text: str) -> dict[str, str]:
+    """Attach a human fix to a field; `spotgpu.config.format_error` prints it."""
+    return {"fix": text}

@@ -1,0 +1,312 @@
+"""Pool specs: what a platform team asks for, per cloud.
+
+A pool is a set of spot GPU capacity plus the things that make spot safe: its own
+checkpoint store, an on-demand fallback group, interruption plumbing, and the
+node agent installed with the pool's notice contract. Specs reference a named
+workload profile and a named fallback ladder from the stack config, so one
+profile or ladder serves many pools.
+
+Networks, images and accounts are referenced, never created: they belong to the
+platform team's landing zone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+
+_POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
+
+
+class CheckpointStoreSpec(SpotModel):
+    """Retention and hardening knobs shared by S3, GCS and Blob checkpoint stores."""
+
+    keep_generations: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Committed generations the library keeps (K); the store keeps noncurrent versions too.",
+        json_schema_extra=fix_hint("keep between 1 and 1000 generations"),
+    )
+    noncurrent_version_days: int = Field(
+        default=7,
+        ge=1,
+        le=365,
+        description="Days a replaced or deleted object version is kept before the store expires it (N).",
+        json_schema_extra=fix_hint("use 1 to 365 days"),
+    )
+    prefix: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9/_-]*$",
+        description="Object prefix for this pool's checkpoints; defaults to the pool name.",
+        json_schema_extra=fix_hint("use lowercase letters, digits, '/', '_' and '-'"),
+    )
+    force_destroy: bool = Field(
+        default=False,
+        description="Allow `pulumi destroy` to delete a bucket that still holds checkpoints.",
+    )
+
+
+class Capacity(SpotModel):
+    target: int = Field(ge=0, le=1000, json_schema_extra=fix_hint("set 0 to 1000 nodes"))
+    max: int = Field(ge=1, le=1000, json_schema_extra=fix_hint("set 1 to 1000 nodes"))
+    fallback_max: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Most on-demand nodes the fallback group may grow to; defaults to max.",
+        json_schema_extra=fix_hint("set 0 to 1000 nodes"),
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Capacity:
+        if self.target > self.max:
+            raise ValueError(f"target {self.target} is above max {self.max}; raise max or lower target")
+        return self
+
+    @property
+    def fallback_limit(self) -> int:
+        return self.max if self.fallback_max is None else self.fallback_max
+
+
+class OptOut(SpotModel):
+    """A stated reason to accept a less diversified pool (the policy pack records it)."""
+
+    single_zone: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why one zone is acceptable (e.g. a placement group or reservation).",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+    single_type: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why one GPU type or size is acceptable.",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+
+
+class _PoolBase(SpotModel):
+    name: str = Field(
+        description="Stable key for the pool; child resource names derive from it.",
+        json_schema_extra=fix_hint("use 3-20 chars: lowercase letters, digits and '-', starting with a letter"),
+    )
+    workload: str = Field(json_schema_extra=fix_hint("name a key of spotgpu:workloads"))
+    ladder: str = Field(json_schema_extra=fix_hint("name a key of spotgpu:ladders"))
+    capacity: Capacity
+    checkpoint: CheckpointStoreSpec = CheckpointStoreSpec()
+    opt_out: OptOut = OptOut()
+    agent_package: str = Field(
+        default="spotgpu",
+        description="pip requirement the bootstrap installs on every VM (a version pin or wheel URL).",
+        json_schema_extra=fix_hint("give a pip requirement such as spotgpu==0.1.0"),
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _POOL_NAME.match(v):
+            raise ValueError(
+                f"pool name {v!r} must be 3-20 chars of lowercase letters, digits and '-', "
+                "starting with a letter and not ending with '-'"
+            )
+        return v
+
+    def _diversity(self, zones: int, types: int) -> None:
+        if zones < 2 and not self.opt_out.single_zone:
+            raise ValueError(
+                f"pool {self.name} spans {zones} zone(s); list at least 2 zones, or set "
+                "optOut.singleZone to a stated reason"
+            )
+        if types < 2 and not self.opt_out.single_type:
+            raise ValueError(
+                f"pool {self.name} has {types} GPU type(s); list at least 2, or set "
+                "optOut.singleType to a stated reason"
+            )
+
+
+class AwsSubnet(SpotModel):
+    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$", json_schema_extra=fix_hint("use a subnet id like subnet-0abc12345"))
+    zone: str = Field(
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$", json_schema_extra=fix_hint("use a zone like us-east-1a")
+    )
+
+
+class AwsPoolSpec(_PoolBase):
+    cloud: Literal["aws"] = "aws"
+    mode: Literal["asg", "fleet"] = Field(
+        default="asg", json_schema_extra=fix_hint("use asg (recommended) or fleet")
+    )
+    instance_types: tuple[str, ...] = Field(
+        min_length=1,
+        description="GPU instance types, most preferred first when rankedTypes is true.",
+        json_schema_extra=fix_hint("list instance types, e.g. [g5.2xlarge, g6.2xlarge, g5.4xlarge]"),
+    )
+    ranked_types: bool = Field(
+        default=False,
+        description="Use capacity-optimized-prioritized with instanceTypes in rank order.",
+    )
+    subnets: tuple[AwsSubnet, ...] = Field(
+        min_length=1, json_schema_extra=fix_hint("list subnets as [{id: subnet-..., zone: us-east-1a}, ...]")
+    )
+    image_id: str = Field(
+        json_schema_extra=fix_hint("give an AMI id (ami-...) or resolve:ssm:/path/to/parameter")
+    )
+    security_group_ids: tuple[str, ...] = ()
+    root_volume_gb: int = Field(default=200, ge=20, le=16384, json_schema_extra=fix_hint("use 20 to 16384 GiB"))
+    notice: AwsNoticeContract = AwsNoticeContract()
+    kms_key_arn: str | None = Field(
+        default=None, description="KMS key for the checkpoint bucket; AES256 when unset."
+    )
+
+    @field_validator("instance_types")
+    @classmethod
+    def _types_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for t in v:
+            if not re.match(r"^[a-z][a-z0-9-]*\d[a-z0-9-]*\.[a-z0-9]+$", t):
+                raise ValueError(f"instance type {t!r} is not an EC2 type name like g5.2xlarge")
+        if len(set(v)) != len(v):
+            raise ValueError("instanceTypes lists a type twice; list each once")
+        return v
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        return tuple(sorted({s.zone for s in self.subnets}))
+
+    @model_validator(mode="after")
+    def _diverse(self) -> AwsPoolSpec:
+        self._diversity(len(self.zones), len(self.instance_types))
+        return self
+
+
+class GcpAccelerator(SpotModel):
+    type: str = Field(json_schema_extra=fix_hint("use an accelerator type such as nvidia-tesla-t4"))
+    count: int = Field(ge=1, le=16, json_schema_extra=fix_hint("use 1 to 16 GPUs"))
+
+
+class GcpMachineChoice(SpotModel):
+    machine_type: str = Field(json_schema_extra=fix_hint("use a machine type such as g2-standard-8"))
+    accelerator: GcpAccelerator | None = Field(
+        default=None,
+        description="Only for N1: accelerator-optimized types (A2, A3, G2) carry their GPUs.",
+    )
+
+
+class GcpPoolSpec(_PoolBase):
+    cloud: Literal["gcp"] = "gcp"
+    project: str = Field(
+        pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", json_schema_extra=fix_hint("use a project id like ml-prod-123")
+    )
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+\d$", json_schema_extra=fix_hint("use a region like us-central1"))
+    zones: tuple[str, ...] = Field(
+        min_length=1, json_schema_extra=fix_hint("list zones, e.g. [us-central1-a, us-central1-b]")
+    )
+    machine_types: tuple[GcpMachineChoice, ...] = Field(
+        min_length=1,
+        description="Ranked machine types: the first is preferred, the rest are fallbacks.",
+        json_schema_extra=fix_hint("list machine types as [{machineType: g2-standard-8}, ...]"),
+    )
+    image: str = Field(json_schema_extra=fix_hint("give an image self link or family path"))
+    network: str = Field(json_schema_extra=fix_hint("give the VPC network self link or name"))
+    subnetwork: str = Field(json_schema_extra=fix_hint("give the subnetwork self link or name"))
+    target_shape: Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"] = Field(
+        default="ANY", json_schema_extra=fix_hint("use ANY (batch), BALANCED, EVEN or ANY_SINGLE_ZONE")
+    )
+    termination_action: Literal["DELETE", "STOP"] = Field(
+        default="DELETE", json_schema_extra=fix_hint("use DELETE (default) or STOP")
+    )
+    external_ip: bool = False
+    boot_disk_gb: int = Field(default=200, ge=20, le=65536, json_schema_extra=fix_hint("use 20 to 65536 GB"))
+    bucket_location: str | None = Field(
+        default=None, description="GCS location for the checkpoint bucket; defaults to the region."
+    )
+    notice: GcpNoticeContract = GcpNoticeContract()
+
+    @model_validator(mode="after")
+    def _checks(self) -> GcpPoolSpec:
+        for z in self.zones:
+            if not z.startswith(self.region + "-"):
+                raise ValueError(f"zone {z!r} is not in region {self.region}; use zones like {self.region}-a")
+        for choice in self.machine_types:
+            if choice.machine_type.startswith("n1-") and choice.accelerator is None:
+                raise ValueError(
+                    f"machine type {choice.machine_type} is N1 and carries no GPU; add "
+                    "accelerator: {type: nvidia-tesla-t4, count: 1} or use an A2/A3/G2 type"
+                )
+        self._diversity(len(self.zones), len(self.machine_types))
+        return self
+
+
+class AzureImage(SpotModel):
+    publisher: str = "microsoft-dsvm"
+    offer: str = "ubuntu-hpc"
+    sku: str = "2204"
+    version: str = "latest"
+
+
+class AzurePoolSpec(_PoolBase):
+    cloud: Literal["azure"] = "azure"
+    resource_group_name: str = Field(json_schema_extra=fix_hint("name an existing resource group"))
+    location: str = Field(pattern=r"^[a-z0-9]+$", json_schema_extra=fix_hint("use a location like eastus"))
+    vm_sizes: tuple[str, ...] = Field(
+        min_length=1,
+        description="GPU sizes; one Flexible scale set is created per size (instance mix cannot mix GPU sizes).",
+        json_schema_extra=fix_hint("list sizes, e.g. [Standard_NC24ads_A100_v4, Standard_NC40ads_H100_v5]"),
+    )
+    zones: tuple[str, ...] = Field(
+        min_length=1, json_schema_extra=fix_hint("list zones as strings, e.g. ['1', '2', '3']")
+    )
+    subnet_id: str = Field(
+        pattern=r"^/subscriptions/.+/subnets/[^/]+$",
+        json_schema_extra=fix_hint("give the full ARM id of an existing subnet"),
+    )
+    image: AzureImage = AzureImage()
+    admin_username: str = Field(default="spotgpu", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    ssh_public_key: str = Field(
+        pattern=r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-\S+) ",
+        json_schema_extra=fix_hint("give an OpenSSH public key (ssh-ed25519 AAAA...)"),
+    )
+    eviction_policy: Literal["Delete", "Deallocate"] = Field(
+        default="Delete",
+        json_schema_extra=fix_hint("use Delete (recommended) or Deallocate (keeps quota and disk cost)"),
+    )
+    max_price: float = Field(
+        default=-1,
+        description="USD/hour ceiling per VM; -1 pays up to the on-demand price and is never evicted for price.",
+        json_schema_extra=fix_hint("use -1 or a positive USD/hour price"),
+    )
+    spot_restore_timeout: str | None = Field(
+        default=None,
+        pattern=r"^PT\d+[HM]$",
+        description="Enable Spot restore with this ISO 8601 timeout (e.g. PT1H).",
+        json_schema_extra=fix_hint("use an ISO 8601 duration like PT1H"),
+    )
+    publish_events_to_event_grid: bool = False
+    storage_account_name: str = Field(
+        pattern=r"^[a-z0-9]{3,24}$",
+        json_schema_extra=fix_hint("use 3-24 lowercase letters and digits (Azure storage account rule)"),
+    )
+    notice: AzureNoticeContract = AzureNoticeContract()
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_ok(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for z in v:
+            if z not in ("1", "2", "3"):
+                raise ValueError(f"zone {z!r} is not an Azure zone; use '1', '2' or '3'")
+        return v
+
+    @model_validator(mode="after")
+    def _checks(self) -> AzurePoolSpec:
+        if self.max_price != -1 and self.max_price <= 0:
+            raise ValueError(f"maxPrice {self.max_price} must be -1 or a positive USD/hour price")
+        self._diversity(len(self.zones), len(self.vm_sizes))
+        return self
+
+
+PoolSpec = Annotated[AwsPoolSpec | GcpPoolSpec | AzurePoolSpec, Field(discriminator="cloud")]

@@ -1,0 +1,128 @@
+"""WorkloadProfile: the measured figures that drive every spot decision.
+
+A profile describes a *class* of work (say "7B fine-tune on 8 GPUs"), not one job.
+Its numbers come from measurement (the checkpoint library's timings, the agent's
+boot-to-ready telemetry, the controller's reacquisition latency) and feed the cost
+model, the checkpoint interval and the policy pack.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from spotgpu.models.base import SpotModel, fix_hint
+
+#: Recovery strategies the controller registers (spotgpu.controller).
+FALLBACK_POLICIES = ("ladder", "fixed-wait", "uniform-progress", "on-demand-only")
+
+
+class Prices(SpotModel):
+    """USD prices the cost model uses; per node-hour unless stated."""
+
+    spot_per_hour: float = Field(gt=0, json_schema_extra=fix_hint("set the spot USD/hour per node, e.g. 1.2"))
+    on_demand_per_hour: float = Field(
+        gt=0, json_schema_extra=fix_hint("set the on-demand USD/hour per node, e.g. 4.1")
+    )
+    storage_per_gb_month: float = Field(
+        default=0.023, ge=0, json_schema_extra=fix_hint("set USD per GB-month, e.g. 0.023")
+    )
+    request_per_1000: float = Field(
+        default=0.005, ge=0, json_schema_extra=fix_hint("set USD per 1000 write requests, e.g. 0.005")
+    )
+    deadline_penalty_per_hour: float = Field(
+        default=0.0,
+        ge=0,
+        description="USD charged per hour the job finishes after its deadline (SLO penalty).",
+        json_schema_extra=fix_hint("set a non-negative USD/hour penalty, 0 for none"),
+    )
+
+    @model_validator(mode="after")
+    def _spot_cheaper(self) -> Prices:
+        if self.spot_per_hour > self.on_demand_per_hour:
+            raise ValueError(
+                f"spotPerHour {self.spot_per_hour} is above onDemandPerHour "
+                f"{self.on_demand_per_hour}; check the prices (spot above on-demand is never worth it)"
+            )
+        return self
+
+
+class WorkloadProfile(SpotModel):
+    checkpoint_bytes: int = Field(
+        gt=0, json_schema_extra=fix_hint("set the size of one full checkpoint in bytes, e.g. 16000000000")
+    )
+    checkpoint_write_seconds: float = Field(
+        gt=0, json_schema_extra=fix_hint("set the measured seconds to write and commit one checkpoint")
+    )
+    checkpoint_load_seconds: float = Field(
+        gt=0, json_schema_extra=fix_hint("set the measured seconds to restore one checkpoint")
+    )
+    restart_seconds: float = Field(
+        ge=0,
+        description="Boot to training-ready, excluding the checkpoint load.",
+        json_schema_extra=fix_hint("set measured boot-to-ready seconds, e.g. 240"),
+    )
+    expected_reacquisition_seconds: float = Field(
+        ge=0,
+        description="Mean seconds from interruption until replacement capacity is running.",
+        json_schema_extra=fix_hint("set the measured mean reacquisition seconds, e.g. 600"),
+    )
+    checkpoint_interval_seconds: int | Literal["auto"] = Field(
+        default="auto",
+        description="Periodic checkpoint interval, or auto to derive it from cost and exposure.",
+        json_schema_extra=fix_hint("use a positive number of seconds or the string auto"),
+    )
+    interruptions_per_hour: float = Field(
+        ge=0,
+        le=60,
+        description="Interruption exposure: expected spot interruptions per node-hour.",
+        json_schema_extra=fix_hint("set the measured rate, e.g. 0.05 (one per 20 hours)"),
+    )
+    work_hours: float = Field(
+        gt=0, json_schema_extra=fix_hint("set the node-hours of useful compute one job needs, e.g. 24")
+    )
+    deadline_hours: float | None = Field(
+        default=None,
+        gt=0,
+        description="Wall-clock hours from submission by which the job must finish; none for no deadline.",
+        json_schema_extra=fix_hint("set a positive number of hours, or leave it out"),
+    )
+    max_lost_work_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Bound on expected compute lost per interruption (the policy pack checks it).",
+        json_schema_extra=fix_hint("set the most seconds of work you accept losing per interruption"),
+    )
+    nodes: int = Field(default=1, ge=1, le=4096, json_schema_extra=fix_hint("set 1 to 4096 nodes"))
+    fallback_policy: str = Field(
+        default="ladder",
+        description=f"Recovery strategy by name: {', '.join(FALLBACK_POLICIES)}.",
+        json_schema_extra=fix_hint(f"use one of {', '.join(FALLBACK_POLICIES)}"),
+    )
+    prices: Prices
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadProfile:
+        if self.fallback_policy not in FALLBACK_POLICIES:
+            raise ValueError(
+                f"fallbackPolicy {self.fallback_policy!r} is unknown; use one of {', '.join(FALLBACK_POLICIES)}"
+            )
+        if isinstance(self.checkpoint_interval_seconds, int):
+            if self.checkpoint_interval_seconds <= 0:
+                raise ValueError("checkpointIntervalSeconds must be positive seconds or auto")
+            if self.checkpoint_interval_seconds <= self.checkpoint_write_seconds:
+                raise ValueError(
+                    f"checkpointIntervalSeconds {self.checkpoint_interval_seconds} is not longer than "
+                    f"checkpointWriteSeconds {self.checkpoint_write_seconds}; the job would only checkpoint"
+                )
+        if self.deadline_hours is not None and self.deadline_hours < self.work_hours:
+            raise ValueError(
+                f"deadlineHours {self.deadline_hours} is shorter than workHours {self.work_hours}; "
+                "no capacity can meet it"
+            )
+        return self
+
+    @property
+    def slack_hours(self) -> float | None:
+        return None if self.deadline_hours is None else self.deadline_hours - self.work_hours

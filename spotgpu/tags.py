@@ -1,0 +1,138 @@
+"""The link contract between components, the policy pack, the agent and the controller.
+
+The policy pack must judge *concrete cloud resources* (a stack written with raw
+resources is judged the same way), so every link a spot pool needs is carried on
+the resource itself: AWS tags, Azure tags, and GCP instance-template metadata
+(labels cannot hold these values) plus labels for the simple keys.
+
+Values stay within every cloud's limits: Azure and AWS tag values <= 256 chars;
+GCP label values <= 63 chars of ``[a-z0-9_-]``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.workload import WorkloadProfile
+
+#: Role of the tagged resource: spot-pool | fallback | checkpoint-store | events | drill
+ROLE = "spotgpu-role"
+#: Stable pool name.
+POOL = "spotgpu-pool"
+#: URL of the pool's checkpoint store: s3://bucket/prefix, gs://bucket/prefix, az://account/container/prefix
+CHECKPOINT_STORE = "spotgpu-checkpoint-store"
+#: Name of the pool's on-demand fallback group (ASG, MIG or scale set).
+FALLBACK_GROUP = "spotgpu-fallback-group"
+#: Compact fallback ladder, see :func:`encode_ladder`.
+LADDER = "spotgpu-ladder"
+#: Compact workload figures, see :func:`encode_workload`.
+WORKLOAD = "spotgpu-workload"
+#: Periodic checkpoint interval actually configured, seconds.
+CHECKPOINT_INTERVAL = "spotgpu-checkpoint-interval"
+#: Provider notice contract name as installed by the bootstrap (aws, gcp-120, gcp-0, azure).
+NOTICE = "spotgpu-notice"
+#: Stated waivers (opt-outs) recorded for reviewers.
+WAIVER = "spotgpu-waiver"
+
+ROLES = ("spot-pool", "fallback", "checkpoint-store", "events", "drill", "controller")
+
+#: Marker every bootstrap script contains; the policy pack looks for it.
+AGENT_MARKER = "spotgpu-agent.service"
+
+_STEP_CODES = {
+    StepKind.SAME_POOL: "sp",
+    StepKind.ALTERNATE_ZONE: "az",
+    StepKind.ALTERNATE_SKU: "as",
+    StepKind.ON_DEMAND: "od",
+    StepKind.QUEUE_DEFER: "qd",
+}
+_CODE_STEPS = {v: k for k, v in _STEP_CODES.items()}
+
+
+def encode_ladder(ladder: FallbackLadder) -> str:
+    """``sp:600:3.2;od:900:12.5`` (kind:maxWaitSeconds:ceilingPerHour), < 256 chars."""
+    return ";".join(
+        f"{_STEP_CODES[s.kind]}:{s.max_wait_seconds}:{s.cost_ceiling_per_hour:g}" for s in ladder.steps
+    )
+
+
+@dataclass(frozen=True)
+class DecodedStep:
+    kind: StepKind
+    max_wait_seconds: float
+    cost_ceiling_per_hour: float
+
+
+def decode_ladder(text: str) -> list[DecodedStep]:
+    """Inverse of :func:`encode_ladder`; raises ValueError on malformed text."""
+    steps = []
+    for part in filter(None, text.split(";")):
+        bits = part.split(":")
+        if len(bits) != 3 or bits[0] not in _CODE_STEPS:
+            raise ValueError(f"malformed ladder step {part!r}; expected kind:wait:ceiling")
+        steps.append(DecodedStep(_CODE_STEPS[bits[0]], float(bits[1]), float(bits[2])))
+    return steps
+
+
+_WORKLOAD_FIELDS = {
+    "w": "checkpoint_write_seconds",
+    "r": "interruptions_per_hour",
+    "b": "max_lost_work_seconds",
+    "l": "checkpoint_load_seconds",
+    "s": "restart_seconds",
+    "q": "expected_reacquisition_seconds",
+}
+
+
+def encode_workload(profile: WorkloadProfile) -> str:
+    """``w=45;r=0.05;b=1800;l=60;s=240;q=600`` for the policy pack's interval check."""
+    return ";".join(f"{k}={getattr(profile, f):g}" for k, f in _WORKLOAD_FIELDS.items())
+
+
+def decode_workload(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in filter(None, text.split(";")):
+        key, _, value = part.partition("=")
+        if key not in _WORKLOAD_FIELDS:
+            raise ValueError(f"unknown workload tag field {key!r} in {text!r}")
+        out[_WORKLOAD_FIELDS[key]] = float(value)
+    return out
+
+
+_LABEL_BAD = re.compile(r"[^a-z0-9_-]")
+
+
+def gcp_label_value(value: str) -> str:
+    """Squash a value into GCP's label alphabet (lowercase, digits, '_' and '-'; <= 63)."""
+    return _LABEL_BAD.sub("_", value.lower())[:63]
+
+
+def pool_links(
+    *,
+    role: str,
+    pool: str,
+    checkpoint_store: str | None = None,
+    fallback_group: str | None = None,
+    ladder: FallbackLadder | None = None,
+    workload: WorkloadProfile | None = None,
+    checkpoint_interval_seconds: int | None = None,
+    notice: str | None = None,
+    waiver: str | None = None,
+) -> dict[str, str]:
+    """The tag map a pool resource carries; omitted links are left out, not blank."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {ROLES}")
+    tags = {ROLE: role, POOL: pool}
+    optional = {
+        CHECKPOINT_STORE: checkpoint_store,
+        FALLBACK_GROUP: fallback_group,
+        LADDER: encode_ladder(ladder) if ladder else None,
+        WORKLOAD: encode_workload(workload) if workload else None,
+        CHECKPOINT_INTERVAL: str(checkpoint_interval_seconds) if checkpoint_interval_seconds else None,
+        NOTICE: notice,
+        WAIVER: waiver[:256] if waiver else None,
+    }
+    tags.update({k: v for k, v in optional.items() if v})
+    return tags
