@@ -83,22 +83,43 @@ _WORKLOAD_FIELDS = {
     "l": "checkpoint_load_seconds",
     "s": "restart_seconds",
     "q": "expected_reacquisition_seconds",
+    "g": "checkpoint_bytes",
+    "h": "work_hours",
+    "d": "deadline_hours",
+    "n": "nodes",
 }
+_PRICE_FIELDS = {"p": "spot_per_hour", "o": "on_demand_per_hour", "x": "deadline_penalty_per_hour"}
 
 
 def encode_workload(profile: WorkloadProfile) -> str:
-    """``w=45;r=0.05;b=1800;l=60;s=240;q=600`` for the policy pack's interval check."""
-    return ";".join(f"{k}={getattr(profile, f):g}" for k, f in _WORKLOAD_FIELDS.items())
+    """``w=45;r=0.05;b=1800;...;p=2.2;o=5.67`` so a policy can rebuild the cost inputs from a tag.
+
+    Omitted when unset (``d`` without a deadline). About 100 characters: inside every cloud's limit.
+    """
+    parts = [f"{k}={getattr(profile, f):g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
+    parts += [f"{k}={getattr(profile.prices, f):g}" for k, f in _PRICE_FIELDS.items()]
+    return ";".join(parts)
 
 
 def decode_workload(text: str) -> dict[str, float]:
+    """Inverse of :func:`encode_workload`: ``{model field name: value}``; prices under their own names."""
+    fields = {**_WORKLOAD_FIELDS, **_PRICE_FIELDS}
     out: dict[str, float] = {}
     for part in filter(None, text.split(";")):
         key, _, value = part.partition("=")
-        if key not in _WORKLOAD_FIELDS:
+        if key not in fields:
             raise ValueError(f"unknown workload tag field {key!r} in {text!r}")
-        out[_WORKLOAD_FIELDS[key]] = float(value)
+        out[fields[key]] = float(value)
     return out
+
+
+def workload_from_tag(text: str) -> WorkloadProfile:
+    """Rebuild a WorkloadProfile from its tag (interval left as auto)."""
+    values = decode_workload(text)
+    prices = {f: values.pop(f) for f in list(values) if f in _PRICE_FIELDS.values()}
+    ints = {"checkpoint_bytes", "nodes"}
+    data = {k: (int(v) if k in ints else v) for k, v in values.items()}
+    return WorkloadProfile.model_validate({**data, "prices": prices})
 
 
 _LABEL_BAD = re.compile(r"[^a-z0-9_-]")
