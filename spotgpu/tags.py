@@ -96,8 +96,8 @@ def encode_workload(profile: WorkloadProfile) -> str:
 
     Omitted when unset (``d`` without a deadline). About 100 characters: inside every cloud's limit.
     """
-    parts = [f"{k}={getattr(profile, f):g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
-    parts += [f"{k}={getattr(profile.prices, f):g}" for k, f in _PRICE_FIELDS.items()]
+    parts = [f"{k}={getattr(profile, f):.12g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
+    parts += [f"{k}={getattr(profile.prices, f):.12g}" for k, f in _PRICE_FIELDS.items()]
     return ";".join(parts)
 
 
