@@ -47,8 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # the area is not part of this install
             for command in commands:
                 p = sub.add_parser(command, help=f"(needs the {extra or 'core'} extra)", add_help=True)
-                p.add_argument("rest", nargs=argparse.REMAINDER)
-                p.set_defaults(func=_missing(commands, extra, err))
+                p.set_defaults(func=_missing(commands, extra, err), accepts_extra_args=True)
             continue
         module.register(sub)
     return parser
@@ -56,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "accepts_extra_args", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

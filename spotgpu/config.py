@@ -60,27 +60,38 @@ def _loc_to_path(namespace: str, loc: tuple[int | str, ...]) -> str:
 
 
 def _field_fix(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
-    """Walk the model along ``loc`` to the field's own ``fix`` hint, if any."""
+    """Walk the model along ``loc`` to the field's own ``fix`` hint, if any.
+
+    List indices, mapping keys (workload and ladder names) and the union tag that
+    pydantic inserts for discriminated pool specs are stepped over. An unknown
+    key has no field, so it gets no field hint (the generic one applies).
+    """
+    import typing
+
+    from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+
+    union_members = {"aws": AwsPoolSpec, "gcp": GcpPoolSpec, "azure": AzurePoolSpec}
     current: Any = model
     fix: str | None = None
+    skip_mapping_key = False
     for part in loc:
-        if isinstance(part, int) or current is None:
+        if isinstance(part, int):
             continue
-        if part in ("aws", "gcp", "azure") and fix is not None:
-            from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
-
-            current = {"aws": AwsPoolSpec, "gcp": GcpPoolSpec, "azure": AzurePoolSpec}[str(part)]
+        if skip_mapping_key:
+            skip_mapping_key = False
+            continue
+        if part in union_members and current is AwsPoolSpec:
+            current = union_members[str(part)]
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            continue
-        field = next(
-            (f for name, f in current.model_fields.items() if part in (name, f.alias)),
-            None,
-        )
+            return None
+        field = next((f for name, f in current.model_fields.items() if part in (name, f.alias)), None)
         if field is None:
-            return fix
+            return None
         extra = field.json_schema_extra
-        fix = extra.get("fix") if isinstance(extra, dict) and isinstance(extra.get("fix"), str) else None  # type: ignore[assignment]
+        hint = extra.get("fix") if isinstance(extra, dict) else None
+        fix = hint if isinstance(hint, str) else None
+        skip_mapping_key = typing.get_origin(field.annotation) is dict
         current = _inner_model(field.annotation)
     return fix
 

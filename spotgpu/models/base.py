@@ -9,6 +9,7 @@ snake_case names used in Python.
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
 
 
@@ -24,6 +25,6 @@ class SpotModel(BaseModel):
     )
 
 
-def fix_hint(text: str) -> dict[str, str]:
+def fix_hint(text: str) -> JsonDict:
     """Attach a human fix to a field; `spotgpu.config.format_error` prints it."""
     return {"fix": text}

@@ -7,7 +7,8 @@ paying for on-demand capacity or queueing the work, never waiting forever.
 
 from __future__ import annotations
 
-from enum import Enum
+import itertools
+from enum import StrEnum
 
 from pydantic import Field, model_validator
 
@@ -17,7 +18,7 @@ from spotgpu.models.base import SpotModel, fix_hint
 MAX_STEP_WAIT_SECONDS = 7 * 24 * 3600
 
 
-class StepKind(str, Enum):
+class StepKind(StrEnum):
     """Ladder rungs, in the only order they may appear."""
 
     SAME_POOL = "same_pool"
@@ -86,7 +87,7 @@ class FallbackLadder(SpotModel):
                 "ladder has no on_demand and no queue_defer step, so a pool could wait for "
                 "spot forever; add {kind: on_demand, ...} or {kind: queue_defer, ...}"
             )
-        for prev, cur in zip(kinds, kinds[1:], strict=False):
+        for prev, cur in itertools.pairwise(kinds):
             if cur.rank <= prev.rank:
                 raise ValueError(
                     f"step {cur.value} comes after {prev.value}; steps must follow the order "
