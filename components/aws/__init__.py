@@ -1,14 +1,34 @@
-"""Placeholder GpuPool for aws until the real component lands (foundation scaffolding)."""
+"""AWS spot GPU pools: ``GpuPool`` (``spotgpu:aws:GpuPool``) and its child components.
 
-from __future__ import annotations
+Planning is pure (:mod:`components.aws.plan`, :mod:`components.aws.documents`,
+:mod:`components.aws.patterns`); the components only turn a plan into resources.
+"""
 
-import pulumi
+from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs, ObjectLock
+from components.aws.drill import InterruptionDrill, InterruptionDrillArgs
+from components.aws.events import InterruptionEvents, InterruptionEventsArgs
+from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
+from components.aws.identity import NodeIdentity, NodeIdentityArgs
+from components.aws.plan import PoolPlan, PoolPlanError, plan_pool
+from components.aws.pool import GpuPool
+from components.aws.spot import SpotCapacity, SpotCapacityArgs
 
-from components.args import PoolArgs
-
-
-class GpuPool(pulumi.ComponentResource):
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("spotgpu:aws:GpuPool", name, None, opts)
-        self.exports: dict[str, object] = {"pool": name}
-        self.register_outputs(self.exports)
+__all__ = [
+    "CheckpointBucket",
+    "CheckpointBucketArgs",
+    "FallbackArgs",
+    "GpuPool",
+    "InterruptionDrill",
+    "InterruptionDrillArgs",
+    "InterruptionEvents",
+    "InterruptionEventsArgs",
+    "NodeIdentity",
+    "NodeIdentityArgs",
+    "ObjectLock",
+    "OnDemandFallbackGroup",
+    "PoolPlan",
+    "PoolPlanError",
+    "SpotCapacity",
+    "SpotCapacityArgs",
+    "plan_pool",
+]

@@ -137,6 +137,26 @@ class AwsSubnet(SpotModel):
     )
 
 
+class AwsDrillSpec(SpotModel):
+    """The pool's FIS spot-interruption drill (``spotgpu drill aws``)."""
+
+    instance_count: int = Field(
+        default=1, ge=1, le=100, json_schema_extra=fix_hint("interrupt 1 to 100 instances per drill")
+    )
+    duration_before_interruption: str = Field(
+        default="PT2M",
+        pattern=r"^PT([2-9]|1[0-5])M$",
+        description="FIS durationBeforeInterruption: when the interruption lands after the rebalance signal.",
+        json_schema_extra=fix_hint("use PT2M to PT15M"),
+    )
+    stop_alarm_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:cloudwatch:[a-z0-9-]+:\d{12}:alarm:.+$",
+        description="CloudWatch alarm that stops the drill; none when unset.",
+        json_schema_extra=fix_hint("give a CloudWatch alarm ARN (arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME)"),
+    )
+
+
 class AwsPoolSpec(_PoolBase):
     cloud: Literal["aws"] = "aws"
     mode: Literal["asg", "fleet"] = Field(
@@ -163,6 +183,25 @@ class AwsPoolSpec(_PoolBase):
     kms_key_arn: str | None = Field(
         default=None, description="KMS key for the checkpoint bucket; AES256 when unset."
     )
+    bucket_name: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+        description="Checkpoint bucket name; defaults to spotgpu-<environment>-<pool>-checkpoints.",
+        json_schema_extra=fix_hint("use a valid S3 bucket name (3-63 lowercase letters, digits, '.', '-')"),
+    )
+    root_device_name: str = Field(
+        default="/dev/sda1",
+        pattern=r"^/dev/[a-z0-9]+$",
+        description="The AMI's root device (/dev/sda1 on Ubuntu AMIs, /dev/xvda on Amazon Linux).",
+        json_schema_extra=fix_hint("use the AMI's root device name, e.g. /dev/sda1 or /dev/xvda"),
+    )
+    controller_principal_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/.+|user/.+)$",
+        description="IAM principal allowed to assume the fallback controller role; the account root when unset.",
+        json_schema_extra=fix_hint("give an IAM role or account-root ARN"),
+    )
+    drill: AwsDrillSpec = AwsDrillSpec()
 
     @field_validator("instance_types")
     @classmethod
@@ -197,6 +236,26 @@ class GcpMachineChoice(SpotModel):
     )
 
 
+class GcpAutoscaling(SpotModel):
+    """Optional MIG autoscaler; Google allows it only with the EVEN or BALANCED target shape."""
+
+    min_replicas: int = Field(default=0, ge=0, le=1000, json_schema_extra=fix_hint("use 0 to 1000 nodes"))
+    max_replicas: int = Field(ge=1, le=1000, json_schema_extra=fix_hint("use 1 to 1000 nodes"))
+    cpu_utilization_target: float = Field(
+        default=0.6, gt=0, le=1, json_schema_extra=fix_hint("use a fraction such as 0.6")
+    )
+    cooldown_seconds: int = Field(default=300, ge=60, le=3600, json_schema_extra=fix_hint("use 60 to 3600 s"))
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GcpAutoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"autoscaling minReplicas {self.min_replicas} is above maxReplicas {self.max_replicas}; "
+                "raise maxReplicas or lower minReplicas"
+            )
+        return self
+
+
 class GcpPoolSpec(_PoolBase):
     cloud: Literal["gcp"] = "gcp"
     project: str = Field(
@@ -226,6 +285,19 @@ class GcpPoolSpec(_PoolBase):
         default=None, description="GCS location for the checkpoint bucket; defaults to the region."
     )
     notice: GcpNoticeContract = GcpNoticeContract()
+    autoscaling: GcpAutoscaling | None = Field(
+        default=None,
+        description="Autoscale the spot MIG instead of a fixed capacity.target (needs targetShape EVEN or BALANCED).",
+    )
+    boot_disk_type: str = Field(
+        default="pd-balanced",
+        pattern=r"^(pd|hyperdisk)-[a-z-]+$",
+        json_schema_extra=fix_hint("use a disk type the machine series supports, e.g. pd-balanced or hyperdisk-balanced"),
+    )
+    secure_boot: bool = Field(
+        default=True,
+        description="Shielded VM Secure Boot; needs signed GPU drivers (vTPM and integrity monitoring stay on).",
+    )
 
     @model_validator(mode="after")
     def _checks(self) -> GcpPoolSpec:
@@ -247,6 +319,17 @@ class AzureImage(SpotModel):
     offer: str = "ubuntu-hpc"
     sku: str = "2204"
     version: str = "latest"
+
+
+class AzurePriorityMix(SpotModel):
+    """Spot priority mix inside each Flexible scale set: a Regular base, then a Regular share."""
+
+    base_regular_priority_count: int = Field(
+        default=0, ge=0, le=1000, json_schema_extra=fix_hint("use 0 to 1000 Regular VMs")
+    )
+    regular_priority_percentage_above_base: int = Field(
+        default=0, ge=0, le=100, json_schema_extra=fix_hint("use a percentage from 0 to 100")
+    )
 
 
 class AzurePoolSpec(_PoolBase):
@@ -292,6 +375,38 @@ class AzurePoolSpec(_PoolBase):
         json_schema_extra=fix_hint("use 3-24 lowercase letters and digits (Azure storage account rule)"),
     )
     notice: AzureNoticeContract = AzureNoticeContract()
+    platform_fault_domain_count: int = Field(
+        default=1,
+        ge=1,
+        le=5,
+        description="Flexible scale-set fault domains; N-series (GPU) sizes need 1.",
+        json_schema_extra=fix_hint("use 1 for GPU sizes"),
+    )
+    single_placement_group: bool = Field(
+        default=False,
+        description="Caps a scale set at 100 VMs and forbids a priority mix; only for InfiniBand jobs.",
+    )
+    priority_mix: AzurePriorityMix | None = Field(
+        default=None, description="Regular VMs mixed into each spot scale set (Flexible, no single placement group)."
+    )
+    fallback_vm_size: str | None = Field(
+        default=None, description="Size of the on-demand fallback scale set; defaults to the first of vmSizes."
+    )
+    terminate_notification_timeout: str = Field(
+        default="PT10M",
+        pattern=r"^PT([5-9]|1[0-5])M$",
+        description="Terminate notice the fallback scale set gives before scale-in (PT5M to PT15M).",
+        json_schema_extra=fix_hint("use PT5M to PT15M"),
+    )
+    os_disk_gb: int = Field(default=200, ge=30, le=4095, json_schema_extra=fix_hint("use 30 to 4095 GiB"))
+    accelerated_networking: bool = Field(
+        default=True, description="Accelerated networking on the NIC (every current N-series size supports it)."
+    )
+    storage_sku: Literal["Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_GZRS"] = Field(
+        default="Standard_ZRS",
+        description="Replication of the checkpoint account; ZRS survives the loss of one zone.",
+        json_schema_extra=fix_hint("use Standard_ZRS (recommended), Standard_LRS, Standard_GRS or Standard_GZRS"),
+    )
 
     @field_validator("zones")
     @classmethod

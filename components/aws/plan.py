@@ -1,0 +1,298 @@
+"""Pure planning for an AWS spot GPU pool: every decision, no resources.
+
+The components in this package are thin: they turn a :class:`PoolPlan` into
+resources. Everything a reviewer might question (physical names, the link tags
+the policy pack reads, the allocation strategy, the lifecycle heartbeat, the
+fleet overrides and their priorities, the bootstrap) is decided here, from the
+validated spec alone, so it can be tested without Pulumi.
+
+Physical names are deterministic (``spotgpu-<environment>-<pool>-<role>``)
+rather than Pulumi auto-names: the bootstrap, the link tags and the EventBridge
+patterns must name the Auto Scaling groups and the bucket *before* they exist,
+and plain strings keep the user data and tags free of unknowns in a preview.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from components.args import PoolArgs
+from spotgpu import tags as link
+from spotgpu.bootstrap import AgentConfig, render_bootstrap_b64
+from spotgpu.models.pools import AwsPoolSpec
+
+#: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
+DRAIN_HOOK = "spotgpu-drain"
+#: Lifecycle hook limits from the Auto Scaling API (HeartbeatTimeout).
+HEARTBEAT_MIN, HEARTBEAT_MAX = 30, 7200
+#: EC2 Fleet capacity-rebalance TerminationDelay limits (launch-before-terminate).
+TERMINATION_DELAY_MIN, TERMINATION_DELAY_MAX = 120, 7200
+#: Launch-template user data limit (bytes, before base64).
+USER_DATA_LIMIT = 16 * 1024
+
+CapacityType = Literal["spot", "on-demand"]
+
+
+class PoolPlanError(ValueError):
+    """A pool the AWS components refuse to build; the message names the field and the fix."""
+
+
+def check_diversity(spec: AwsPoolSpec) -> None:
+    """Re-check zone and type diversity on the component path.
+
+    The spec validates this when parsed; a spec built with ``model_construct`` or
+    mutated copies skip validation, and a single-zone, single-type spot pool is
+    the most common way to lose capacity for hours, so the component refuses it too.
+    """
+    zones = {s.zone for s in spec.subnets}
+    if len(zones) < 2 and not spec.opt_out.single_zone:
+        raise PoolPlanError(
+            f"pool {spec.name}: subnets span {len(zones)} zone(s) {sorted(zones)}; list subnets in at "
+            "least 2 zones, or set optOut.singleZone to a stated reason"
+        )
+    if len(spec.instance_types) < 2 and not spec.opt_out.single_type:
+        raise PoolPlanError(
+            f"pool {spec.name}: instanceTypes {list(spec.instance_types)} has fewer than 2 types; list at "
+            "least 2, or set optOut.singleType to a stated reason"
+        )
+
+
+def spot_allocation_strategy(ranked_types: bool) -> str:
+    """``price-capacity-optimized`` unless the types are ranked.
+
+    AWS recommends price-capacity-optimized for Spot: it picks the deepest pools
+    among the cheapest, which lowers interruption rates. ``lowest-price`` is
+    never used (it concentrates the pool where interruptions are most likely).
+    """
+    return "capacity-optimized-prioritized" if ranked_types else "price-capacity-optimized"
+
+
+def lifecycle_heartbeat_seconds(notice_seconds: float, safety_margin_seconds: float, write_seconds: float) -> int:
+    """Heartbeat of the termination hook: long enough for the agent to drain.
+
+    A Spot reclaim lands at the end of the notice whatever the hook says, so for
+    a notice the hook only needs ``notice + margin``. Terminations the group
+    starts itself (capacity rebalancing, scale-in of the fallback) wait for the
+    hook, so it also covers one full checkpoint write plus the margin. Clamped
+    to the API's 30..7200 s; the agent sends heartbeats to extend a long write.
+    """
+    need = max(notice_seconds, write_seconds) + safety_margin_seconds
+    return int(min(HEARTBEAT_MAX, max(HEARTBEAT_MIN, math.ceil(need))))
+
+
+def fleet_termination_delay(heartbeat_seconds: int) -> int:
+    """Fleet launch-before-terminate delay: the drain time, within the API's 120..7200 s."""
+    return min(TERMINATION_DELAY_MAX, max(TERMINATION_DELAY_MIN, heartbeat_seconds))
+
+
+@dataclass(frozen=True)
+class AsgOverride:
+    """One instance type of the mixed instances policy; list order is the priority."""
+
+    instance_type: str
+    weighted_capacity: str
+
+
+@dataclass(frozen=True)
+class FleetOverride:
+    """One (instance type, subnet) launch pool of an EC2 Fleet."""
+
+    key: str
+    instance_type: str
+    subnet_id: str
+    zone: str
+    priority: float
+    weighted_capacity: float
+
+
+def node_weight(instance_type: str) -> int:
+    """Capacity units per instance: 1, because pool capacity is counted in nodes.
+
+    A training job's world size is a node count, so a 4-GPU g6e.12xlarge and a
+    4-GPU g5.12xlarge each fill one rank slot. Weighting by vCPU or GPU count
+    would let the group satisfy "8 units" with 2 large nodes and break the job.
+    """
+    return 1
+
+
+def asg_overrides(instance_types: tuple[str, ...]) -> list[AsgOverride]:
+    """Explicit overrides in the spec's order (the rank for capacity-optimized-prioritized)."""
+    return [AsgOverride(t, str(node_weight(t))) for t in instance_types]
+
+
+def fleet_overrides(instance_types: tuple[str, ...], subnets: list[tuple[str, str]]) -> list[FleetOverride]:
+    """One override per instance type x subnet, priority = type rank starting at 1.
+
+    An EC2 Fleet only launches into the subnets its overrides name, so every
+    type is repeated per subnet to spread over zones. Priorities start at 1
+    because the provider historically drops a zero priority. ``subnets`` is a
+    list of ``(subnet_id, zone)``; keys are stable (type and subnet, no indices).
+    """
+    return [
+        FleetOverride(
+            key=f"{itype}@{subnet_id}",
+            instance_type=itype,
+            subnet_id=subnet_id,
+            zone=zone,
+            priority=float(rank),
+            weighted_capacity=float(node_weight(itype)),
+        )
+        for rank, itype in enumerate(instance_types, start=1)
+        for subnet_id, zone in subnets
+    ]
+
+
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """Launch replacements before terminating (rebalancing, refresh), never drop below desired."""
+
+    min_healthy_percentage: int = 100
+    max_healthy_percentage: int = 200
+
+
+@dataclass(frozen=True)
+class PoolNames:
+    """Deterministic physical names: known before creation, unique per environment."""
+
+    spot_group: str
+    fallback_group: str
+    spot_template: str
+    fallback_template: str
+    bucket: str
+    queue: str
+
+    @classmethod
+    def for_pool(cls, environment: str, spec: AwsPoolSpec) -> PoolNames:
+        base = f"spotgpu-{environment}-{spec.name}"
+        return cls(
+            spot_group=f"{base}-spot",
+            fallback_group=f"{base}-fallback",
+            spot_template=f"{base}-spot",
+            fallback_template=f"{base}-fallback",
+            bucket=spec.bucket_name or f"{base}-checkpoints",
+            queue=f"{base}-events",
+        )
+
+
+def waiver_text(spec: AwsPoolSpec) -> str | None:
+    """Stated opt-outs, recorded on the pool's resources for reviewers and the policy pack."""
+    parts = []
+    if spec.opt_out.single_zone:
+        parts.append(f"single-zone: {spec.opt_out.single_zone}")
+    if spec.opt_out.single_type:
+        parts.append(f"single-type: {spec.opt_out.single_type}")
+    return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """Everything the AWS components build for one pool, decided up front."""
+
+    spec: AwsPoolSpec
+    pool: str
+    mode: Literal["asg", "fleet"]
+    names: PoolNames
+    prefix: str
+    checkpoint_store: str
+    heartbeat_seconds: int
+    allocation_strategy: str
+    asg_overrides: list[AsgOverride]
+    fleet_overrides: list[FleetOverride]
+    termination_delay_seconds: int
+    spot_user_data: str
+    fallback_user_data: str
+    spot_links: dict[str, str]
+    fallback_links: dict[str, str]
+    base_tags: dict[str, str]
+
+    def tags(self, links: dict[str, str], resource: str) -> dict[str, str]:
+        """Base tags + link tags + a readable Name."""
+        return {**self.base_tags, **links, "Name": resource}
+
+    def pool_tags(self) -> dict[str, str]:
+        """Tags of a resource that belongs to the pool but plays no linked role (the node identity)."""
+        return {**self.base_tags, link.POOL: self.pool}
+
+    def role_tags(self, role: str) -> dict[str, str]:
+        """Tags of a supporting resource (bucket, queue, drill, controller)."""
+        return {**self.base_tags, **link.pool_links(role=role, pool=self.pool)}
+
+
+def agent_config(
+    spec: AwsPoolSpec,
+    *,
+    capacity_type: CapacityType,
+    checkpoint_store: str,
+    interval_seconds: int,
+    group: str | None,
+) -> AgentConfig:
+    """The node agent's config; ``group`` is None for fleet instances (no lifecycle hook)."""
+    return AgentConfig(
+        provider="aws",
+        pool=spec.name,
+        capacity_type=capacity_type,
+        notice=spec.notice.model_dump(mode="json"),
+        checkpoint_store=checkpoint_store,
+        checkpoint_interval_seconds=interval_seconds,
+        lifecycle_hook=DRAIN_HOOK if group else None,
+        autoscaling_group=group,
+    )
+
+
+def plan_pool(args: PoolArgs) -> PoolPlan:
+    """Decide the whole pool from its validated args; raises :class:`PoolPlanError` on bad input."""
+    spec = args.spec
+    if not isinstance(spec, AwsPoolSpec):
+        raise PoolPlanError(
+            f"pool {spec.name} has cloud {spec.cloud!r}; components.aws.GpuPool builds only cloud: aws pools"
+        )
+    check_diversity(spec)
+    names = PoolNames.for_pool(args.environment, spec)
+    prefix = (spec.checkpoint.prefix or spec.name).strip("/")
+    store = f"s3://{names.bucket}/{prefix}"
+    interval = args.interval.seconds
+    heartbeat = lifecycle_heartbeat_seconds(
+        spec.notice.notice_seconds, spec.notice.safety_margin_seconds, args.workload.checkpoint_write_seconds
+    )
+    spot_group = names.spot_group if spec.mode == "asg" else None
+    spot_agent = agent_config(
+        spec, capacity_type="spot", checkpoint_store=store, interval_seconds=interval, group=spot_group
+    )
+    fallback_agent = agent_config(
+        spec, capacity_type="on-demand", checkpoint_store=store, interval_seconds=interval, group=names.fallback_group
+    )
+    waiver = waiver_text(spec)
+
+    def links(role: str) -> dict[str, str]:
+        return link.pool_links(
+            role=role,
+            pool=spec.name,
+            checkpoint_store=store,
+            fallback_group=names.fallback_group,
+            ladder=args.ladder,
+            workload=args.workload,
+            checkpoint_interval_seconds=interval,
+            notice="aws",
+            waiver=waiver,
+        )
+
+    return PoolPlan(
+        spec=spec,
+        pool=spec.name,
+        mode=spec.mode,
+        names=names,
+        prefix=prefix,
+        checkpoint_store=store,
+        heartbeat_seconds=heartbeat,
+        allocation_strategy=spot_allocation_strategy(spec.ranked_types),
+        asg_overrides=asg_overrides(spec.instance_types),
+        fleet_overrides=fleet_overrides(spec.instance_types, [(s.id, s.zone) for s in spec.subnets]),
+        termination_delay_seconds=fleet_termination_delay(heartbeat),
+        spot_user_data=render_bootstrap_b64(spot_agent, spec.agent_package),
+        fallback_user_data=render_bootstrap_b64(fallback_agent, spec.agent_package),
+        spot_links=links("spot-pool"),
+        fallback_links=links("fallback"),
+        base_tags=args.base_tags,
+    )
