@@ -1,14 +1,9 @@
-"""Placeholder GpuPool for gcp until the real component lands (foundation scaffolding)."""
+"""Google Cloud side of spotgpu: ``GpuPool`` (``spotgpu:gcp:GpuPool``) and its thin children.
 
-from __future__ import annotations
+Planning lives in :mod:`components.gcp.plan` and :mod:`components.gcp.naming`
+(pure, tested directly); the component modules only turn decisions into resources.
+"""
 
-import pulumi
+from components.gcp.pool import GpuPool
 
-from components.args import PoolArgs
-
-
-class GpuPool(pulumi.ComponentResource):
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("spotgpu:gcp:GpuPool", name, None, opts)
-        self.exports: dict[str, object] = {"pool": name}
-        self.register_outputs(self.exports)
+__all__ = ["GpuPool"]

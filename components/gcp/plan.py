@@ -1,0 +1,252 @@
+"""Pure planning for a Google Cloud spot GPU pool: what to create, decided without Pulumi resources.
+
+The components only turn these decisions into resources, so every rule here is
+tested directly (tests/gcp/test_gcp_plan.py).
+
+The one non-obvious rule is how machine choices become MIGs. A MIG's instance
+flexibility policy overrides only the *machine type* of its template; the
+template's ``guest_accelerators`` apply to every VM. Accelerator-optimized types
+(A2, A3, G2, ...) carry their GPUs and must have no ``guest_accelerators``, while
+N1 needs them. So choices are grouped by *accelerator signature*: all
+accelerator-optimized types share one group, N1 types share a group per
+(accelerator type, count). Each group gets its own template and regional MIG.
+The group holding the top-ranked choice is the primary spot MIG (``capacity.target``
+VMs); the others start at 0 and are what the ladder's ``alternate_sku`` step
+resizes. Mixing never silently drops or mis-equips a type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pulumi_gcp import compute, storage
+
+from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+
+TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
+
+#: Shapes Google allows a regional autoscaler with.
+AUTOSCALING_SHAPES: tuple[TargetShape, ...] = ("EVEN", "BALANCED")
+
+
+class GcpPlanError(ValueError):
+    """An invalid pool; the message names the field, the value and the fix."""
+
+
+@dataclass(frozen=True)
+class MachineGroup:
+    """Machine types that can share one instance template (same accelerator signature)."""
+
+    key: str
+    accelerator: GcpAccelerator | None
+    machine_types: tuple[str, ...]
+
+    @property
+    def top_type(self) -> str:
+        """The template's machine type: instance flexibility overrides it, so use the preferred one."""
+        return self.machine_types[0]
+
+
+def accelerator_key(accelerator: GcpAccelerator | None) -> str:
+    """Stable short key of an accelerator signature: ``aopt`` or e.g. ``t4x1``, ``v100x8``."""
+    if accelerator is None:
+        return "aopt"
+    short = accelerator.type.removeprefix("nvidia-").removeprefix("tesla-")
+    return f"{short}x{accelerator.count}".replace("_", "-")
+
+
+def _signature(choice: GcpMachineChoice) -> tuple[str, int] | None:
+    if choice.accelerator is None:
+        return None
+    return (choice.accelerator.type, choice.accelerator.count)
+
+
+def group_machine_choices(choices: tuple[GcpMachineChoice, ...]) -> tuple[MachineGroup, ...]:
+    """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary."""
+    order: list[tuple[str, int] | None] = []
+    members: dict[tuple[str, int] | None, list[GcpMachineChoice]] = {}
+    for choice in choices:
+        sig = _signature(choice)
+        if sig not in members:
+            order.append(sig)
+            members[sig] = []
+        members[sig].append(choice)
+    seen: set[tuple[str, tuple[str, int] | None]] = set()
+    for choice in choices:
+        key = (choice.machine_type, _signature(choice))
+        if key in seen:
+            raise GcpPlanError(
+                f"machineTypes lists {choice.machine_type!r} twice with the same accelerator; list each choice once"
+            )
+        seen.add(key)
+    return tuple(
+        MachineGroup(
+            key=accelerator_key(members[sig][0].accelerator),
+            accelerator=members[sig][0].accelerator,
+            machine_types=tuple(c.machine_type for c in members[sig]),
+        )
+        for sig in order
+    )
+
+
+def flexibility_policy(group: MachineGroup) -> compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgsDict:
+    """One selection per machine type, ranked 1..n (lower rank = preferred; names are the stable type names)."""
+    return {
+        "instance_selections": [
+            {"name": t, "rank": i + 1, "machine_types": [t]} for i, t in enumerate(group.machine_types)
+        ]
+    }
+
+
+def distribution_zones(spec: GcpPoolSpec) -> tuple[str, ...]:
+    """The zones the regional MIGs spread over; >= 2 unless the pool states why not."""
+    zones = spec.zones
+    if len(set(zones)) != len(zones):
+        raise GcpPlanError(f"pools[{spec.name}].zones {list(zones)} lists a zone twice; list each zone once")
+    if len(zones) < 2 and not spec.opt_out.single_zone:
+        raise GcpPlanError(
+            f"pools[{spec.name}].zones {list(zones)} is a single zone; list at least 2 zones of "
+            f"{spec.region}, or set optOut.singleZone to a stated reason"
+        )
+    return tuple(sorted(zones))
+
+
+def check_target_shape(pool: str, shape: TargetShape, autoscaling: GcpAutoscaling | None) -> None:
+    """Google's regional autoscaler works only with EVEN or BALANCED distribution."""
+    if autoscaling is not None and shape not in AUTOSCALING_SHAPES:
+        raise GcpPlanError(
+            f"pools[{pool}].targetShape {shape!r} cannot be autoscaled; set targetShape to EVEN or "
+            "BALANCED, or remove autoscaling and size the pool with capacity.target"
+        )
+
+
+def redistribution_type(shape: TargetShape) -> str:
+    """NONE except for EVEN: proactive rebalancing would delete running spot VMs to even out zones."""
+    return "PROACTIVE" if shape == "EVEN" else "NONE"
+
+
+def update_policy(shape: TargetShape) -> compute.RegionInstanceGroupManagerUpdatePolicyArgsDict:
+    """Opportunistic: a template change never recreates a training VM mid-run; repairs pick it up."""
+    return {
+        "type": "OPPORTUNISTIC",
+        "minimal_action": "REPLACE",
+        "instance_redistribution_type": redistribution_type(shape),
+    }
+
+
+def lifecycle_policy() -> compute.RegionInstanceGroupManagerInstanceLifecyclePolicyArgsDict:
+    """Repair preempted/failed VMs; a repair may move zones and uses the current template."""
+    return {
+        "default_action_on_failure": "REPAIR",
+        "force_update_on_repair": "YES",
+        "on_repair": {"allow_changing_zone": "YES"},
+    }
+
+
+def spot_scheduling(spec: GcpPoolSpec) -> compute.RegionInstanceTemplateSchedulingArgsDict:
+    """Spot scheduling; the 120 s notice is set unless the pool explicitly chose 0 s (the policy flags that)."""
+    scheduling: compute.RegionInstanceTemplateSchedulingArgsDict = {
+        "provisioning_model": "SPOT",
+        "preemptible": True,
+        "automatic_restart": False,
+        "on_host_maintenance": "TERMINATE",
+        "instance_termination_action": spec.termination_action,
+    }
+    if spec.notice.preemption_notice_seconds:
+        scheduling["preemption_notice_duration"] = {"seconds": spec.notice.preemption_notice_seconds}
+    return scheduling
+
+
+def on_demand_scheduling() -> compute.RegionInstanceTemplateSchedulingArgsDict:
+    """Standard VMs with GPUs cannot live-migrate: TERMINATE on maintenance, restart afterwards."""
+    return {
+        "provisioning_model": "STANDARD",
+        "preemptible": False,
+        "automatic_restart": True,
+        "on_host_maintenance": "TERMINATE",
+    }
+
+
+def notice_link(spec: GcpPoolSpec) -> str:
+    """The ``spotgpu-notice`` value: ``gcp-120`` or ``gcp-0``."""
+    return f"gcp-{spec.notice.preemption_notice_seconds}"
+
+
+def checkpoint_prefix(spec: GcpPoolSpec) -> str:
+    return spec.checkpoint.prefix or spec.name
+
+
+def checkpoint_store_url(bucket: str, spec: GcpPoolSpec) -> str:
+    return f"gs://{bucket}/{checkpoint_prefix(spec)}"
+
+
+def check_bucket_name(name: str) -> str:
+    """GCS refuses names containing ``google`` or starting with ``goog``."""
+    if "google" in name or name.startswith("goog"):
+        raise GcpPlanError(
+            f"derived bucket name {name!r} contains 'google' or starts with 'goog', which GCS refuses; "
+            "rename the pool or the project prefix"
+        )
+    return name
+
+
+def bucket_lifecycle_rules(keep_generations: int, noncurrent_days: int) -> list[storage.BucketLifecycleRuleArgsDict]:
+    """Abort stale multipart uploads after 1 day; expire noncurrent versions after N days or K newer versions.
+
+    ``send_*_if_zero`` is irrelevant for these values (all >= 1) but set explicitly so a
+    future 0 is not silently dropped by the provider.
+    """
+    return [
+        {"action": {"type": "AbortIncompleteMultipartUpload"}, "condition": {"age": 1, "send_age_if_zero": True}},
+        {
+            "action": {"type": "Delete"},
+            "condition": {
+                "days_since_noncurrent_time": noncurrent_days,
+                "send_days_since_noncurrent_time_if_zero": True,
+                "with_state": "ARCHIVED",
+            },
+        },
+        {
+            "action": {"type": "Delete"},
+            "condition": {
+                "num_newer_versions": keep_generations,
+                "send_num_newer_versions_if_zero": True,
+                "with_state": "ARCHIVED",
+            },
+        },
+    ]
+
+
+def preemption_log_filter(project: str, spot_instance_prefix: str) -> str:
+    """System-event audit entries for preemptions of this pool's spot VMs only.
+
+    Audit entries carry no VM labels, so the pool is selected by the VM name prefix
+    every spot MIG of the pool uses as its base instance name.
+    """
+    return " AND ".join(
+        [
+            f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fsystem_event"',
+            'resource.type="gce_instance"',
+            'protoPayload.methodName="compute.instances.preempted"',
+            f'protoPayload.resourceName:"/instances/{spot_instance_prefix}"',
+        ]
+    )
+
+
+#: What the fallback controller may do on the pool's MIGs (resize, read, list managed instances/errors).
+CONTROLLER_MIG_PERMISSIONS = (
+    "compute.instanceGroupManagers.get",
+    "compute.instanceGroupManagers.update",
+)
+
+
+def controller_mig_condition(project: str, region: str, mig_names: tuple[str, ...]) -> str:
+    """IAM condition limiting the controller's custom role to exactly this pool's MIGs."""
+    base = f"projects/{project}/regions/{region}/instanceGroupManagers/"
+    return " || ".join(f'resource.name == "{base}{n}"' for n in mig_names)
+
+
+def controller_state_condition(bucket: str, prefix: str) -> str:
+    """IAM condition limiting the controller's object access to its state record under the pool's prefix."""
+    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/_controller/")'

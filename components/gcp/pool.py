@@ -1,0 +1,134 @@
+"""``spotgpu:gcp:GpuPool``: a diversified Spot GPU pool on Google Cloud, made safe to use.
+
+Composition (all children parented here, names from pool + environment + stable keys):
+
+* ``NodeIdentity``: the VMs' service account (logs/metrics only project-wide);
+* ``CheckpointBucket``: versioned private GCS bucket, object access for the VMs;
+* ``PreemptionEvents``: log sink -> Pub/Sub topic -> subscription;
+* one ``SpotGroup`` per accelerator signature (see :mod:`components.gcp.plan`);
+* ``OnDemandFallbackGroup``: size-0 on-demand MIG plus the controller's identity.
+
+Every decision is made by :mod:`components.gcp.plan` before any resource exists,
+so invalid pools fail at construction with the field to fix.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components.args import PoolArgs
+from components.gcp import links, plan
+from components.gcp.bucket import CheckpointBucket
+from components.gcp.events import PreemptionEvents
+from components.gcp.fallback import OnDemandFallbackGroup
+from components.gcp.identity import NodeIdentity
+from components.gcp.naming import PoolNames, check_name
+from components.gcp.spot import SpotGroup, SpotGroupSettings
+from spotgpu.models.pools import GcpPoolSpec
+
+TOKEN = "spotgpu:gcp:GpuPool"
+
+
+def _gcp_spec(args: PoolArgs) -> GcpPoolSpec:
+    if not isinstance(args.spec, GcpPoolSpec):
+        raise TypeError(f"components.gcp.GpuPool needs a GcpPoolSpec, got {type(args.spec).__name__}")
+    return args.spec
+
+
+class GpuPool(pulumi.ComponentResource):
+    exports: dict[str, pulumi.Output[str] | str]
+    """What the stack exports: MIG names, identities, bucket, events (ids and names only)."""
+
+    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, None, opts)
+        spec = _gcp_spec(args)
+        zones = plan.distribution_zones(spec)
+        plan.check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
+        groups = plan.group_machine_choices(spec.machine_types)
+        names = PoolNames(spec.project, spec.name, args.environment)
+        spot_migs = [check_name(names.spot_mig(g.key), "MIG") for g in groups]
+        fallback_mig = check_name(names.fallback_mig, "fallback MIG")
+        store_url = plan.checkpoint_store_url(names.bucket, spec)
+        child = pulumi.ResourceOptions(parent=self)
+
+        identity = NodeIdentity(
+            f"{name}-node",
+            project=spec.project,
+            account_id=check_name(names.service_account_id("vm"), "service account"),
+            display_name=f"spotgpu pool {spec.name} ({args.environment}) VMs",
+            opts=child,
+        )
+        bucket = CheckpointBucket(
+            f"{name}-ckpt",
+            project=spec.project,
+            location=spec.bucket_location or spec.region,
+            bucket_name=names.bucket,
+            store=spec.checkpoint,
+            labels=links.labels(args, "checkpoint-store"),
+            writer_member=identity.member,
+            opts=child,
+        )
+        events = PreemptionEvents(
+            f"{name}-events",
+            project=spec.project,
+            topic=names.topic,
+            subscription=names.subscription,
+            sink=names.sink,
+            log_filter=plan.preemption_log_filter(spec.project, names.spot_base_instance_prefix),
+            labels=links.labels(args, "events"),
+            opts=child,
+        )
+        spot_metadata = links.spot_metadata(args, spec, store_url, fallback_mig)
+        spot_script = links.startup_script(args, spec, store_url, "spot")
+        spot_groups = [
+            SpotGroup(
+                f"{name}-spot-{group.key}",
+                SpotGroupSettings(
+                    spec=spec,
+                    group=group,
+                    primary=i == 0,
+                    mig_name=mig,
+                    template_prefix=names.template_prefix(f"spot-{group.key}"),
+                    zones=zones,
+                    metadata=spot_metadata,
+                    startup_script=spot_script,
+                    labels=links.labels(args, "spot-pool"),
+                ),
+                identity.email,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
+            )
+            for i, (group, mig) in enumerate(zip(groups, spot_migs, strict=True))
+        ]
+        fallback = OnDemandFallbackGroup(
+            f"{name}-fallback",
+            spec=spec,
+            group=groups[0],
+            mig_name=fallback_mig,
+            template_prefix=names.template_prefix("od"),
+            zones=zones,
+            metadata=links.fallback_metadata(args, spec, store_url),
+            startup_script=links.startup_script(args, spec, store_url, "on-demand"),
+            labels=links.labels(args, "fallback"),
+            node_service_account=identity.email,
+            controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
+            controller_role_id=names.controller_role_id,
+            controlled_migs=(*spot_migs, fallback_mig),
+            bucket_name=bucket.bucket_name,
+            state_condition=plan.controller_state_condition(names.bucket, plan.checkpoint_prefix(spec)),
+            subscription_name=events.subscription_name,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
+        )
+        self.exports = {
+            "project": spec.project,
+            "region": spec.region,
+            "mig": spot_groups[0].mig_name,
+            "alternateMigs": ",".join(spot_migs[1:]),
+            "fallbackMig": fallback.mig_name,
+            "serviceAccount": identity.email,
+            "controllerServiceAccount": fallback.controller_email,
+            "bucket": bucket.bucket_name,
+            "checkpointStore": store_url,
+            "topic": events.topic_name,
+            "subscription": events.subscription_name,
+        }
+        self.register_outputs(self.exports)
