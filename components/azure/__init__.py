@@ -1,14 +1,24 @@
-"""Placeholder GpuPool for azure until the real component lands (foundation scaffolding)."""
+"""Azure side of spotgpu: ``GpuPool`` (``spotgpu:azure:GpuPool``) and its child components.
 
-from __future__ import annotations
+Pure planning lives in :mod:`components.azure.naming`, :mod:`components.azure.plan`
+and :mod:`components.azure.roles`; the component classes only register resources.
+"""
 
-import pulumi
+from components.azure.controller import ControllerIdentity, ControllerIdentityArgs
+from components.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
+from components.azure.plan import PlanError, PoolPlan, plan_pool
+from components.azure.pool import GpuPool
+from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
 
-from components.args import PoolArgs
-
-
-class GpuPool(pulumi.ComponentResource):
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("spotgpu:azure:GpuPool", name, None, opts)
-        self.exports: dict[str, object] = {"pool": name}
-        self.register_outputs(self.exports)
+__all__ = [
+    "CheckpointStorage",
+    "CheckpointStorageArgs",
+    "ControllerIdentity",
+    "ControllerIdentityArgs",
+    "GpuPool",
+    "OnDemandFallbackGroup",
+    "OnDemandFallbackGroupArgs",
+    "PlanError",
+    "PoolPlan",
+    "plan_pool",
+]

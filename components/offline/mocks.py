@@ -89,24 +89,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources.append(args)
         return fake_outputs(args.typ, args.name, dict(args.inputs))
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         token = args.token
         if token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/x", "userId": "x"}, None
+            return {"accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/x", "userId": "x"}, []
         if token == "aws:index/getRegion:getRegion":
-            return {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"}, None
+            return {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"}, []
         if token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, None
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         if token.startswith("azure-native:authorization:getClientConfig"):
             return {
                 "clientId": _fake_uuid("client"),
                 "objectId": _fake_uuid("object"),
                 "subscriptionId": "00000000-0000-0000-0000-000000000000",
                 "tenantId": _fake_uuid("tenant"),
-            }, None
+            }, []
         if token == "gcp:organizations/getProject:getProject":
-            return {"projectId": "project", "number": "123456789012", "name": "project"}, None
-        return {}, None
+            return {"projectId": "project", "number": "123456789012", "name": "project"}, []
+        return {}, []
 
 
 @dataclass

@@ -1,0 +1,326 @@
+"""Pure planning for an Azure spot GPU pool: what to create, decided before any resource exists.
+
+The component classes only turn a :class:`PoolPlan` into resources. Everything
+that can be wrong with a spec (a combination ARM would refuse, or one that
+would silently cost money) is rejected here with a message naming the field,
+the value and the fix, so a bad stack fails at ``pulumi preview`` and not
+half-way through ``pulumi up``.
+
+Rules and why (see docs/azure.md):
+
+* one Flexible scale set per GPU size: instance mix (``skuProfile``) supports only
+  the A, B, D, E and F families, so GPU sizes cannot share a scale set;
+* ``platformFaultDomainCount`` 1: N-series sizes in a Flexible scale set need it,
+  and zonal scale sets allow no more;
+* a priority mix needs ``singlePlacementGroup`` false;
+* no Spot on B-series or Promo sizes (ARM: AzureSpotIsNotSupportedForThisVMSize);
+* ``singlePlacementGroup`` true caps a scale set at 100 VMs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from components.azure import naming
+from spotgpu import tags
+from spotgpu.models import FallbackLadder, WorkloadProfile
+from spotgpu.models.pools import AzurePoolSpec
+
+#: GPU families (N-series): NC (compute), ND (training), NV (visualisation), NG (gaming/VDI).
+GPU_FAMILIES = ("NC", "ND", "NV", "NG")
+MAX_TAG_VALUE = 256
+SINGLE_PLACEMENT_GROUP_LIMIT = 100
+
+
+class PlanError(ValueError):
+    """A pool spec Azure would reject or that would misbehave; one line with the fix."""
+
+
+@dataclass(frozen=True)
+class VmSize:
+    """A parsed ARM size name such as ``Standard_NC24ads_A100_v4``."""
+
+    name: str
+    family: str
+    vcpus: int
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.family in GPU_FAMILIES
+
+    @property
+    def is_b_series(self) -> bool:
+        return self.family == "B"
+
+    @property
+    def is_promo(self) -> bool:
+        return self.name.lower().endswith("_promo")
+
+
+_SIZE = re.compile(r"^Standard_([A-Z]+)([0-9]+)[a-z]*(?:_[A-Za-z0-9]+)*$")
+
+
+def parse_vm_size(name: str) -> VmSize:
+    m = _SIZE.match(name)
+    if not m:
+        raise PlanError(
+            f"vmSizes entry {name!r} is not an Azure size name; use the ARM form such as Standard_NC24ads_A100_v4"
+        )
+    return VmSize(name=name, family=m.group(1), vcpus=int(m.group(2)))
+
+
+def check_spot_sizes(sizes: tuple[str, ...], field: str = "vmSizes") -> list[VmSize]:
+    """Every size must be a GPU (N-series) size Spot supports, listed once."""
+    parsed = []
+    seen: dict[str, str] = {}
+    for name in sizes:
+        size = parse_vm_size(name)
+        if size.is_b_series:
+            raise PlanError(
+                f"{field} entry {name!r} is B-series; Azure Spot does not support B-series, use an N-series GPU size"
+            )
+        if size.is_promo:
+            raise PlanError(
+                f"{field} entry {name!r} is a Promo size; Azure Spot does not support Promo sizes, drop _Promo"
+            )
+        if not size.is_gpu:
+            raise PlanError(
+                f"{field} entry {name!r} is a {size.family}-series size without GPUs; "
+                f"use an N-series size ({', '.join(GPU_FAMILIES)}), e.g. Standard_NC24ads_A100_v4"
+            )
+        key = naming.size_key(name)
+        if key in seen:
+            raise PlanError(f"{field} lists {name!r} and {seen[key]!r}, the same size; list each size once")
+        seen[key] = name
+        parsed.append(size)
+    return parsed
+
+
+def check_placement(spec: AzurePoolSpec, sizes: list[VmSize]) -> None:
+    """Fault domains, placement groups and priority mix: the combinations ARM refuses."""
+    fd = spec.platform_fault_domain_count
+    if fd > 1:
+        gpu = next((s.name for s in sizes if s.is_gpu), sizes[0].name)
+        raise PlanError(
+            f"platformFaultDomainCount {fd} with N-series size {gpu}: GPU sizes in a Flexible scale set need 1 "
+            "(and zonal scale sets allow at most 1); set platformFaultDomainCount: 1"
+        )
+    if spec.single_placement_group and spec.priority_mix is not None:
+        raise PlanError(
+            "priorityMix with singlePlacementGroup true: Azure allows a Spot priority mix only without a "
+            "single placement group; set singlePlacementGroup: false or drop priorityMix"
+        )
+    if spec.single_placement_group and spec.capacity.max > SINGLE_PLACEMENT_GROUP_LIMIT:
+        raise PlanError(
+            f"capacity.max {spec.capacity.max} with singlePlacementGroup true: one placement group holds at most "
+            f"{SINGLE_PLACEMENT_GROUP_LIMIT} VMs; set singlePlacementGroup: false or capacity.max <= 100"
+        )
+
+
+@dataclass(frozen=True)
+class ZonePlan:
+    zones: tuple[str, ...]
+    #: False when zone-spanning: a strict balance would refuse Spot capacity that exists
+    #: in only some zones; None for one zone (ARM accepts zoneBalance only with >1 zone).
+    zone_balance: bool | None
+
+
+def plan_zones(zones: tuple[str, ...]) -> ZonePlan:
+    if len(set(zones)) != len(zones):
+        raise PlanError(f"zones {list(zones)} lists a zone twice; list each zone once")
+    ordered = tuple(sorted(zones))
+    return ZonePlan(ordered, False if len(ordered) > 1 else None)
+
+
+def split_capacity(total: int, sizes: tuple[str, ...]) -> dict[str, int]:
+    """Spread ``total`` VMs over the sizes, earlier (preferred) sizes first on a remainder.
+
+    Only the initial capacity: the fallback controller resizes the scale sets
+    afterwards, and the component tells Pulumi to ignore ``sku.capacity`` drift.
+    """
+    if not sizes:
+        raise PlanError("vmSizes is empty; list at least one GPU size")
+    if total < 0:
+        raise PlanError(f"capacity.target {total} is negative; use 0 or more")
+    base, extra = divmod(total, len(sizes))
+    return {size: base + (1 if i < extra else 0) for i, size in enumerate(sizes)}
+
+
+def _minutes(duration: str) -> int:
+    m = re.fullmatch(r"PT([0-9]+)M", duration)
+    if not m:
+        raise PlanError(f"terminateNotificationTimeout {duration!r} is not PT<minutes>M; use PT5M to PT15M")
+    return int(m.group(1))
+
+
+def check_terminate_timeout(duration: str) -> str:
+    """Terminate notifications accept 5 to 15 minutes (ISO 8601)."""
+    if not 5 <= _minutes(duration) <= 15:
+        raise PlanError(f"terminateNotificationTimeout {duration!r} is outside PT5M..PT15M; use PT5M to PT15M")
+    return duration
+
+
+def check_tag_values(tag_map: dict[str, str], resource: str) -> dict[str, str]:
+    for key, value in tag_map.items():
+        if len(value) > MAX_TAG_VALUE:
+            raise PlanError(
+                f"tag {key} on {resource} is {len(value)} chars, over Azure's {MAX_TAG_VALUE}; "
+                "shorten the ladder or the pool/account names"
+            )
+    return tag_map
+
+
+@dataclass(frozen=True)
+class ScaleSetPlan:
+    """One scale set: a GPU size, its stable key, name, hostname prefix and start capacity."""
+
+    key: str
+    vm_size: str
+    name: str
+    computer_name_prefix: str
+    capacity: int
+    tags: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    account: str
+    container: str
+    prefix: str
+    url: str
+    sku: str
+    version_days: int
+    protect: bool
+    tags: dict[str, str]
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    pool: str
+    environment: str
+    resource_group: str
+    location: str
+    zones: ZonePlan
+    spot: tuple[ScaleSetPlan, ...]
+    fallback: ScaleSetPlan
+    fallback_max: int
+    storage: StoragePlan
+    pool_identity: str
+    controller_identity: str
+    identity_tags: dict[str, str]
+    controller_tags: dict[str, str]
+
+
+def _waiver(spec: AzurePoolSpec) -> str | None:
+    parts = []
+    if spec.opt_out.single_zone:
+        parts.append(f"singleZone: {spec.opt_out.single_zone}")
+    if spec.opt_out.single_type:
+        parts.append(f"singleType: {spec.opt_out.single_type}")
+    return "; ".join(parts) or None
+
+
+def plan_pool(
+    spec: AzurePoolSpec,
+    *,
+    environment: str,
+    base_tags: dict[str, str],
+    ladder: FallbackLadder,
+    workload: WorkloadProfile,
+    interval_seconds: int,
+) -> PoolPlan:
+    """Validate ``spec`` and decide every name, tag and capacity of the pool."""
+    sizes = check_spot_sizes(spec.vm_sizes)
+    fallback_size = spec.fallback_vm_size or spec.vm_sizes[0]
+    check_spot_sizes((fallback_size,), field="fallbackVmSize")
+    check_placement(spec, sizes)
+    check_terminate_timeout(spec.terminate_notification_timeout)
+    zones = plan_zones(spec.zones)
+    account = naming.check_storage_account_name(spec.storage_account_name)
+
+    pool, env = spec.name, environment
+    prefix = spec.checkpoint.prefix or pool
+    url = naming.checkpoint_store_url(account, naming.CHECKPOINT_CONTAINER, prefix)
+    fallback_name = naming.fallback_scale_set_name(pool, env)
+
+    spot_tags = {
+        **base_tags,
+        **tags.pool_links(
+            role="spot-pool",
+            pool=pool,
+            fallback_group=fallback_name,
+            workload=workload,
+            checkpoint_interval_seconds=interval_seconds,
+            notice="azure",
+            waiver=_waiver(spec),
+            checkpoint_store=url,
+            ladder=ladder,
+        ),
+    }
+    capacity = split_capacity(spec.capacity.target, spec.vm_sizes)
+    spot = []
+    names: dict[str, str] = {}
+    for size in spec.vm_sizes:
+        name = naming.scale_set_name(pool, env, size)
+        if name in names:
+            raise PlanError(
+                f"vmSizes {size!r} and {names[name]!r} map to one scale set name {name}; list each size once"
+            )
+        names[name] = size
+        spot.append(
+            ScaleSetPlan(
+                key=naming.size_key(size),
+                vm_size=size,
+                name=name,
+                computer_name_prefix=naming.computer_name_prefix(pool, size, "spot"),
+                capacity=capacity[size],
+                tags=check_tag_values(dict(spot_tags), name),
+            )
+        )
+    fallback_tags = {
+        **base_tags,
+        **tags.pool_links(
+            role="fallback",
+            pool=pool,
+            workload=workload,
+            checkpoint_interval_seconds=interval_seconds,
+            checkpoint_store=url,
+            ladder=ladder,
+        ),
+    }
+    fallback = ScaleSetPlan(
+        key="ondemand",
+        vm_size=fallback_size,
+        name=fallback_name,
+        computer_name_prefix=naming.computer_name_prefix(pool, fallback_size, "on-demand"),
+        capacity=0,
+        tags=check_tag_values(fallback_tags, fallback_name),
+    )
+    storage = StoragePlan(
+        account=account,
+        container=naming.CHECKPOINT_CONTAINER,
+        prefix=prefix,
+        url=url,
+        sku=spec.storage_sku,
+        version_days=spec.checkpoint.noncurrent_version_days,
+        protect=not spec.checkpoint.force_destroy,
+        tags=check_tag_values(
+            {**base_tags, **tags.pool_links(role="checkpoint-store", pool=pool, checkpoint_store=url)}, account
+        ),
+    )
+    return PoolPlan(
+        pool=pool,
+        environment=env,
+        resource_group=spec.resource_group_name,
+        location=spec.location,
+        zones=zones,
+        spot=tuple(spot),
+        fallback=fallback,
+        fallback_max=spec.capacity.fallback_limit,
+        storage=storage,
+        pool_identity=naming.identity_name(pool, env, "pool"),
+        controller_identity=naming.identity_name(pool, env, "controller"),
+        identity_tags={**base_tags, tags.POOL: pool},
+        controller_tags={**base_tags, **tags.pool_links(role="controller", pool=pool)},
+    )

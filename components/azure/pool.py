@@ -1,0 +1,144 @@
+"""``spotgpu:azure:GpuPool``: a spot GPU pool on Azure, composed of thin children.
+
+Tree (names from stable keys, so a new size adds a scale set and touches none
+of the others)::
+
+    GpuPool <pool>
+    ├─ UserAssignedIdentity        <pool>-identity        (on every VM)
+    ├─ CheckpointStorage           <pool>-checkpoints     (account, blob service, container, lifecycle, grant)
+    ├─ VirtualMachineScaleSet      <pool>-spot-<size key> (one per GPU size: Flexible, Spot, FD=1)
+    ├─ OnDemandFallbackGroup       <pool>-fallback        (Regular, capacity 0, Terminate notice)
+    └─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
+
+All decisions come from :func:`components.azure.plan.plan_pool` and
+:func:`components.azure.roles.plan_roles`; a bad spec raises before any
+resource is registered.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_azure_native.authorization as authorization
+import pulumi_azure_native.compute as compute
+import pulumi_azure_native.managedidentity as managedidentity
+
+from components.args import PoolArgs
+from components.azure.controller import ControllerIdentity, ControllerIdentityArgs
+from components.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
+from components.azure.plan import PoolPlan, plan_pool
+from components.azure.profile import custom_data, scale_set_args, vm_profile
+from components.azure.roles import RolePlan, plan_roles
+from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from spotgpu.models.pools import AzurePoolSpec
+
+TOKEN = "spotgpu:azure:GpuPool"
+
+
+def plan_for(args: PoolArgs) -> tuple[AzurePoolSpec, PoolPlan, RolePlan]:
+    """Plan the pool and its roles; any rejection becomes a one-line ``pulumi.RunError``."""
+    spec = args.spec
+    if not isinstance(spec, AzurePoolSpec):
+        raise pulumi.RunError(f"pool {spec.name} is a {spec.cloud} pool; components.azure.GpuPool takes azure pools")
+    try:
+        plan = plan_pool(
+            spec,
+            environment=args.environment,
+            base_tags=args.base_tags,
+            ladder=args.ladder,
+            workload=args.workload,
+            interval_seconds=args.interval.seconds,
+        )
+        roles = plan_roles(
+            pool=plan.pool,
+            environment=plan.environment,
+            resource_group=plan.resource_group,
+            account=plan.storage.account,
+            container=plan.storage.container,
+            scale_sets={s.key: s.name for s in (*plan.spot, plan.fallback)},
+        )
+    except ValueError as err:  # PlanError and NamingError included
+        raise pulumi.RunError(f"pool {spec.name}: {err}") from None
+    return spec, plan, roles
+
+
+class GpuPool(pulumi.ComponentResource):
+    """Spot GPU scale sets (one per size) with checkpoint storage, fallback group and controller identity.
+
+    Eviction policy: ``Delete`` (default) frees the VM, its disk and its Spot quota
+    at eviction; ``Deallocate`` keeps the stopped VM, which still counts against
+    the Spot quota and the scale set's capacity and keeps billing its disks, in
+    exchange for a faster restart on the same disk when capacity returns.
+    """
+
+    exports: dict[str, pulumi.Output | str]  # type: ignore[type-arg]
+
+    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        spec, plan, roles = plan_for(args)
+        super().__init__(TOKEN, name, None, opts)
+        client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        subscription_id = client.subscription_id
+
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_name_=plan.pool_identity,
+            resource_group_name=plan.resource_group,
+            location=plan.location,
+            tags=plan.identity_tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        checkpoints = CheckpointStorage(
+            f"{name}-checkpoints",
+            CheckpointStorageArgs(
+                plan=plan.storage,
+                resource_group=plan.resource_group,
+                location=plan.location,
+                subscription_id=subscription_id,
+                writer_principal_id=identity.principal_id,
+                writer_grant=roles.for_principal("pool")[0],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        spot_data = custom_data(spec, plan, args.interval.seconds, "spot")
+        spot_sets = [
+            compute.VirtualMachineScaleSet(
+                f"{name}-spot-{s.key}",
+                scale_set_args(spec, plan, s, vm_profile(spec, s, spot_data, spot=True), identity.id, spot=True),
+                # The controller resizes after creation; `pulumi up` must not undo it.
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]),
+            )
+            for s in plan.spot
+        ]
+        fallback = OnDemandFallbackGroup(
+            f"{name}-fallback",
+            OnDemandFallbackGroupArgs(spec, plan, args.interval.seconds, identity.id),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        controller = ControllerIdentity(
+            f"{name}-controller",
+            ControllerIdentityArgs(
+                identity_name=plan.controller_identity,
+                resource_group=plan.resource_group,
+                location=plan.location,
+                tags=plan.controller_tags,
+                roles=roles,
+                subscription_id=subscription_id,
+                scoped_resources=[*spot_sets, fallback.scale_set, checkpoints],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.exports = {
+            "cloud": "azure",
+            "resourceGroup": plan.resource_group,
+            "location": plan.location,
+            "scaleSets": ",".join(s.name for s in plan.spot),
+            "fallbackScaleSet": plan.fallback.name,
+            "fallbackMax": str(plan.fallback_max),
+            "identityClientId": identity.client_id,
+            "identityPrincipalId": identity.principal_id,
+            "storageAccount": checkpoints.account_name,
+            "container": checkpoints.container_name,
+            "checkpointStore": plan.storage.url,
+            "controllerClientId": controller.client_id,
+            "controllerPrincipalId": controller.principal_id,
+        }
+        self.register_outputs(self.exports)

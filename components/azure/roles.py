@@ -1,0 +1,173 @@
+"""Least-privilege role planning for the pool identity and the fallback controller (pure).
+
+Who needs what, and at which scope:
+
+* the **pool identity** (on every VM) writes checkpoints: Storage Blob Data
+  Contributor on the pool's checkpoint **container** only, not the account;
+* the **controller identity** resizes the pool's scale sets: a custom role with
+  only ``virtualMachineScaleSets/read`` and ``/write``, assigned on each of the
+  pool's scale sets (spot sizes and the on-demand fallback), nothing else;
+* it also counts and inspects member VMs. Flexible members are ordinary
+  top-level VMs (``Microsoft.Compute/virtualMachines``), not children of the
+  scale set, and new ones appear with every scale-out, so no per-VM scope can
+  exist ahead of time: a second custom role with only VM *read* actions is
+  assigned on the pool's resource group (read-only, no data-plane access);
+* and keeps its state record in the container: Storage Blob Data Contributor on
+  the container, like the pool identity.
+
+Role definitions are created in the pool's resource group and are assignable
+there only (custom roles cannot be assignable at a single-resource scope).
+Names are GUIDs derived from stable keys that include the globally unique
+storage account name, so re-running a stack never duplicates an assignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from components.azure import naming
+
+STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+
+SCALE_SET_CAPACITY_ACTIONS = (
+    "Microsoft.Compute/virtualMachineScaleSets/read",
+    "Microsoft.Compute/virtualMachineScaleSets/write",
+)
+MEMBER_READ_ACTIONS = (
+    "Microsoft.Compute/virtualMachines/read",
+    "Microsoft.Compute/virtualMachines/instanceView/read",
+    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+)
+
+ScopeKind = Literal["container", "scale-set", "resource-group"]
+Principal = Literal["pool", "controller"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a role applies; rendered once the subscription id is known."""
+
+    kind: ScopeKind
+    resource_group: str
+    name: str = ""
+    account: str = ""
+
+    def render(self, subscription_id: str) -> str:
+        if self.kind == "container":
+            return naming.container_resource_id(subscription_id, self.resource_group, self.account, self.name)
+        if self.kind == "scale-set":
+            return naming.scale_set_resource_id(subscription_id, self.resource_group, self.name)
+        return naming.resource_group_id(subscription_id, self.resource_group)
+
+
+@dataclass(frozen=True)
+class CustomRole:
+    """A custom role definition, kept in (and assignable within) the pool's resource group."""
+
+    key: str
+    role_name: str
+    description: str
+    actions: tuple[str, ...]
+    guid: str
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One role assignment: ``key`` names the Pulumi child; ``role`` is the role definition GUID.
+
+    ``custom_role`` names the :class:`CustomRole` (by key) the grant needs created
+    first, or is None for a built-in role.
+    """
+
+    key: str
+    principal: Principal
+    role: str
+    custom_role: str | None
+    scope: Scope
+    guid: str
+
+    def role_definition_id(self, subscription_id: str) -> str:
+        """Subscription-level form, which ARM accepts for built-in and custom roles alike."""
+        return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{self.role}"
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    custom_roles: tuple[CustomRole, ...]
+    grants: tuple[Grant, ...]
+
+    def for_principal(self, principal: Principal) -> tuple[Grant, ...]:
+        return tuple(g for g in self.grants if g.principal == principal)
+
+
+def plan_roles(
+    *,
+    pool: str,
+    environment: str,
+    resource_group: str,
+    account: str,
+    container: str,
+    scale_sets: dict[str, str],
+) -> RolePlan:
+    """Every custom role and role assignment a pool needs, at the narrowest scope that works.
+
+    ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name.
+    """
+    if not scale_sets:
+        raise ValueError("a pool has at least one scale set; got none")
+    if len(set(scale_sets.values())) != len(scale_sets):
+        raise ValueError(f"scale set names repeat in {sorted(scale_sets.values())}; each scale set gets one grant")
+    keys = (account, resource_group, pool, environment)
+    rg_scope = Scope("resource-group", resource_group)
+    capacity = CustomRole(
+        key="capacity",
+        role_name=f"spotgpu {environment} {pool} scale-set capacity ({account})",
+        description=f"Read and resize the scale sets of spot GPU pool {pool} ({environment}); nothing else.",
+        actions=SCALE_SET_CAPACITY_ACTIONS,
+        guid=naming.stable_guid(*keys, "role", "capacity"),
+        scope=rg_scope,
+    )
+    reader = CustomRole(
+        key="member-reader",
+        role_name=f"spotgpu {environment} {pool} member reader ({account})",
+        description=f"Read the VMs of spot GPU pool {pool} ({environment}): Flexible members are top-level VMs.",
+        actions=MEMBER_READ_ACTIONS,
+        guid=naming.stable_guid(*keys, "role", "member-reader"),
+        scope=rg_scope,
+    )
+    container_scope = Scope("container", resource_group, container, account)
+    grants = [
+        Grant(
+            key=f"{who}-blob",
+            principal=who,
+            role=STORAGE_BLOB_DATA_CONTRIBUTOR,
+            custom_role=None,
+            scope=container_scope,
+            guid=naming.stable_guid(*keys, who, "blob", container),
+        )
+        for who in ("pool", "controller")
+    ]
+    grants += [
+        Grant(
+            key=f"controller-capacity-{key}",
+            principal="controller",
+            role=capacity.guid,
+            custom_role=capacity.key,
+            scope=Scope("scale-set", resource_group, name),
+            guid=naming.stable_guid(*keys, "controller", "capacity", name),
+        )
+        for key, name in scale_sets.items()
+    ]
+    grants.append(
+        Grant(
+            key="controller-member-reader",
+            principal="controller",
+            role=reader.guid,
+            custom_role=reader.key,
+            scope=rg_scope,
+            guid=naming.stable_guid(*keys, "controller", "member-reader"),
+        )
+    )
+    return RolePlan((capacity, reader), tuple(grants))

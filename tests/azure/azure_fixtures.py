@@ -1,0 +1,41 @@
+"""Shared helpers for the Azure tests: pool args from the real stack files, spec variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from components.args import PoolArgs
+from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu.models.pools import AzurePoolSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def stack_raw(stack: str) -> dict[str, Any]:
+    raw, _ = read_stack_file(str(REPO / "stacks" / f"Pulumi.{stack}.yaml"))
+    return raw
+
+
+def pool_args(stack: str = "prod", **changes: Any) -> PoolArgs:
+    """The stack's Azure pool; ``changes`` are camelCase spec keys, validated like YAML input."""
+    raw = stack_raw(stack)
+    pools = []
+    for pool in raw["pools"]:
+        if pool["cloud"] == "azure":
+            pool = {**pool, **changes}
+        pools.append(pool)
+    config = parse_stack_config({**raw, "pools": pools})
+    spec = config.pools_for("azure")[0]
+    return PoolArgs.for_pool(config, spec)
+
+
+def spec(stack: str = "prod", **changes: Any) -> AzurePoolSpec:
+    result = pool_args(stack, **changes).spec
+    assert isinstance(result, AzurePoolSpec)
+    return result
+
+
+def unchecked(base: AzurePoolSpec, **updates: Any) -> AzurePoolSpec:
+    """A copy with snake_case fields replaced *without* validation (to reach the planner's own checks)."""
+    return base.model_copy(update=updates)

@@ -1,0 +1,198 @@
+"""Pure planning: one scale set per size, capacity split, zones, placement rules, tags."""
+
+from __future__ import annotations
+
+import pytest
+from azure_fixtures import pool_args, spec, unchecked
+from hypothesis import given
+from hypothesis import strategies as st
+
+from components.azure import plan
+from components.azure.naming import NamingError
+from components.azure.plan import PlanError
+from spotgpu import tags
+from spotgpu.models.pools import AzurePriorityMix
+
+
+def _plan(s=None, stack: str = "prod"):  # type: ignore[no-untyped-def]
+    args = pool_args(stack)
+    return plan.plan_pool(
+        s or args.spec,  # type: ignore[arg-type]
+        environment=args.environment,
+        base_tags=args.base_tags,
+        ladder=args.ladder,
+        workload=args.workload,
+        interval_seconds=args.interval.seconds,
+    )
+
+
+def test_one_spot_scale_set_per_gpu_size_in_spec_order() -> None:
+    p = _plan()
+    assert [s.vm_size for s in p.spot] == [
+        "Standard_NC24ads_A100_v4",
+        "Standard_NC48ads_A100_v4",
+        "Standard_NC40ads_H100_v5",
+    ]
+    assert [s.name for s in p.spot] == [
+        "train-az-prod-nc24ads-a100-v4",
+        "train-az-prod-nc48ads-a100-v4",
+        "train-az-prod-nc40ads-h100-v5",
+    ]
+    assert len({s.computer_name_prefix for s in p.spot}) == 3
+
+
+def test_capacity_target_is_split_over_sizes_preferred_first() -> None:
+    assert plan.split_capacity(2, ("a", "b", "c")) == {"a": 1, "b": 1, "c": 0}
+    assert plan.split_capacity(7, ("a", "b", "c")) == {"a": 3, "b": 2, "c": 2}
+    assert plan.split_capacity(0, ("a", "b")) == {"a": 0, "b": 0}
+    assert [s.capacity for s in _plan().spot] == [1, 1, 0]
+
+
+@given(st.integers(0, 1000), st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=8, unique=True))
+def test_capacity_split_keeps_the_total_and_differs_by_at_most_one(total: int, sizes: list[str]) -> None:
+    split = plan.split_capacity(total, tuple(sizes))
+    assert sum(split.values()) == total
+    assert max(split.values()) - min(split.values()) <= 1
+    assert list(split.values()) == sorted(split.values(), reverse=True)
+
+
+def test_capacity_split_needs_sizes() -> None:
+    with pytest.raises(PlanError, match="vmSizes is empty"):
+        plan.split_capacity(1, ())
+
+
+def test_zones_span_without_strict_balance_and_single_zone_has_no_balance_flag() -> None:
+    assert plan.plan_zones(("3", "1", "2")) == plan.ZonePlan(("1", "2", "3"), False)
+    assert plan.plan_zones(("2",)) == plan.ZonePlan(("2",), None)
+    with pytest.raises(PlanError, match="lists a zone twice"):
+        plan.plan_zones(("1", "1"))
+
+
+def test_duplicate_zone_from_config_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match="twice"):
+        _plan(unchecked(spec(), zones=("1", "1", "2")))
+
+
+@pytest.mark.parametrize(
+    ("size", "match"),
+    [
+        ("Standard_B2s", "B-series; Azure Spot does not support"),
+        ("Standard_B4als_v2", "B-series"),
+        ("Standard_NC24ads_A100_v4_Promo", "Promo"),
+        ("Standard_D8s_v5", "without GPUs"),
+        ("Standard_HB120rs_v3", "without GPUs"),
+        ("nc24", "not an Azure size name"),
+    ],
+)
+def test_sizes_spot_gpu_pools_cannot_use_are_rejected(size: str, match: str) -> None:
+    base = spec()
+    with pytest.raises(PlanError, match=match):
+        _plan(unchecked(base, vm_sizes=(size, *base.vm_sizes)))
+
+
+def test_same_size_twice_is_rejected_even_with_different_case() -> None:
+    with pytest.raises(PlanError, match="same size"):
+        plan.check_spot_sizes(("Standard_NC24ads_A100_v4", "Standard_NC24ads_a100_v4"))
+
+
+def test_gpu_families_are_accepted() -> None:
+    sizes = plan.check_spot_sizes(
+        ("Standard_NC4as_T4_v3", "Standard_ND96asr_v4", "Standard_NV36ads_A10_v5", "Standard_NG32ads_V620_v1")
+    )
+    assert [s.family for s in sizes] == ["NC", "ND", "NV", "NG"]
+    assert sizes[1].vcpus == 96
+
+
+def test_fault_domain_count_above_one_with_gpu_sizes_is_rejected() -> None:
+    with pytest.raises(PlanError, match="platformFaultDomainCount 2 with N-series size Standard_NC24ads_A100_v4"):
+        _plan(spec(platformFaultDomainCount=2))
+
+
+def test_priority_mix_with_single_placement_group_is_rejected() -> None:
+    s = spec(singlePlacementGroup=True, priorityMix={"baseRegularPriorityCount": 1})
+    with pytest.raises(PlanError, match="priorityMix with singlePlacementGroup true"):
+        _plan(s)
+
+
+def test_priority_mix_without_single_placement_group_is_planned() -> None:
+    s = spec(priorityMix={"baseRegularPriorityCount": 1, "regularPriorityPercentageAboveBase": 20})
+    assert s.priority_mix == AzurePriorityMix(base_regular_priority_count=1, regular_priority_percentage_above_base=20)
+    assert len(_plan(s).spot) == 3
+
+
+def test_single_placement_group_caps_capacity_at_100() -> None:
+    with pytest.raises(PlanError, match="at most 100 VMs"):
+        _plan(spec(singlePlacementGroup=True, capacity={"target": 2, "max": 101}))
+    assert _plan(spec(singlePlacementGroup=True, capacity={"target": 2, "max": 100})).spot
+
+
+def test_storage_account_reserved_word_is_a_naming_error() -> None:
+    with pytest.raises(NamingError, match="reserved word 'microsoft'"):
+        _plan(spec(storageAccountName="microsoftckpt"))
+
+
+def test_storage_account_pattern_is_checked_by_the_spec() -> None:
+    with pytest.raises(ValueError, match="storageAccountName"):
+        spec(storageAccountName="Bad-Name")
+
+
+@pytest.mark.parametrize("timeout", ["PT4M", "PT16M", "PT1H"])
+def test_terminate_timeout_outside_5_to_15_minutes_is_rejected(timeout: str) -> None:
+    with pytest.raises(PlanError, match="PT5M"):
+        plan.check_terminate_timeout(timeout)
+    assert plan.check_terminate_timeout("PT15M") == "PT15M"
+
+
+def test_fallback_size_defaults_to_first_size_and_is_checked() -> None:
+    p = _plan()
+    assert p.fallback.vm_size == "Standard_NC24ads_A100_v4"
+    assert p.fallback.capacity == 0 and p.fallback.name == "train-az-prod-ondemand"
+    with pytest.raises(PlanError, match="fallbackVmSize entry 'Standard_B2s' is B-series"):
+        _plan(spec(fallbackVmSize="Standard_B2s"))
+    assert _plan(spec(fallbackVmSize="Standard_NC40ads_H100_v5")).fallback.vm_size == "Standard_NC40ads_H100_v5"
+
+
+def test_spot_tags_carry_every_link_the_policy_pack_reads() -> None:
+    args = pool_args()
+    p = _plan()
+    t = p.spot[0].tags
+    assert t[tags.ROLE] == "spot-pool"
+    assert t[tags.POOL] == "train-az"
+    assert t[tags.CHECKPOINT_STORE] == "az://spotgpuprodckpt/checkpoints/train-az"
+    assert t[tags.FALLBACK_GROUP] == p.fallback.name
+    assert tags.decode_ladder(t[tags.LADDER])[0].kind == args.ladder.steps[0].kind
+    assert tags.decode_workload(t[tags.WORKLOAD])["checkpoint_write_seconds"] == args.workload.checkpoint_write_seconds
+    assert t[tags.CHECKPOINT_INTERVAL] == str(args.interval.seconds)
+    assert t[tags.NOTICE] == "azure"
+    assert t["spotgpu-environment"] == "prod"
+    assert all(len(v) <= 256 for v in t.values())
+
+
+def test_fallback_and_storage_tags_carry_their_roles() -> None:
+    p = _plan()
+    assert p.fallback.tags[tags.ROLE] == "fallback"
+    assert p.fallback.tags[tags.LADDER]
+    assert tags.FALLBACK_GROUP not in p.fallback.tags
+    assert p.storage.tags[tags.ROLE] == "checkpoint-store"
+    assert p.controller_tags[tags.ROLE] == "controller"
+    assert tags.ROLE not in p.identity_tags
+
+
+def test_opt_out_reasons_become_the_waiver_tag() -> None:
+    s = spec("dev", zones=["1"], optOut={"singleZone": "dev quota exists in zone 1 only"})
+    p = _plan(s, stack="dev")
+    assert p.spot[0].tags[tags.WAIVER] == "singleZone: dev quota exists in zone 1 only"
+    assert p.zones.zone_balance is None
+
+
+def test_overlong_tag_value_is_rejected() -> None:
+    with pytest.raises(PlanError, match="over Azure's 256"):
+        plan.check_tag_values({"spotgpu-ladder": "x" * 257}, "vmss")
+
+
+def test_storage_plan_follows_checkpoint_spec() -> None:
+    prod, dev = _plan().storage, _plan(stack="dev").storage
+    assert (prod.protect, dev.protect) == (True, False)  # forceDestroy false protects live checkpoints
+    assert prod.version_days == 7 and dev.version_days == 3
+    assert prod.sku == "Standard_ZRS"
+    assert _plan(spec(checkpoint={"prefix": "teams/llm"})).storage.url == "az://spotgpuprodckpt/checkpoints/teams/llm"
