@@ -21,6 +21,34 @@ from spotgpu.tags import AGENT_MARKER
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
 MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}
+AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
+#: Must stay in step with ``spotgpu.agent.cli`` (tests/agent/test_bootstrap_snapshot.py parses it back).
+AGENT_EXEC_START = f"/opt/spotgpu/venv/bin/spotgpu agent run --config {AGENT_CONFIG_PATH}"
+
+
+class AgentRuntime(SpotModel):
+    """Agent tuning; every field has the production default, tests shorten the timings."""
+
+    metadata_url: str | None = Field(
+        default=None, description="Metadata base URL; default: the provider's link-local endpoint."
+    )
+    poll_interval_seconds: float = Field(
+        default=1.0, gt=0, le=5, description="AWS IMDS and Azure Scheduled Events poll interval."
+    )
+    hanging_get_timeout_seconds: int = Field(
+        default=60, ge=1, le=3600, description="GCP: timeout_sec of each hanging GET."
+    )
+    request_timeout_seconds: float = Field(default=2.0, gt=0, le=30)
+    error_backoff_seconds: float = Field(default=1.0, gt=0, le=60)
+    imds_token_ttl_seconds: int = Field(default=21600, ge=1, le=21600, description="AWS IMDSv2 token TTL.")
+    telemetry_host: str | None = Field(default="127.0.0.1", description="Prometheus bind address; null disables.")
+    events_log: str | None = Field(default="-", description="JSON-lines log path, '-' for stdout, null for none.")
+    notice_signal: str | None = Field(default=None, description="Signal sent to workload process groups on a notice.")
+    drain_signal: str | None = Field(default=None, description="Signal sent to workload process groups at drain.")
+    workload_pid_file: str | None = Field(default=None, description="PID file of a workload that cannot register.")
+    notice_hook: list[str] | None = Field(default=None, description="Command (argv) started on a notice.")
+    drain_hook: list[str] | None = Field(default=None, description="Command (argv) run at drain, until the deadline.")
+    vm_name: str | None = Field(default=None, description="Azure: override the IMDS compute.name match.")
 
 
 class AgentConfig(SpotModel):
@@ -36,6 +64,10 @@ class AgentConfig(SpotModel):
     telemetry_port: int = 9464
     lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
     autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
+    runtime: AgentRuntime | None = Field(default=None, description="Agent tuning; omitted means the defaults.")
+
+    def effective_runtime(self) -> AgentRuntime:
+        return self.runtime or AgentRuntime()
 
 
 def render_bootstrap(config: AgentConfig, agent_package: str = "spotgpu") -> str:
@@ -61,7 +93,7 @@ After=network-online.target
 Wants=network-online.target
 
 [Service]
-ExecStart=/opt/spotgpu/venv/bin/spotgpu agent run --config /etc/spotgpu/agent.json
+ExecStart={AGENT_EXEC_START}
 Restart=always
 RestartSec=2
 RuntimeDirectory=spotgpu

@@ -1,0 +1,167 @@
+"""Azure: Scheduled Events polling, per-VM filtering, acknowledgement, identity.
+
+Scheduled Events is poll-only (the docs recommend once a second; IMDS allows
+about 5 requests/s per VM). Each document carries a ``DocumentIncarnation`` that
+changes with any change, so an unchanged incarnation is skipped whole. Events
+list the ``Resources`` they affect; a scale set's events can name other VMs, and
+approving an event releases it for *all* its resources, so the agent only acts on
+and approves events that name this VM (IMDS ``compute.name``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.http import MetadataError, MetadataHttp
+from spotgpu.agent.identity import VmIdentity
+from spotgpu.agent.timeparse import rfc1123
+
+DEFAULT_BASE_URL = "http://169.254.169.254"
+EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
+COMPUTE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
+HEADERS = {"Metadata": "true"}
+#: The first Scheduled Events call enables the service and "may take up to 2 minutes".
+FIRST_CALL_TIMEOUT_SECONDS = 120.0
+
+EVENT_KINDS = {
+    "Preempt": EventKind.PREEMPT,
+    "Terminate": EventKind.TERMINATE,
+    "Freeze": EventKind.MAINTENANCE,
+    "Reboot": EventKind.MAINTENANCE,
+    "Redeploy": EventKind.MAINTENANCE,
+}
+
+
+class AzureImdsClient:
+    def __init__(self, http: MetadataHttp) -> None:
+        self.http = http
+
+    def _json(self, path: str, timeout: float | None = None) -> dict[str, object]:
+        resp = self.http.request("GET", path, headers=HEADERS, timeout=timeout)
+        if resp.status != 200:
+            raise MetadataError(f"http_{resp.status}", f"GET {path} answered HTTP {resp.status}")
+        doc = resp.json()
+        if not isinstance(doc, dict):
+            raise MetadataError("malformed", f"GET {path}: expected a JSON object")
+        return doc
+
+    def scheduled_events(self, timeout: float | None = None) -> dict[str, object]:
+        return self._json(EVENTS_PATH, timeout)
+
+    def compute(self) -> dict[str, object]:
+        return self._json(COMPUTE_PATH)
+
+    def start_events(self, event_ids: list[str]) -> None:
+        """Approve events (``StartRequests``); 200 even if already approved."""
+        body = json.dumps({"StartRequests": [{"EventId": eid} for eid in event_ids]}).encode()
+        resp = self.http.request(
+            "POST", EVENTS_PATH, headers={**HEADERS, "Content-Type": "application/json"}, body=body
+        )
+        if resp.status != 200:
+            raise MetadataError(f"http_{resp.status}", f"POST StartRequests answered HTTP {resp.status}")
+
+
+class ScheduledEventsMonitor:
+    """Turns each new Scheduled Events document into notices for this VM only."""
+
+    source = "azure/scheduledevents"
+
+    def __init__(self, client: AzureImdsClient, vm_name: str | None = None, interval: float = 1.0) -> None:
+        if interval < 0.2:
+            raise ValueError(f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= 0.2")
+        self.client = client
+        self.vm_name = vm_name
+        self.interval = interval
+        self.last_clean: float | None = None
+        self.incarnation: object = None
+        self.skipped_other_vm = 0
+        self.skipped_malformed = 0
+        self.enabled = False
+
+    def _this_vm(self) -> str:
+        if not self.vm_name:
+            name = self.client.compute().get("name")
+            if not isinstance(name, str) or not name:
+                raise MetadataError("malformed", "IMDS compute.name is missing; cannot match Resources")
+            self.vm_name = name
+        return self.vm_name
+
+    def check(self) -> list[InterruptionEvent]:
+        vm = self._this_vm()
+        # Until one call has succeeded, wait as long as enabling the service may take.
+        doc = self.client.scheduled_events(None if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
+        self.enabled = True
+        incarnation, events = doc.get("DocumentIncarnation"), doc.get("Events")
+        if not isinstance(incarnation, int) or not isinstance(events, list):
+            raise MetadataError("malformed", "scheduled events: DocumentIncarnation/Events missing")
+        if incarnation == self.incarnation:
+            return []
+        now = time.time()
+        found = [ev for ev in (self._parse(raw, vm, now) for raw in events) if ev is not None]
+        self.incarnation = incarnation  # only after the whole document was read
+        return found
+
+    def _parse(self, raw: object, vm: str, now: float) -> InterruptionEvent | None:
+        if not isinstance(raw, dict):
+            self.skipped_malformed += 1
+            return None
+        event_id, event_type, resources = raw.get("EventId"), raw.get("EventType"), raw.get("Resources")
+        if not isinstance(event_id, str) or event_type not in EVENT_KINDS or not isinstance(resources, list):
+            self.skipped_malformed += 1
+            return None
+        if vm not in resources:
+            self.skipped_other_vm += 1
+            return None
+        try:
+            not_before = rfc1123(raw.get("NotBefore"), "NotBefore")
+        except MetadataError:
+            self.skipped_malformed += 1
+            return None
+        kind = EVENT_KINDS[str(event_type)]
+        started = raw.get("EventStatus") == "Started"
+        return InterruptionEvent(
+            event_id=event_id,
+            kind=kind,
+            source=self.source,
+            detected_at=now,
+            raw=raw,
+            # "Started" (or no NotBefore) means it is happening now.
+            cloud_deadline=now if started or not_before is None else not_before,
+            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+            acknowledge_ids=(event_id,) if kind.terminal else (),
+        )
+
+
+class StartRequestAcknowledger:
+    """Approves each terminal event for this VM exactly once, after the drain."""
+
+    def __init__(self, client: AzureImdsClient) -> None:
+        self.client = client
+        self.approved: set[str] = set()
+
+    def acknowledge(self, event: InterruptionEvent) -> None:
+        pending = [eid for eid in event.acknowledge_ids if eid not in self.approved]
+        if pending:
+            self.client.start_events(pending)
+            self.approved.update(pending)
+
+
+def fetch_identity(client: AzureImdsClient) -> VmIdentity:
+    """name, vmSize, zone, location, vmId and priority (Spot | Regular | empty)."""
+    c = client.compute()
+
+    def field(key: str) -> str:
+        value = c.get(key, "")
+        return value if isinstance(value, str) else str(value)
+
+    return VmIdentity(
+        provider="azure",
+        instance_id=field("vmId"),
+        instance_type=field("vmSize"),
+        zone=field("zone"),
+        region=field("location"),
+        capacity="spot" if field("priority").lower() == "spot" else "on-demand",
+        name=field("name"),
+    )

@@ -1,0 +1,119 @@
+"""``spotgpu agent run|status|demo``: the node agent's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
+
+DEFAULT_CONFIG = AGENT_CONFIG_PATH
+
+
+def load_config(path: str) -> AgentConfig:
+    """Read the JSON the bootstrap wrote; errors name the field and the fix."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise SystemExit(f"spotgpu agent: cannot read {path}: {err.strerror}; fix: pass --config FILE") from err
+    except ValueError as err:
+        raise SystemExit(f"spotgpu agent: {path} is not JSON ({err}); fix: re-render the bootstrap") from err
+    try:
+        return AgentConfig.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SystemExit(
+            f"spotgpu agent: {path}: {where} = {first.get('input')!r}: {first['msg']}; "
+            "fix: correct that key (see docs/agent.md)"
+        ) from err
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from spotgpu.agent.daemon import Agent
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    config = load_config(args.config)
+    if args.metadata_url:
+        rt = config.effective_runtime().model_copy(update={"metadata_url": args.metadata_url})
+        config = config.model_copy(update={"runtime": rt})
+    agent = Agent(config, control_address=args.control)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop_event.set())
+    agent.run_forever()
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from spotgpu.agent.client import AgentClient
+
+    client = AgentClient(args.control, register=False)
+    try:
+        status = client._call("GET", "/v1/status")
+    except OSError as err:
+        print(
+            f"spotgpu agent status: no agent at {client.address} ({err}); is spotgpu-agent.service running?",
+            file=sys.stderr,
+        )
+        return 1
+    print(json.dumps(status, indent=2, default=str))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run an agent against a loopback fake and raise one notice: a local drill."""
+    from spotgpu.agent.daemon import Agent
+    from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata
+    from spotgpu.bootstrap import AgentRuntime
+    from spotgpu.models.notice import default_notice
+
+    fake = {"aws": FakeAwsImds, "gcp": FakeGcpMetadata, "azure": FakeAzureImds}[args.provider]().start()
+    config = AgentConfig(
+        provider=args.provider,
+        pool="demo",
+        notice=default_notice(args.provider).model_dump(mode="json", by_alias=True),
+        checkpoint_store="file:///tmp/spotgpu-demo",
+        checkpoint_interval_seconds=600,
+        control_socket="127.0.0.1:0",
+        telemetry_port=0,
+        runtime=AgentRuntime(metadata_url=fake.url),
+    )
+    agent = Agent(config).start()
+    time.sleep(1.5)
+    if isinstance(fake, FakeAwsImds):
+        fake.raise_spot(lead=20)
+    elif isinstance(fake, FakeGcpMetadata):
+        fake.raise_preempted()
+    else:
+        fake.raise_event(not_before_in=20)
+    time.sleep(3.0)
+    print(json.dumps(agent.status(), indent=2, default=str))
+    agent.stop()
+    fake.stop()
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("agent", help="the node agent: interruption notices, final checkpoint, drain, telemetry")
+    cmds = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+
+    run = cmds.add_parser("run", help="run the agent (what spotgpu-agent.service starts)")
+    run.add_argument("--config", default=DEFAULT_CONFIG, help=f"agent config JSON (default {DEFAULT_CONFIG})")
+    run.add_argument("--control", default=None, help="override the control address (Unix socket or 127.0.0.1:PORT)")
+    run.add_argument("--metadata-url", default=None, help="override the metadata base URL (testing)")
+    run.add_argument("-v", "--verbose", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    status = cmds.add_parser("status", help="print the running agent's state")
+    status.add_argument("--control", default=None, help="control address (default: $SPOTGPU_AGENT or the socket)")
+    status.set_defaults(func=cmd_status)
+
+    demo = cmds.add_parser("demo", help="raise one notice against a loopback fake metadata server")
+    demo.add_argument("provider", choices=("aws", "gcp", "azure"))
+    demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,236 @@
+"""The workload side of the agent, in three lines of a training loop::
+
+    agent = AgentClient()                                   # SPOTGPU_AGENT or /run/spotgpu/agent.sock
+    for step in range(start, steps):
+        ...train...
+        if agent.should_stop():                             # a preempt/terminate notice arrived
+            agent.final_checkpoint(ckpt, step, state); break  # save_final within the budget, reported back
+
+``should_stop()`` is a flag read (a background thread long-polls the agent), so
+it costs nothing per step. ``wait_for_notice()`` blocks for loops that prefer a
+thread of their own, and ``report()`` sends any checkpoint outcome back. If no
+agent is running (a laptop, a CI job), the client says "keep going" and the
+periodic checkpoints remain the protection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from spotgpu.agent.control import parse_address
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADDRESS = "/run/spotgpu/agent.sock"
+ENV_ADDRESS = "SPOTGPU_AGENT"
+
+
+class CheckpointManagerLike(Protocol):
+    """The part of ``spotgpu.checkpoint.CheckpointManager`` the client drives."""
+
+    def save(self, step: int, state: Any) -> Any: ...
+
+    def save_final(self, step: int, state: Any, budget_seconds: float) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Notice:
+    event_id: str
+    kind: str
+    source: str
+    checkpoint: str  # early | final
+    deadline: float | None
+    budget_deadline: float | None
+    stop: bool
+
+    def budget_seconds(self, now: float | None = None) -> float:
+        """Seconds the final checkpoint may still use (0 when there is no deadline)."""
+        if self.budget_deadline is None:
+            return 0.0
+        return max(0.0, self.budget_deadline - (time.time() if now is None else now))
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class AgentClient:
+    def __init__(self, address: str | None = None, timeout: float = 5.0, register: bool = True) -> None:
+        self.address = address or os.environ.get(ENV_ADDRESS) or DEFAULT_ADDRESS
+        self._kind, self._where = parse_address(self.address)
+        self.timeout = timeout
+        self._version = -1
+        self._notice: Notice | None = None
+        self._stop_flag = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._served: set[tuple[str, str]] = set()
+        if register:
+            self._try("POST", "/v1/register", {"pgid": os.getpgrp()})
+
+    # -- transport ------------------------------------------------------------
+    def _conn(self, timeout: float) -> http.client.HTTPConnection:
+        if self._kind == "unix":
+            assert isinstance(self._where, str)
+            return _UnixConnection(self._where, timeout)
+        assert isinstance(self._where, tuple)
+        return http.client.HTTPConnection(self._where[0], self._where[1], timeout=timeout)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        conn = self._conn(timeout or self.timeout)
+        try:
+            payload = None if body is None else json.dumps(body).encode()
+            headers = {"Content-Type": "application/json"} if payload else {}
+            conn.request(method, path, body=payload, headers=headers)
+            resp = conn.getresponse()
+            data = json.loads(resp.read() or b"null")
+            if resp.status != 200:
+                raise RuntimeError(f"agent answered {resp.status} to {method} {path}: {data}")
+            return data
+        finally:
+            conn.close()
+
+    def _try(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """Like _call, but an absent agent is logged, not raised: training must go on."""
+        try:
+            return self._call(method, path, body, timeout)
+        except (OSError, http.client.HTTPException, RuntimeError, ValueError) as err:
+            log.debug("spotgpu agent at %s unreachable: %s", self.address, err)
+            return None
+
+    def _absorb(self, snapshot: Any) -> Notice | None:
+        if not isinstance(snapshot, dict):
+            return None
+        with self._lock:
+            self._version = max(self._version, int(snapshot.get("version", -1)))
+            raw = snapshot.get("notice")
+            if raw:
+                self._notice = Notice(
+                    event_id=str(raw["eventId"]),
+                    kind=str(raw["kind"]),
+                    source=str(raw["source"]),
+                    checkpoint=str(raw["checkpoint"]),
+                    deadline=raw.get("deadline"),
+                    budget_deadline=raw.get("budgetDeadline"),
+                    stop=bool(snapshot.get("stop")),
+                )
+                if self._notice.stop:
+                    self._stop_flag.set()
+            return self._notice
+
+    # -- the three calls ------------------------------------------------------
+    def should_stop(self) -> bool:
+        """True once a preempt/terminate notice arrived; cheap enough for every step."""
+        if self._watcher is None:
+            self._absorb(self._try("GET", "/v1/notice"))
+            self._watcher = threading.Thread(target=self._watch, name="spotgpu-agent-watch", daemon=True)
+            self._watcher.start()
+        return self._stop_flag.is_set()
+
+    def wait_for_notice(self, timeout: float | None = None, wait_chunk: float = 30.0) -> Notice | None:
+        """Block until the agent has any notice (early or final), or ``timeout``."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            current = self._notice
+            if current is not None:
+                return current
+            remaining = wait_chunk if end is None else min(wait_chunk, end - time.monotonic())
+            if remaining <= 0:
+                return None
+            snap = self._try(
+                "GET", f"/v1/notice?since={self._version}&wait={remaining:.3f}", timeout=remaining + self.timeout
+            )
+            if snap is None:
+                time.sleep(min(1.0, max(0.0, remaining)))
+            self._absorb(snap)
+
+    def report(self, result: Any, checkpoint: str = "final", step: int | None = None) -> None:
+        """Send a checkpoint outcome; ``result`` is a FinalSaveResult, a GenerationInfo, or a bool."""
+        body: dict[str, Any] = {"checkpoint": checkpoint, "step": step}
+        if isinstance(result, bool):
+            body["committed"] = result
+        elif hasattr(result, "committed"):  # FinalSaveResult
+            body.update(
+                committed=bool(result.committed),
+                seconds=getattr(result, "seconds", None),
+                generation=_generation_id(getattr(result, "generation", None)),
+                reason=getattr(result, "reason", None),
+            )
+        else:  # GenerationInfo from a periodic save: it only exists once committed
+            body.update(committed=True, generation=_generation_id(result))
+        self._try("POST", "/v1/report", body)
+
+    # -- conveniences ---------------------------------------------------------
+    @property
+    def notice(self) -> Notice | None:
+        return self._notice
+
+    def checkpoint_requested(self) -> str | None:
+        """``early`` or ``final`` once per notice, else None (call after should_stop())."""
+        self.should_stop()
+        current = self._notice
+        if current is None or (current.event_id, current.checkpoint) in self._served:
+            return None
+        return current.checkpoint
+
+    def final_checkpoint(self, manager: CheckpointManagerLike, step: int, state: Any) -> Any:
+        """``manager.save_final`` with the remaining budget, then report the outcome to the agent."""
+        current = self._notice or self.wait_for_notice(timeout=0)
+        budget = current.budget_seconds() if current else 0.0
+        started = time.monotonic()
+        try:
+            result = manager.save_final(step, state, budget_seconds=budget)
+        except Exception as err:
+            self.report(False, "final", step)
+            log.warning("final checkpoint at step %s failed after %.1fs: %s", step, time.monotonic() - started, err)
+            raise
+        self.report(result, "final", step)
+        if current:
+            self._served.add((current.event_id, "final"))
+        return result
+
+    def early_checkpoint(self, manager: CheckpointManagerLike, step: int, state: Any) -> Any:
+        """A periodic-style save the agent asked for early (rebalance, maintenance)."""
+        info = manager.save(step, state)
+        self.report(info, "early", step)
+        if self._notice:
+            self._served.add((self._notice.event_id, self._notice.checkpoint))
+        return info
+
+    def ready(self) -> None:
+        """Tell the agent the workload is up (feeds boot-to-ready telemetry)."""
+        self._try("POST", "/v1/ready", {})
+
+    def _watch(self) -> None:
+        while not self._stop_flag.is_set():
+            snap = self._try("GET", f"/v1/notice?since={self._version}&wait=30", timeout=30 + self.timeout)
+            if snap is None:
+                time.sleep(1.0)
+                continue
+            self._absorb(snap)
+
+
+def _generation_id(generation: Any) -> str | None:
+    if generation is None:
+        return None
+    for attr in ("generation", "id", "name", "step"):
+        value = getattr(generation, attr, None)
+        if value is not None:
+            return str(value)
+    return str(generation)

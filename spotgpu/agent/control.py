@@ -1,0 +1,186 @@
+"""The local control endpoint a workload talks to: HTTP on a Unix socket or loopback.
+
+Routes (JSON in and out):
+
+* ``GET  /v1/notice[?since=V&wait=S]``  current notice; with ``wait`` it long-polls
+  until the state version exceeds ``since`` (how the client learns of a notice
+  within milliseconds of the agent).
+* ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
+* ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
+* ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final).
+* ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from spotgpu.agent.state import CheckpointReport, WorkloadState
+
+MAX_WAIT_SECONDS = 300.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
+    """``/run/x.sock`` or ``unix:/run/x.sock`` -> unix; ``127.0.0.1:9465`` or ``http://127.0.0.1:9465`` -> tcp."""
+    if address.startswith("unix:"):
+        return "unix", address[5:]
+    if address.startswith("/"):
+        return "unix", address
+    hostport = urlsplit(address if "//" in address else f"//{address}")
+    if not hostport.hostname or hostport.port is None:
+        raise ValueError(f"control address {address!r}: use /path/to.sock or 127.0.0.1:PORT")
+    if hostport.hostname not in LOOPBACK:
+        raise ValueError(f"control address {address!r} is not loopback; fix: use 127.0.0.1:PORT or a Unix socket")
+    return "tcp", (hostport.hostname, hostport.port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Any  # _UnixServer | _TcpServer, both carrying .control
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def address_string(self) -> str:
+        return "local"
+
+    def _send(self, status: int, payload: object) -> None:
+        body = json.dumps(payload, default=str).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return {}
+        data = json.loads(self.rfile.read(length))
+        if not isinstance(data, dict):
+            raise ValueError("body must be a JSON object")
+        return data
+
+    def do_GET(self) -> None:
+        control: ControlServer = self.server.control
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        control.state.touch()
+        if url.path == "/v1/notice":
+            if "wait" in query:
+                since = int(query.get("since", ["-1"])[0])
+                wait = min(float(query["wait"][0]), MAX_WAIT_SECONDS)
+                control.state.wait_change(since, wait)
+            self._send(200, control.state.snapshot())
+        elif url.path == "/v1/status":
+            self._send(200, control.status())
+        elif url.path == "/healthz":
+            self._send(200, {"ok": True})
+        else:
+            self._send(404, {"error": f"no route {url.path}"})
+
+    def do_POST(self) -> None:
+        control: ControlServer = self.server.control
+        try:
+            body = self._body()
+            if self.path == "/v1/register":
+                control.state.register(int(body.get("pgid") or os.getpgid(int(body["pid"]))))
+            elif self.path == "/v1/ready":
+                control.on_ready()
+            elif self.path == "/v1/report":
+                control.state.add_report(_report(body))
+            else:
+                self._send(404, {"error": f"no route {self.path}"})
+                return
+        except (ValueError, KeyError, TypeError, ProcessLookupError) as err:
+            self._send(400, {"error": str(err)})
+            return
+        self._send(200, control.state.snapshot())
+
+
+def _report(body: dict[str, Any]) -> CheckpointReport:
+    kind = body.get("checkpoint", "final")
+    if kind not in ("early", "final"):
+        raise ValueError(f"checkpoint {kind!r}: use early or final")
+    if not isinstance(body.get("committed"), bool):
+        raise ValueError("committed must be true or false")
+    return CheckpointReport(
+        checkpoint=kind,
+        committed=body["committed"],
+        step=body.get("step"),
+        seconds=body.get("seconds"),
+        generation=None if body.get("generation") is None else str(body.get("generation")),
+        reason=body.get("reason"),
+    )
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    control: ControlServer
+
+
+class _TcpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    control: ControlServer
+
+
+class ControlServer:
+    def __init__(
+        self,
+        address: str,
+        state: WorkloadState,
+        status: Callable[[], dict[str, object]] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        self.address = address
+        self.state = state
+        self._status = status or state.snapshot
+        self._on_ready = on_ready or state.mark_ready
+        kind, where = parse_address(address)
+        self.server: _UnixServer | _TcpServer
+        if kind == "unix":
+            assert isinstance(where, str)
+            os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
+            if os.path.exists(where):
+                os.unlink(where)  # a stale socket from a previous run
+            self.server = _UnixServer(where, _Handler)
+            # Any local user's workload may connect: the GPU VM is single-tenant.
+            os.chmod(where, 0o666)
+        else:
+            assert isinstance(where, tuple)
+            self.server = _TcpServer(where, _Handler)
+        self.server.control = self
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="control", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """An address a client accepts (with the real port when 0 was asked for)."""
+        if isinstance(self.server, _TcpServer):
+            host, port = self.server.server_address[:2]
+            return f"{host!s}:{port}"
+        return self.address
+
+    def status(self) -> dict[str, object]:
+        return self._status()
+
+    def on_ready(self) -> None:
+        self._on_ready()
+
+    def start(self) -> ControlServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        kind, where = parse_address(self.address)
+        if kind == "unix" and isinstance(where, str) and os.path.exists(where):
+            os.unlink(where)

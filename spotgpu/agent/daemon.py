@@ -1,0 +1,213 @@
+"""Wires an :class:`AgentConfig` into a running agent.
+
+Monitors (one thread per source) -> queue -> responder (in order, de-duplicated)
+-> workload state (control endpoint, signals, hooks) and acknowledgers. The
+cloud-specific parts are chosen here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from spotgpu.agent import actions, aws, azure, gcp
+from spotgpu.agent.control import ControlServer
+from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.http import MetadataError, MetadataHttp
+from spotgpu.agent.identity import VmIdentity, unknown_identity
+from spotgpu.agent.monitor import Monitor, MonitorRunner
+from spotgpu.agent.plan import contract_from_config
+from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
+from spotgpu.agent.state import WorkloadState
+from spotgpu.agent.telemetry import Telemetry, seconds_since_boot
+from spotgpu.bootstrap import AgentConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URLS = {"aws": aws.DEFAULT_BASE_URL, "gcp": gcp.DEFAULT_BASE_URL, "azure": azure.DEFAULT_BASE_URL}
+
+
+@dataclass
+class CloudWiring:
+    """What a provider contributes: its monitors, identity lookup and acknowledgers."""
+
+    monitors: list[Monitor]
+    identity: Callable[[], VmIdentity]
+    acknowledgers: list[Acknowledger] = field(default_factory=list)
+
+
+def wire_cloud(
+    config: AgentConfig, autoscaling_client: Callable[[], aws.AutoscalingClient] | None = None
+) -> CloudWiring:
+    rt = config.effective_runtime()
+    http = MetadataHttp(rt.metadata_url or DEFAULT_URLS[config.provider], timeout=rt.request_timeout_seconds)
+    if config.provider == "aws":
+        imds = aws.ImdsV2Client(http, token_ttl_seconds=rt.imds_token_ttl_seconds)
+        cached: dict[str, VmIdentity] = {}
+
+        def identity() -> VmIdentity:
+            if "id" not in cached:
+                cached["id"] = aws.fetch_identity(imds)
+            return cached["id"]
+
+        acks: list[Acknowledger] = []
+        if config.lifecycle_hook:
+            if not config.autoscaling_group:
+                raise ValueError(
+                    "lifecycleHook is set but autoscalingGroup is not; fix: set autoscalingGroup to the pool's ASG"
+                )
+            factory = autoscaling_client or aws.boto3_autoscaling_factory(lambda: identity().region)
+            acks.append(
+                aws.LifecycleHookAcknowledger(
+                    config.autoscaling_group, config.lifecycle_hook, lambda: identity().instance_id, factory
+                )
+            )
+        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds)]
+        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds))
+        return CloudWiring(monitors, identity, acks)
+    if config.provider == "gcp":
+        client = gcp.GcpMetadataClient(http)
+        timeout = rt.hanging_get_timeout_seconds
+        return CloudWiring(
+            [gcp.PreemptedMonitor(client, timeout), gcp.MaintenanceMonitor(client, timeout)],
+            lambda: gcp.fetch_identity(client),
+        )
+    az = azure.AzureImdsClient(http)
+    return CloudWiring(
+        [azure.ScheduledEventsMonitor(az, rt.vm_name, rt.poll_interval_seconds)],
+        lambda: azure.fetch_identity(az),
+        [azure.StartRequestAcknowledger(az)],
+    )
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        wiring: CloudWiring | None = None,
+        telemetry: Telemetry | None = None,
+        control_address: str | None = None,
+    ) -> None:
+        rt = config.effective_runtime()
+        self.config = config
+        self.contract = contract_from_config(config.provider, config.notice)
+        self.wiring = wiring or wire_cloud(config)
+        self.telemetry = telemetry or Telemetry(rt.events_log)
+        self.state = WorkloadState()
+        self.events: queue.Queue[InterruptionEvent | None] = queue.Queue()  # None: stop
+        self.stop_event = threading.Event()
+        self.identity = unknown_identity(config.provider)
+        self.ready_at: float | None = None
+        self.responder = Responder(
+            self.contract,
+            self.state,
+            self.telemetry,
+            self.wiring.acknowledgers,
+            WorkloadHooks(
+                notice_signal=actions.parse_signal(rt.notice_signal),
+                drain_signal=actions.parse_signal(rt.drain_signal),
+                pid_file=rt.workload_pid_file,
+                notice_hook=rt.notice_hook,
+                drain_hook=rt.drain_hook,
+            ),
+        )
+        self.control = ControlServer(
+            control_address or config.control_socket, self.state, status=self.status, on_ready=self._workload_ready
+        )
+        self.runners = [
+            MonitorRunner(
+                m, self.events, self.stop_event, self.telemetry.metadata_error, self._on_clean, rt.error_backoff_seconds
+            )
+            for m in self.wiring.monitors
+        ]
+        self._consumer = threading.Thread(target=self._consume, name="responder", daemon=True)
+        self._identity_thread = threading.Thread(target=self._resolve_identity, name="identity", daemon=True)
+
+    # -- lifecycle ------------------------------------------------------------
+    def start(self) -> Agent:
+        rt = self.config.effective_runtime()
+        if rt.telemetry_host is not None:
+            self.telemetry.serve(rt.telemetry_host, self.config.telemetry_port)
+        self.control.start()
+        self._consumer.start()
+        for runner in self.runners:
+            runner.start()
+        self._identity_thread.start()
+        self.telemetry.log(
+            "started",
+            provider=self.config.provider,
+            pool=self.config.pool,
+            control=self.control.url,
+            telemetryPort=self.telemetry.http_port,
+            notice=self.contract.model_dump(mode="json", by_alias=True),
+        )
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.events.put_nowait(None)
+        self.control.stop()
+
+    def run_forever(self) -> None:
+        self.start()
+        try:
+            while not self.stop_event.wait(1.0):
+                pass
+        finally:
+            self.stop()
+
+    # -- internals ------------------------------------------------------------
+    def _consume(self) -> None:
+        while not self.stop_event.is_set():
+            event = self.events.get()
+            if event is None:
+                return
+            try:
+                self.responder.handle(event)
+            except Exception:  # one bad event must not end the agent
+                log.exception("handling %s failed", event.event_id)
+
+    def _on_clean(self, source: str) -> None:
+        if self.ready_at is None:
+            self.ready_at = time.time()
+            self.telemetry.ready("agent", seconds_since_boot())
+
+    def _workload_ready(self) -> None:
+        if self.state.mark_ready():
+            self.telemetry.ready("workload", seconds_since_boot())
+
+    def _resolve_identity(self) -> None:
+        rt = self.config.effective_runtime()
+        while not self.stop_event.is_set():
+            try:
+                self.identity = self.wiring.identity()
+            except MetadataError as err:
+                self.telemetry.metadata_error("identity", err.reason)
+                self.stop_event.wait(rt.error_backoff_seconds)
+                continue
+            except Exception as err:
+                self.telemetry.metadata_error("identity", type(err).__name__)
+                self.stop_event.wait(rt.error_backoff_seconds)
+                continue
+            self.telemetry.identity(self.identity, self.config.pool)
+            return
+
+    def status(self) -> dict[str, object]:
+        return {
+            **self.state.snapshot(),
+            "provider": self.config.provider,
+            "pool": self.config.pool,
+            "identity": self.identity.as_dict(),
+            "agentReadyAt": self.ready_at,
+            "telemetryPort": self.telemetry.http_port,
+            "events": [
+                {"eventId": e.event_id, "kind": str(e.kind), "source": e.source, "detectedAt": e.detected_at}
+                for e in self.responder.store.all()
+            ],
+            "acknowledged": list(self.responder.acknowledged),
+            "reports": [r.as_dict() for r in self.state.reports],
+        }

@@ -1,0 +1,91 @@
+"""The one normalized interruption event every metadata monitor produces.
+
+Each cloud says "you are about to lose this VM" differently (an IMDS JSON
+document, a metadata flag flipping to TRUE, a Scheduled Events entry). Monitors
+translate their source into :class:`InterruptionEvent` so that the responder,
+telemetry and the workload interface never need to know which cloud spoke.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    """What the notice means for the VM, not what the cloud called it."""
+
+    REBALANCE = "rebalance"  # elevated risk, no deadline (AWS rebalance recommendation)
+    MAINTENANCE = "maintenance"  # host maintenance ahead (GCP maintenance-event, Azure Freeze/Reboot/Redeploy)
+    PREEMPT = "preempt"  # spot capacity reclaimed (AWS instance-action, GCP preempted, Azure Preempt)
+    TERMINATE = "terminate"  # scale-in / deletion of a regular VM (Azure Terminate)
+
+    @property
+    def terminal(self) -> bool:
+        """A terminal notice ends the VM: final checkpoint, drain, acknowledge."""
+        return self in (EventKind.PREEMPT, EventKind.TERMINATE)
+
+
+@dataclass(frozen=True)
+class InterruptionEvent:
+    """A notice as the agent understood it at detection time.
+
+    ``deadline`` is absolute (Unix seconds) and already sanity-checked against the
+    contract (see :mod:`spotgpu.agent.plan`); ``cloud_deadline`` is what the cloud
+    said, kept for telemetry. ``published_at`` is when the cloud says the notice was
+    issued, when it says so at all.
+    """
+
+    event_id: str
+    kind: EventKind
+    source: str
+    detected_at: float
+    raw: object
+    cloud_deadline: float | None = None
+    published_at: float | None = None
+    #: Seconds between the last clean poll of this source and this detection
+    #: (the detection-latency upper bound when the cloud gives no publish time).
+    since_last_clean_poll: float | None = None
+    #: Azure: the ids to acknowledge (StartRequests) once the drain is done.
+    acknowledge_ids: tuple[str, ...] = ()
+
+    @property
+    def dedup_key(self) -> tuple[str, str]:
+        return (self.source, self.event_id)
+
+    def detection_latency(self) -> float | None:
+        """Best available upper bound on how long the notice sat before we saw it.
+
+        Both bounds over-estimate: the notice was absent at the last clean poll,
+        and a cloud publish time may be truncated to whole seconds; take the tighter.
+        """
+        bounds = [b for b in (self.since_last_clean_poll,) if b is not None]
+        if self.published_at is not None:
+            bounds.append(max(0.0, self.detected_at - self.published_at))
+        return min(bounds) if bounds else None
+
+
+@dataclass
+class EventStore:
+    """Remembers every (source, id) seen, so re-served notices are acted on once.
+
+    Clouds re-serve the same notice on every poll (AWS returns the same JSON
+    until the VM is gone; Azure bumps DocumentIncarnation on unrelated changes),
+    so de-duplication is by identity, not by arrival.
+    """
+
+    _seen: dict[tuple[str, str], InterruptionEvent] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, event: InterruptionEvent) -> bool:
+        """True if the event is new."""
+        with self._lock:
+            if event.dedup_key in self._seen:
+                return False
+            self._seen[event.dedup_key] = event
+            return True
+
+    def all(self) -> list[InterruptionEvent]:
+        with self._lock:
+            return list(self._seen.values())

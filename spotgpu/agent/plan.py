@@ -1,0 +1,109 @@
+"""Pure decisions: how much time a notice leaves, and what to do about it.
+
+Kept free of threads and I/O so every rule is tested directly. The responder
+(:mod:`spotgpu.agent.responder`) only executes what these functions decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import TypeAdapter
+
+from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, NoticeContract
+
+Contract = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
+
+#: The longest lead any cloud documents per kind. A cloud deadline beyond it is
+#: treated as clock skew, not as a gift of extra time.
+#: preempt: 120 s (AWS 2-minute notice, GCP 120 s); terminate: Azure terminate
+#: notifications are configurable up to 15 min; maintenance: GCP gives GPU VMs 1 h.
+MAX_DOCUMENTED_LEAD = {EventKind.PREEMPT: 120.0, EventKind.TERMINATE: 900.0, EventKind.MAINTENANCE: 3600.0}
+
+#: A cloud deadline this far in the past at detection cannot be real (the VM is
+#: still running), so the clocks disagree.
+PAST_DEADLINE_TOLERANCE = 2.0
+
+_CONTRACT = TypeAdapter(NoticeContract)
+
+
+def contract_from_config(provider: str, notice: dict[str, object]) -> Contract:
+    """Rebuild the pool's notice contract from ``AgentConfig.notice``.
+
+    The bootstrap writes the contract as its model dumps it (camelCase, with the
+    ``provider`` discriminator); a dump that omits the provider gets the pool's.
+    """
+    data = dict(notice)
+    data.setdefault("provider", provider)
+    if data["provider"] != provider:
+        raise ValueError(
+            f"notice.provider {data['provider']!r} does not match the agent's provider {provider!r}; "
+            "fix: render the bootstrap with the pool's own notice contract"
+        )
+    return _CONTRACT.validate_python(data)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    at: float | None
+    #: cloud: the cloud's own timestamp; contract: detection + contract notice
+    #: (the cloud gave none); skew: the cloud's timestamp was implausible;
+    #: none: no deadline (rebalance).
+    basis: Literal["cloud", "contract", "skew", "none"]
+
+
+def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
+    """The absolute time the VM should be assumed gone.
+
+    The cloud's timestamp is trusted only within what the cloud documents: a
+    deadline further out than the longest documented lead, or already past while
+    we are demonstrably still running, means the VM clock and the cloud's clock
+    disagree, and the contract's notice (counted from detection) is used instead.
+    """
+    if event.kind is EventKind.REBALANCE:
+        return Deadline(None, "none")
+    fallback_lead = contract.notice_seconds if event.kind is EventKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
+    fallback = event.detected_at + fallback_lead
+    if event.cloud_deadline is None:
+        return Deadline(fallback, "contract")
+    lead = event.cloud_deadline - event.detected_at
+    max_lead = max(contract.notice_seconds, MAX_DOCUMENTED_LEAD[event.kind])
+    if lead > max_lead + PAST_DEADLINE_TOLERANCE or lead < -PAST_DEADLINE_TOLERANCE:
+        return Deadline(min(fallback, event.detected_at + max_lead), "skew")
+    return Deadline(max(event.cloud_deadline, event.detected_at), "cloud")
+
+
+def budget_seconds(deadline: float | None, now: float, safety_margin: float) -> float:
+    """Seconds a final checkpoint may still use: deadline − now − safety margin, never negative."""
+    if deadline is None:
+        return 0.0
+    return max(0.0, deadline - now - safety_margin)
+
+
+@dataclass(frozen=True)
+class ResponsePlan:
+    """What the agent does for one notice."""
+
+    act: bool
+    stop_new_work: bool
+    checkpoint: Literal["early", "final"] | None
+    drain: bool
+    acknowledge: bool
+    why: str
+
+
+def plan_response(event: InterruptionEvent, contract: Contract) -> ResponsePlan:
+    """Map a notice to actions by the pool's contract.
+
+    Rebalance and maintenance are early, unguaranteed signals: stop taking new
+    work and checkpoint early, but keep the VM (it may never be reclaimed).
+    Preempt and terminate end the VM: final checkpoint within the budget, drain,
+    then acknowledge so the cloud can proceed.
+    """
+    if event.kind.terminal:
+        return ResponsePlan(True, True, "final", True, True, f"{event.kind}: the VM is going away")
+    if event.kind is EventKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:
+        return ResponsePlan(False, False, None, False, False, "rebalance ignored: contract has watchRebalance=false")
+    return ResponsePlan(True, True, "early", False, False, f"{event.kind}: elevated risk, checkpoint early")

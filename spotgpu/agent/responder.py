@@ -1,0 +1,170 @@
+"""Executes the plan for each notice: tell the workload, wait, drain, acknowledge.
+
+One responder per agent consumes the de-duplicated event stream in order. A
+terminal notice is handled to completion (final checkpoint answer or budget
+spent, then drain, then acknowledgement) before the next event; later terminal
+events for the same VM are then only acknowledged, each exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from spotgpu.agent import actions
+from spotgpu.agent.events import EventStore, InterruptionEvent
+from spotgpu.agent.plan import Contract, budget_seconds, plan_response, resolve_deadline
+from spotgpu.agent.state import Phase, WorkloadState
+from spotgpu.agent.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class Acknowledger(Protocol):
+    def acknowledge(self, event: InterruptionEvent) -> None: ...
+
+
+@dataclass
+class WorkloadHooks:
+    """Signals and hook commands; all optional."""
+
+    notice_signal: signal.Signals | None = None
+    drain_signal: signal.Signals | None = None
+    pid_file: str | None = None
+    notice_hook: Sequence[str] | None = None
+    drain_hook: Sequence[str] | None = None
+
+
+@dataclass
+class Responder:
+    contract: Contract
+    state: WorkloadState
+    telemetry: Telemetry
+    acknowledgers: Sequence[Acknowledger] = ()
+    hooks: WorkloadHooks = field(default_factory=WorkloadHooks)
+    #: How long a workload must have been silent before we stop waiting for it.
+    workload_contact_window: float = 3600.0
+    ack_retry_seconds: float = 0.5
+    #: Keep retrying an acknowledgement this long past the deadline (the VM may outlive it).
+    ack_grace_seconds: float = 5.0
+    store: EventStore = field(default_factory=EventStore)
+    terminal_event: InterruptionEvent | None = None
+    drained: bool = False
+    acknowledged: list[str] = field(default_factory=list)
+
+    def handle(self, event: InterruptionEvent) -> None:
+        if not self.store.add(event):
+            self.telemetry.duplicate(event)
+            return
+        plan = plan_response(event, self.contract)
+        deadline = resolve_deadline(event, self.contract)
+        self.telemetry.notice(event, deadline.at, deadline.basis)
+        if not plan.act:
+            self.telemetry.log("ignored", eventId=event.event_id, why=plan.why)
+            return
+        if plan.checkpoint == "early":
+            if self.terminal_event is None and self.state.phase in ("running", "early-checkpoint"):
+                self._notify(event, "early-checkpoint", "early", deadline.at)
+            return
+        if self.terminal_event is not None:
+            # Events are handled in order, so the earlier notice's drain is done:
+            # approve this one too (Azure may list a second event for this VM).
+            self._acknowledge(event, deadline.at)
+            return
+        self.terminal_event = event
+        self._final(event, deadline.at)
+
+    # -- steps --------------------------------------------------------------
+    def _notify(self, event: InterruptionEvent, phase: Phase, checkpoint: str, deadline: float | None) -> float | None:
+        margin = self.contract.safety_margin_seconds
+        budget_deadline = None if deadline is None else deadline - margin
+        notice = {
+            "eventId": event.event_id,
+            "kind": str(event.kind),
+            "source": event.source,
+            "checkpoint": checkpoint,
+            "detectedAt": event.detected_at,
+            "deadline": deadline,
+            "budgetDeadline": budget_deadline,
+            "budgetSeconds": budget_seconds(deadline, time.time(), margin) if deadline is not None else None,
+        }
+        self.state.set_notice(phase, notice)
+        pgids = set(self.state.workload_pgids)
+        pid = actions.read_pid_file(self.hooks.pid_file)
+        if pid is not None:
+            pgids.add(pid)
+        actions.signal_groups(self.hooks.notice_signal, pgids)
+        actions.start_hook(self.hooks.notice_hook, _hook_env(notice))
+        self.telemetry.log("workload-notified", phase=phase, **notice)
+        return budget_deadline
+
+    def _final(self, event: InterruptionEvent, deadline: float | None) -> None:
+        assert deadline is not None  # terminal kinds always resolve a deadline
+        # Each step runs even if an earlier one failed: a VM that is going away
+        # must still drain and release the cloud's event.
+        try:
+            budget_deadline = self._notify(event, "final-checkpoint", "final", deadline) or deadline
+            self._await_final_checkpoint(event, budget_deadline)
+        except Exception:
+            log.exception("final checkpoint step failed for %s", event.event_id)
+        try:
+            self._drain(deadline)
+        except Exception:
+            log.exception("drain failed for %s", event.event_id)
+        self._acknowledge(event, deadline)
+
+    def _await_final_checkpoint(self, event: InterruptionEvent, budget_deadline: float) -> None:
+        seen = self.state.workload_seen_at
+        if not self.state.workload_pgids and (seen is None or time.time() - seen > self.workload_contact_window):
+            self.telemetry.final_checkpoint("no-workload", None, {"eventId": event.event_id})
+            return
+        report = self.state.wait_final_report(budget_deadline)
+        if report is None:
+            self.telemetry.final_checkpoint("timeout", None, {"eventId": event.event_id})
+            return
+        outcome = "committed" if report.committed else "failed"
+        self.telemetry.final_checkpoint(
+            outcome, report.seconds, {"eventId": event.event_id, "report": report.as_dict()}
+        )
+
+    def _drain(self, deadline: float) -> None:
+        self.state.set_phase("draining")
+        pgids = set(self.state.workload_pgids)
+        pid = actions.read_pid_file(self.hooks.pid_file)
+        if pid is not None:
+            pgids.add(pid)
+        actions.signal_groups(self.hooks.drain_signal, pgids)
+        code = actions.run_hook(self.hooks.drain_hook, {"SPOTGPU_DEADLINE": f"{deadline:.3f}"}, deadline)
+        self.state.set_phase("drained")
+        self.drained = True
+        self.telemetry.log("drained", hookExit=code)
+
+    def _acknowledge(self, event: InterruptionEvent, deadline: float | None) -> None:
+        """Acknowledge with retries until it succeeds or the VM must be gone."""
+        give_up = (deadline or time.time()) + self.ack_grace_seconds
+        for ack in self.acknowledgers:
+            while True:
+                try:
+                    ack.acknowledge(event)
+                    self.acknowledged.append(event.event_id)
+                    self.telemetry.acknowledged("ok", event)
+                    break
+                except Exception as err:  # retry: an unacknowledged event only waits for NotBefore
+                    self.telemetry.acknowledged("error", event, str(err))
+                    if time.time() >= give_up:
+                        break
+                    time.sleep(self.ack_retry_seconds)
+
+
+def _hook_env(notice: dict[str, object]) -> dict[str, str]:
+    return {
+        "SPOTGPU_EVENT_KIND": str(notice["kind"]),
+        "SPOTGPU_EVENT_ID": str(notice["eventId"]),
+        "SPOTGPU_CHECKPOINT": str(notice["checkpoint"]),
+        "SPOTGPU_DEADLINE": "" if notice["deadline"] is None else f"{notice['deadline']:.3f}",
+        "SPOTGPU_BUDGET_SECONDS": "" if notice["budgetSeconds"] is None else f"{notice['budgetSeconds']:.3f}",
+    }

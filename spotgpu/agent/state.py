@@ -1,0 +1,123 @@
+"""What the workload is told, shared by the responder and the control endpoint.
+
+Every change bumps ``version`` and wakes long-polling clients, so a training
+loop waiting on the agent learns of a notice the moment the responder decides.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
+
+
+@dataclass
+class CheckpointReport:
+    checkpoint: Literal["early", "final"]
+    committed: bool
+    step: int | None = None
+    seconds: float | None = None
+    generation: str | None = None
+    reason: str | None = None
+    received_at: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "checkpoint": self.checkpoint,
+            "committed": self.committed,
+            "step": self.step,
+            "seconds": self.seconds,
+            "generation": self.generation,
+            "reason": self.reason,
+            "receivedAt": self.received_at,
+        }
+
+
+class WorkloadState:
+    """The agent's answer to "should I stop?", plus the workload's reports back."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.version = 0
+        self.phase: Phase = "running"
+        self.notice: dict[str, object] | None = None
+        self.final_report: CheckpointReport | None = None
+        self.reports: list[CheckpointReport] = []
+        self.workload_pgids: set[int] = set()
+        self.workload_seen_at: float | None = None
+        self.workload_ready_at: float | None = None
+
+    def _bump(self) -> None:
+        self.version += 1
+        self._cond.notify_all()
+
+    def set_notice(self, phase: Phase, notice: dict[str, object]) -> None:
+        with self._cond:
+            self.phase = phase
+            self.notice = notice
+            self._bump()
+
+    def set_phase(self, phase: Phase) -> None:
+        with self._cond:
+            self.phase = phase
+            self._bump()
+
+    def touch(self) -> None:
+        """A workload talked to us: it is worth waiting for its final checkpoint."""
+        with self._cond:
+            self.workload_seen_at = time.time()
+
+    def register(self, pgid: int) -> None:
+        with self._cond:
+            self.workload_pgids.add(pgid)
+            self.workload_seen_at = time.time()
+
+    def mark_ready(self) -> bool:
+        with self._cond:
+            first = self.workload_ready_at is None
+            if first:
+                self.workload_ready_at = time.time()
+            return first
+
+    def add_report(self, report: CheckpointReport) -> None:
+        with self._cond:
+            self.reports.append(report)
+            if report.checkpoint == "final" and self.final_report is None:
+                self.final_report = report
+            self.workload_seen_at = time.time()
+            self._bump()
+
+    def wait_final_report(self, until: float) -> CheckpointReport | None:
+        """Block until the workload reports its final checkpoint or ``until`` (Unix time)."""
+        with self._cond:
+            while self.final_report is None:
+                remaining = until - time.time()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            return self.final_report
+
+    def wait_change(self, since: int, timeout: float) -> None:
+        with self._cond:
+            end = time.monotonic() + timeout
+            while self.version <= since:
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining)
+
+    def snapshot(self) -> dict[str, object]:
+        with self._cond:
+            return {
+                "version": self.version,
+                "phase": self.phase,
+                # Any notice stops new work; only a terminal one stops the running job.
+                "acceptingWork": self.phase == "running",
+                "stop": self.phase in ("final-checkpoint", "draining", "drained"),
+                "notice": dict(self.notice) if self.notice else None,
+                "finalReport": self.final_report.as_dict() if self.final_report else None,
+                "now": time.time(),
+            }

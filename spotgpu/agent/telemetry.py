@@ -1,0 +1,163 @@
+"""Agent telemetry: a Prometheus endpoint and a JSON-lines event log.
+
+The metrics answer the questions the rest of spotgpu asks of a VM: how often
+notices come (by kind), how late we saw them, how much lead they gave, whether
+the final checkpoint committed and how long it took, and how long a fresh VM
+takes from boot to ready (the input for reacquisition latency). Every series is
+labelled with the VM's identity via ``spotgpu_agent_info``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import IO
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+
+from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.identity import VmIdentity
+
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
+LEAD_BUCKETS = (0.0, 5.0, 15.0, 30.0, 60.0, 90.0, 120.0, 300.0, 900.0, 3600.0)
+CHECKPOINT_BUCKETS = (1.0, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0)
+
+
+class Telemetry:
+    def __init__(self, log_path: str | None = "-", registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.info = Info("spotgpu_agent", "VM identity: provider, pool, type, zone, capacity", registry=r)
+        self.notices = Counter(
+            "spotgpu_agent_notices", "Interruption notices acted on, by kind and source", ["kind", "source"], registry=r
+        )
+        self.duplicates = Counter(
+            "spotgpu_agent_duplicate_notices", "Re-served notices ignored by de-duplication", ["source"], registry=r
+        )
+        self.detection_latency = Histogram(
+            "spotgpu_agent_detection_latency_seconds",
+            "Notice publish time (or last clean poll) to detection",
+            ["source"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lead_time = Histogram(
+            "spotgpu_agent_notice_lead_seconds",
+            "Deadline minus detection time",
+            ["kind"],
+            buckets=LEAD_BUCKETS,
+            registry=r,
+        )
+        self.final_checkpoints = Counter(
+            "spotgpu_agent_final_checkpoints",
+            "Final checkpoint outcomes: committed | failed | timeout | no-workload",
+            ["outcome"],
+            registry=r,
+        )
+        self.final_checkpoint_seconds = Histogram(
+            "spotgpu_agent_final_checkpoint_seconds",
+            "Duration of the final checkpoint as the workload reported it",
+            buckets=CHECKPOINT_BUCKETS,
+            registry=r,
+        )
+        self.boot_to_ready = Gauge(
+            "spotgpu_agent_boot_to_ready_seconds",
+            "Seconds from kernel boot to ready (stage=agent: first clean poll; stage=workload: workload ready)",
+            ["stage"],
+            registry=r,
+        )
+        self.metadata_errors = Counter(
+            "spotgpu_agent_metadata_errors",
+            "Failed metadata rounds, by source and reason",
+            ["source", "reason"],
+            registry=r,
+        )
+        self.acknowledgements = Counter(
+            "spotgpu_agent_acknowledgements", "Notices acknowledged to the cloud, by result", ["result"], registry=r
+        )
+        self._log_path = log_path
+        self._log_lock = threading.Lock()
+        self._log_file: IO[str] | None = None
+        self.http_port: int | None = None
+
+    # -- sinks --------------------------------------------------------------
+    def serve(self, host: str, port: int) -> int:
+        """Start the Prometheus endpoint; returns the bound port (port 0 picks one)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self.http_port = int(server.server_port)
+        return self.http_port
+
+    def log(self, record: str, **fields: object) -> None:
+        if self._log_path is None:
+            return
+        line = json.dumps({"ts": round(time.time(), 6), "record": record, **fields}, default=str, sort_keys=True)
+        with self._log_lock:
+            try:
+                if self._log_path == "-":
+                    print(line, file=sys.stdout, flush=True)
+                    return
+                if self._log_file is None:
+                    self._log_file = open(self._log_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+                self._log_file.write(line + "\n")
+                self._log_file.flush()
+            except OSError as err:  # a full disk must not stop a drain
+                print(f"spotgpu agent: event log write failed: {err}", file=sys.stderr)
+
+    # -- records ------------------------------------------------------------
+    def identity(self, ident: VmIdentity, pool: str) -> None:
+        labels = {**ident.as_dict(), "pool": pool}
+        self.info.info(labels)
+        self.log("identity", **labels)
+
+    def notice(self, event: InterruptionEvent, deadline: float | None, basis: str) -> None:
+        self.notices.labels(kind=str(event.kind), source=event.source).inc()
+        latency = event.detection_latency()
+        if latency is not None:
+            self.detection_latency.labels(source=event.source).observe(latency)
+        lead = None if deadline is None else deadline - event.detected_at
+        if lead is not None:
+            self.lead_time.labels(kind=str(event.kind)).observe(max(0.0, lead))
+        self.log(
+            "notice",
+            kind=str(event.kind),
+            source=event.source,
+            eventId=event.event_id,
+            detectedAt=event.detected_at,
+            deadline=deadline,
+            deadlineBasis=basis,
+            leadSeconds=lead,
+            detectionLatencySeconds=latency,
+            raw=event.raw,
+        )
+
+    def duplicate(self, event: InterruptionEvent) -> None:
+        self.duplicates.labels(source=event.source).inc()
+
+    def final_checkpoint(self, outcome: str, seconds: float | None, detail: dict[str, object]) -> None:
+        self.final_checkpoints.labels(outcome=outcome).inc()
+        if seconds is not None:
+            self.final_checkpoint_seconds.observe(seconds)
+        self.log("final-checkpoint", outcome=outcome, seconds=seconds, **detail)
+
+    def ready(self, stage: str, boot_seconds: float | None) -> None:
+        if boot_seconds is not None:
+            self.boot_to_ready.labels(stage=stage).set(boot_seconds)
+        self.log("ready", stage=stage, bootToReadySeconds=boot_seconds)
+
+    def metadata_error(self, source: str, reason: str) -> None:
+        self.metadata_errors.labels(source=source, reason=reason).inc()
+
+    def acknowledged(self, result: str, event: InterruptionEvent, error: str | None = None) -> None:
+        self.acknowledgements.labels(result=result).inc()
+        self.log("acknowledge", result=result, eventId=event.event_id, source=event.source, error=error)
+
+
+def seconds_since_boot(proc_uptime: str = "/proc/uptime") -> float | None:
+    """Kernel uptime, the 'boot' end of boot-to-ready; None where /proc is absent."""
+    try:
+        with open(proc_uptime, encoding="ascii") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

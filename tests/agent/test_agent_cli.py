@@ -1,0 +1,68 @@
+"""``spotgpu agent run|status`` as the systemd unit runs them, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import fast_config, wait_until
+
+from spotgpu.agent.cli import load_config
+
+
+def spotgpu(*args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "spotgpu", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
+
+
+@pytest.mark.timeout(60)
+def test_agent_run_acknowledges_and_status_reports_it(fakes: Any, tmp_path: Path) -> None:
+    fake = fakes("azure")
+    sock = os.path.join(tempfile.mkdtemp(prefix="sg"), "agent.sock")
+    config = fast_config("azure", fake.url, control_socket=sock)
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(config.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    agent = spotgpu("agent", "run", "--config", str(path))
+    try:
+        wait_until(lambda: os.path.exists(sock), timeout=30)
+        eid = fake.raise_event("Preempt", not_before_in=20)
+        wait_until(lambda: fake.acks[eid], timeout=10)
+        status = spotgpu("agent", "status", "--control", sock)
+        out, err = status.communicate(timeout=30)
+        assert status.returncode == 0, err
+        doc = json.loads(out)
+        assert doc["phase"] == "drained"
+        assert doc["acknowledged"] == [eid]
+        assert doc["identity"]["instance_type"] == "Standard_NC4as_T4_v3"
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=15)
+    assert agent.returncode == 0
+
+
+def test_status_without_an_agent_says_so() -> None:
+    status = spotgpu("agent", "status", "--control", "127.0.0.1:1")
+    _, err = status.communicate(timeout=30)
+    assert status.returncode == 1
+    assert "no agent at 127.0.0.1:1" in err
+
+
+def test_bad_config_names_the_key_and_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "agent.json"
+    path.write_text(
+        json.dumps(
+            {"provider": "oracle", "pool": "p", "notice": {}, "checkpointStore": "x", "checkpointIntervalSeconds": 60}
+        )
+    )
+    with pytest.raises(SystemExit, match=r"provider = 'oracle'.*fix:"):
+        load_config(str(path))
+    with pytest.raises(SystemExit, match="cannot read"):
+        load_config(str(tmp_path / "missing.json"))

@@ -1,0 +1,153 @@
+"""The workload client against a bare control server (no cloud in the loop)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from spotgpu.agent.client import AgentClient
+from spotgpu.agent.control import ControlServer, parse_address
+from spotgpu.agent.state import WorkloadState
+
+
+@pytest.fixture
+def control() -> Iterator[ControlServer]:
+    server = ControlServer("127.0.0.1:0", WorkloadState()).start()
+    yield server
+    server.stop()
+
+
+def final_notice(deadline: float, margin: float = 5.0) -> dict[str, object]:
+    return {
+        "eventId": "e1",
+        "kind": "preempt",
+        "source": "test",
+        "checkpoint": "final",
+        "deadline": deadline,
+        "budgetDeadline": deadline - margin,
+    }
+
+
+@dataclass
+class FinalSaveResult:
+    committed: bool
+    seconds: float
+    generation: Any
+    reason: str | None
+
+
+class RecordingManager:
+    def __init__(self) -> None:
+        self.final_calls: list[tuple[int, object, float]] = []
+
+    def save(self, step: int, state: object) -> Any:
+        return type("GenerationInfo", (), {"generation": f"g{step}"})()
+
+    def save_final(self, step: int, state: object, budget_seconds: float) -> FinalSaveResult:
+        self.final_calls.append((step, state, budget_seconds))
+        return FinalSaveResult(True, 0.25, self.save(step, state), None)
+
+
+def test_should_stop_flips_within_milliseconds_of_a_final_notice(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    assert client.should_stop() is False
+    time.sleep(0.1)  # the watcher is now long-polling
+    changed = time.monotonic()
+    control.state.set_notice("final-checkpoint", final_notice(time.time() + 60))
+    while not client.should_stop():
+        assert time.monotonic() - changed < 1.0
+        time.sleep(0.001)
+    assert time.monotonic() - changed < 0.1
+
+
+def test_wait_for_notice_returns_early_notices_without_stopping(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    threading.Timer(
+        0.1,
+        lambda: control.state.set_notice(
+            "early-checkpoint", {**final_notice(0), "checkpoint": "early", "deadline": None, "budgetDeadline": None}
+        ),
+    ).start()
+    notice = client.wait_for_notice(timeout=5)
+    assert notice is not None and notice.checkpoint == "early" and not notice.stop
+    assert notice.budget_seconds() == 0.0
+
+
+def test_wait_for_notice_times_out_to_none(control: ControlServer) -> None:
+    assert AgentClient(control.url).wait_for_notice(timeout=0.2) is None
+
+
+def test_final_checkpoint_passes_the_remaining_budget_and_reports(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    control.state.set_notice("final-checkpoint", final_notice(time.time() + 60, margin=10))
+    assert client.wait_for_notice(timeout=2) is not None
+    manager = RecordingManager()
+    result = client.final_checkpoint(manager, 42, {"w": 1})
+    [(step, _state, budget)] = manager.final_calls
+    assert step == 42 and 48 < budget <= 50
+    report = control.state.final_report
+    assert report is not None and report.committed and report.generation == "g42" and report.step == 42
+    assert result.committed
+    assert client.checkpoint_requested() is None  # served
+
+
+def test_early_checkpoint_reports_a_committed_generation(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    client.early_checkpoint(RecordingManager(), 7, {})
+    [report] = control.state.reports
+    assert (report.checkpoint, report.committed, report.generation) == ("early", True, "g7")
+
+
+def test_failed_final_save_is_reported_and_raised(control: ControlServer) -> None:
+    class Broken(RecordingManager):
+        def save_final(self, step: int, state: object, budget_seconds: float) -> FinalSaveResult:
+            raise OSError("store unreachable")
+
+    client = AgentClient(control.url)
+    with pytest.raises(OSError):
+        client.final_checkpoint(Broken(), 1, {})
+    assert control.state.final_report is not None and not control.state.final_report.committed
+
+
+def test_bad_report_is_a_400_naming_the_field(control: ControlServer) -> None:
+    client = AgentClient(control.url, register=False)
+    with pytest.raises(RuntimeError, match="committed must be true or false"):
+        client._call("POST", "/v1/report", {"checkpoint": "final", "committed": "yes"})
+
+
+def test_no_agent_means_keep_training() -> None:
+    client = AgentClient("127.0.0.1:1", timeout=0.2)
+    assert client.should_stop() is False
+    assert client.wait_for_notice(timeout=0.1) is None
+    client.report(True)  # swallowed: training must go on
+
+
+def test_ready_is_recorded_once(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    client.ready()
+    first = control.state.workload_ready_at
+    client.ready()
+    assert first is not None and control.state.workload_ready_at == first
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("/run/spotgpu/agent.sock", ("unix", "/run/spotgpu/agent.sock")),
+        ("unix:/tmp/a.sock", ("unix", "/tmp/a.sock")),
+        ("127.0.0.1:9465", ("tcp", ("127.0.0.1", 9465))),
+        ("http://localhost:80", ("tcp", ("localhost", 80))),
+    ],
+)
+def test_parse_address(address: str, expected: tuple[str, object]) -> None:
+    assert parse_address(address) == expected
+
+
+def test_non_loopback_control_address_is_refused() -> None:
+    with pytest.raises(ValueError, match="not loopback"):
+        parse_address("10.0.0.5:9465")
