@@ -1,0 +1,153 @@
+"""GCP adapter: regional managed instance groups plus a Pub/Sub subscription of preemptions.
+
+Observe (shared facts gcp.md §6): ``RegionInstanceGroupManagersClient.get`` for the
+target size, ``list_managed_instances`` for per-VM state (``instance_status`` and
+``current_action``; ``last_attempt.errors`` while a create keeps failing) and
+``list_errors`` for the group's recent launch errors. Preemptions arrive on the
+pool's Pub/Sub subscription as Cloud Audit Log entries (``compute.instances.preempted``)
+routed by a log sink. Act: ``resize`` and ``delete_instances`` (which lowers the
+target size by the instances deleted). Operations are not waited on: the next
+tick observes their effect, so one slow operation cannot stall every pool.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Protocol
+
+from spotgpu.controller.actions import RemoveInstance, SetDesired
+from spotgpu.controller.classify import classify
+from spotgpu.controller.config import GcpControlledPool
+from spotgpu.controller.observe import GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
+
+_LEAVING_ACTIONS = ("DELETING", "ABANDONING")
+_PREEMPT_METHODS = {"compute.instances.preempted": "preempted", "compute.instances.guestTerminate": "terminated"}
+
+
+class PubSubSource(Protocol):
+    """Pulls decoded JSON message bodies; ack ids are returned with them."""
+
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]: ...
+    def ack(self, ack_ids: list[str]) -> None: ...
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _last(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _zone(url: str) -> str:
+    parts = url.split("/")
+    return parts[parts.index("zones") + 1] if "zones" in parts else ""
+
+
+def parse_log_entry(entry: dict[str, Any]) -> Interruption | None:
+    """A Cloud Audit Log entry (system event) -> Interruption, for preemptions only."""
+    payload = entry.get("protoPayload") or {}
+    kind = _PREEMPT_METHODS.get(payload.get("methodName", ""))
+    if kind is None:
+        return None
+    name = _last(payload.get("resourceName", "")) or (entry.get("resource") or {}).get("labels", {}).get("instance_id", "")
+    return Interruption(f"gcp:{entry.get('insertId', name)}", name, kind, _ts(entry["timestamp"]))
+
+
+class GcpPoolAdapter:
+    def __init__(self, pool: GcpControlledPool, migs: Any, pubsub: PubSubSource | None = None, max_messages: int = 100) -> None:
+        self.pool = pool
+        self.migs = migs
+        self.pubsub = pubsub
+        self.max_messages = max_messages
+        self._urls: dict[str, str] = {}
+
+    def _where(self, group: str) -> dict[str, str]:
+        return {"project": self.pool.project, "region": self.pool.region, "instance_group_manager": group}
+
+    def observe(self, now: float) -> PoolObservation:
+        groups: dict[str, GroupObservation] = {}
+        failures: list[LaunchFailure] = []
+        for spec in self.pool.groups:
+            where = self._where(spec.name)
+            target = int(self.migs.get(**where).target_size)
+            vms: list[Vm] = []
+            for mi in self.migs.list_managed_instances(**where):
+                if mi.current_action in _LEAVING_ACTIONS:
+                    continue
+                name = mi.name or _last(mi.instance)
+                self._urls[name] = mi.instance
+                ready = mi.instance_status == "RUNNING" and mi.current_action in ("NONE", "VERIFYING")
+                sku = mi.properties_from_flexibility_policy.machine_type if "properties_from_flexibility_policy" in mi else ""
+                vms.append(Vm(name, spec.name, ready, zone=_zone(mi.instance), sku=_last(sku) if sku else ""))
+                if "last_attempt" in mi:
+                    for err in mi.last_attempt.errors.errors:
+                        reason, code = classify(err.code, err.message)
+                        failures.append(LaunchFailure(spec.name, reason, code, now, f"gcp:{name}:{err.code}", err.message[:300], _zone(mi.instance)))
+            for item in self.migs.list_errors(**where):
+                reason, code = classify(item.error.code, item.error.message)
+                instance = item.instance_action_details.instance
+                failures.append(
+                    LaunchFailure(spec.name, reason, code, _ts(item.timestamp), f"gcp:{item.timestamp}:{_last(instance)}:{item.error.code}",
+                                  item.error.message[:300], _zone(instance))
+                )
+            groups[spec.name] = GroupObservation(spec.name, target, tuple(sorted(vms, key=lambda v: v.id)))
+        interruptions: list[Interruption] = []
+        receipts: list[str] = []
+        if self.pubsub is not None:
+            for ack_id, body in self.pubsub.pull(self.max_messages):
+                receipts.append(ack_id)
+                try:
+                    event = parse_log_entry(body)
+                except (KeyError, ValueError, TypeError):
+                    continue
+                if event is not None:
+                    interruptions.append(event)
+        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), {}, tuple(receipts))
+
+    def apply(self, action: SetDesired | RemoveInstance) -> None:
+        where = self._where(action.group)
+        if isinstance(action, SetDesired):
+            self.migs.resize(**where, size=action.desired)
+            return
+        from google.cloud import compute_v1
+
+        url = self._urls.get(action.vm_id)
+        if url is None:
+            raise LookupError(f"instance {action.vm_id} is not in MIG {action.group}; it may already be gone")
+        body = compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(instances=[url])
+        self.migs.delete_instances(**where, region_instance_group_managers_delete_instances_request_resource=body)
+
+    def ack(self, receipts: tuple[object, ...]) -> None:
+        if self.pubsub is not None and receipts:
+            self.pubsub.ack([str(r) for r in receipts])
+
+
+class GooglePubSubSource:
+    """PubSubSource over google-cloud-pubsub's synchronous pull (optional dependency)."""
+
+    def __init__(self, subscription: str) -> None:
+        try:
+            from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
+        except ImportError as err:
+            raise ImportError(
+                "reading preemptions from Pub/Sub needs google-cloud-pubsub; fix: pip install google-cloud-pubsub"
+            ) from err
+        self.subscription = subscription
+        self.client = pubsub_v1.SubscriberClient()
+
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]:
+        import json
+
+        resp = self.client.pull(request={"subscription": self.subscription, "max_messages": max_messages}, timeout=10)
+        out = []
+        for received in resp.received_messages:
+            try:
+                body = json.loads(received.message.data)
+            except ValueError:
+                body = {}
+            out.append((received.ack_id, body))
+        return out
+
+    def ack(self, ack_ids: list[str]) -> None:
+        self.client.acknowledge(request={"subscription": self.subscription, "ack_ids": ack_ids})

@@ -1,0 +1,58 @@
+"""The controller's two conversations besides the cloud: node agents and the scheduler.
+
+Both go through the pool's object store, so no extra service or network path is
+needed and the same code works on all three clouds:
+
+* drain requests: ``drains/<pool>/<vm>.json`` = ``{"requestedAt": t}``; the node
+  agent stops new work, commits a checkpoint, and reports it;
+* agent commits: ``agents/<pool>/<vm>.json`` = ``{"lastCommittedAt": t}``, written
+  by the node agent after each *committed* generation (marker written, read back);
+* scheduler: ``scheduler/<pool>.json`` = ``{"state": "deferred"|"running", ...}``.
+
+The scheduler hook is pluggable (any object with ``defer``/``resume``), so a
+Slurm or Kueue integration can replace the store-backed default.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from spotgpu.controller.store import JsonStore
+
+
+class SchedulerHook(Protocol):
+    def defer(self, pool: str, reason: str, at: float) -> None: ...
+    def resume(self, pool: str, at: float) -> None: ...
+
+
+class StoreSchedulerHook:
+    def __init__(self, store: JsonStore) -> None:
+        self.store = store
+
+    def defer(self, pool: str, reason: str, at: float) -> None:
+        self.store.put(f"scheduler/{pool}.json", {"state": "deferred", "reason": reason, "at": at})
+
+    def resume(self, pool: str, at: float) -> None:
+        self.store.put(f"scheduler/{pool}.json", {"state": "running", "at": at})
+
+
+class DrainChannel:
+    """Drain requests out to node agents, committed-checkpoint times back in."""
+
+    def __init__(self, store: JsonStore) -> None:
+        self.store = store
+
+    def request(self, pool: str, vm_id: str, at: float) -> None:
+        self.store.put(f"drains/{pool}/{vm_id}.json", {"requestedAt": at})
+
+    def report_commit(self, pool: str, vm_id: str, at: float) -> None:
+        """What the node agent calls after a committed checkpoint (also used by simulations)."""
+        self.store.put(f"agents/{pool}/{vm_id}.json", {"lastCommittedAt": at})
+
+    def commits(self, pool: str, vm_ids: list[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for vm_id in vm_ids:
+            doc = self.store.get(f"agents/{pool}/{vm_id}.json")
+            if doc and isinstance(doc.get("lastCommittedAt"), int | float):
+                out[vm_id] = float(doc["lastCommittedAt"])
+        return out

@@ -1,0 +1,82 @@
+"""What one tick sees of a pool, in cloud-neutral terms.
+
+Cloud adapters translate ASGs, MIGs and scale sets into these records; the
+planner never sees a provider type. Times are Unix seconds, passed in, so a
+replay or a test is exactly reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class FailureReason(StrEnum):
+    """Why a launch failed, kept apart so capacity is never confused with quota."""
+
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+    PRICE = "price"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Vm:
+    id: str
+    group: str
+    ready: bool  # running and able to take work (ASG InService, MIG RUNNING+NONE, Azure running)
+    zone: str = ""
+    sku: str = ""
+    ready_at: float | None = None  # when it became ready, when the cloud says
+
+
+@dataclass(frozen=True)
+class GroupObservation:
+    name: str
+    desired: int
+    vms: tuple[Vm, ...] = ()
+
+    @property
+    def ready(self) -> tuple[Vm, ...]:
+        return tuple(v for v in self.vms if v.ready)
+
+    @property
+    def pending(self) -> tuple[Vm, ...]:
+        return tuple(v for v in self.vms if not v.ready)
+
+
+@dataclass(frozen=True)
+class LaunchFailure:
+    group: str
+    reason: FailureReason
+    code: str
+    at: float
+    key: str  # stable id (activity id, error timestamp+instance) so a failure is counted once
+    message: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """A notice or loss of one VM (spot warning, rebalance, preemption, eviction)."""
+
+    event_id: str
+    vm_id: str
+    kind: str
+    at: float
+
+
+@dataclass(frozen=True)
+class PoolObservation:
+    pool: str
+    now: float
+    groups: dict[str, GroupObservation]
+    failures: tuple[LaunchFailure, ...] = ()
+    interruptions: tuple[Interruption, ...] = ()
+    #: vm id -> Unix time of its last *committed* checkpoint, as the node agent reports it.
+    commits: dict[str, float] = field(default_factory=dict)
+    #: Opaque receipts the adapter acknowledges after the state record is saved.
+    receipts: tuple[object, ...] = ()
+
+    def ready_count(self) -> int:
+        return sum(len(g.ready) for g in self.groups.values())

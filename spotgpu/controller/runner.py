@@ -1,0 +1,145 @@
+"""The reconcile loop: observe every pool, plan, act, save the record, then acknowledge events.
+
+One :meth:`Controller.tick` is a complete, self-contained reconcile, so the same
+code runs as a long-lived process (:meth:`Controller.run`) or as one tick per
+invocation from a scheduled function (``spotgpu controller run --once``). Event
+receipts (SQS messages, Pub/Sub acks) are acknowledged only after the record is
+saved: a crash in between redelivers them, and the record's seen-keys make the
+redelivery harmless.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
+from spotgpu.controller.config import ControllerConfig
+from spotgpu.controller.events import Event
+from spotgpu.controller.hooks import DrainChannel, SchedulerHook, StoreSchedulerHook
+from spotgpu.controller.observe import PoolObservation
+from spotgpu.controller.plan import PoolPlan, TickResult, reconcile
+from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
+from spotgpu.controller.store import JsonStore
+from spotgpu.controller.strategies import make_strategy
+from spotgpu.controller.telemetry import Telemetry
+
+RECORD_KEY = "controller/record.json"
+
+
+class CloudAdapter(Protocol):
+    """One pool's view of its cloud. Adapters translate; they never decide."""
+
+    def observe(self, now: float) -> PoolObservation: ...
+    def apply(self, action: SetDesired | RemoveInstance) -> None: ...
+    def ack(self, receipts: tuple[object, ...]) -> None: ...
+
+
+def build_plans(config: ControllerConfig) -> dict[str, PoolPlan]:
+    plans = {}
+    for pool in config.pools:
+        workload, ladder = config.workloads[pool.workload], config.ladders[pool.ladder]
+        plans[pool.name] = PoolPlan(
+            name=pool.name,
+            groups=pool.groups,
+            capacity=pool.capacity,
+            workload=workload,
+            strategy=make_strategy(workload.fallback_policy, ladder),
+            stable_spot_seconds=config.stable_spot_seconds,
+            job_started_at=pool.job_started_at,
+        )
+    return plans
+
+
+class Controller:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        adapters: Mapping[str, CloudAdapter],
+        store: JsonStore,
+        telemetry: Telemetry | None = None,
+        scheduler: SchedulerHook | None = None,
+    ) -> None:
+        missing = [p.name for p in config.pools if p.name not in adapters]
+        if missing:
+            raise ValueError(f"no cloud adapter for pool(s) {missing}; build one per configured pool")
+        self.config = config
+        self.plans = build_plans(config)
+        self.adapters = adapters
+        self.store = store
+        self.drains = DrainChannel(store)
+        self.scheduler = scheduler or StoreSchedulerHook(store)
+        self.telemetry = telemetry or Telemetry()
+
+    def load_record(self) -> ControllerRecord:
+        doc = self.store.get(RECORD_KEY)
+        return ControllerRecord() if doc is None else ControllerRecord.from_doc(doc)
+
+    def tick(self, now: float) -> dict[str, TickResult]:
+        record = self.load_record()
+        results: dict[str, TickResult] = {}
+        receipts: list[tuple[str, tuple[object, ...]]] = []
+        for name, plan in self.plans.items():
+            state = record.pool(name)
+            adapter = self.adapters[name]
+            try:
+                obs = adapter.observe(now)
+            except Exception as err:  # one broken pool must not stop the others
+                self._emit(Event("action_failed", name, now, {"action": "observe", "error": str(err)[:300]}))
+                continue
+            vm_ids = sorted(v.id for g in obs.groups.values() for v in g.vms)
+            commits = {**self.drains.commits(name, [v for v in vm_ids if v in state.drains]), **obs.commits}
+            obs = dataclasses.replace(obs, commits=commits)
+            result = reconcile(plan, obs, state)
+            for event in result.events:
+                self._emit(event)
+            self._apply(name, plan, adapter, state, result.actions, now)
+            if result.step is None:
+                self.telemetry.pool_whole(name)
+            results[name] = result
+            receipts.append((name, obs.receipts))
+        self.store.put(RECORD_KEY, record.to_doc())
+        for name, pool_receipts in receipts:
+            if pool_receipts:
+                self.adapters[name].ack(pool_receipts)
+        return results
+
+    def _apply(
+        self, pool: str, plan: PoolPlan, adapter: CloudAdapter, state: PoolState, actions: tuple[Action, ...], now: float
+    ) -> None:
+        for action in actions:
+            kind = type(action).__name__
+            try:
+                if isinstance(action, SetDesired | RemoveInstance):
+                    adapter.apply(action)
+                elif isinstance(action, RequestDrain):
+                    self.drains.request(pool, action.vm_id, now)
+                elif isinstance(action, Defer):
+                    self.scheduler.defer(pool, action.reason, now)
+                elif isinstance(action, Resume):
+                    self.scheduler.resume(pool, now)
+            except Exception as err:
+                self._emit(Event("action_failed", pool, now, {"action": kind, "error": str(err)[:300]}))
+                if isinstance(action, SetDesired):
+                    state.backoff.setdefault(action.group, Backoff()).fail(now)
+                elif isinstance(action, RemoveInstance):
+                    state.drains[action.vm_id] = 0.0  # committed already; retry removal next tick
+                continue
+            self._emit(Event("action", pool, now, {"action": kind, **dataclasses.asdict(action)}))
+
+    def _emit(self, event: Event) -> None:
+        self.telemetry.emit(event)
+
+    def run(self, stop: threading.Event | None = None, clock: Callable[[], float] = time.time) -> None:
+        """Tick every ``tick_seconds`` until ``stop`` is set; a failed tick is logged, not fatal."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            started = clock()
+            try:
+                self.tick(started)
+            except Exception as err:
+                self._emit(Event("action_failed", "*", started, {"action": "tick", "error": str(err)[:300]}))
+            stop.wait(max(0.0, self.config.tick_seconds - (clock() - started)))

@@ -1,0 +1,95 @@
+"""The controller's own memory: one small JSON record, everything else comes from the cloud.
+
+What the cloud cannot tell us after a restart is kept here: when the pool lost
+capacity (so the ladder wait survives a restart), which rung it reached, which
+VMs were asked to drain and when (so scale-in waits for a commit *after* that),
+which events and failures were already counted (so a redelivered SQS message or
+a repeated listErrors entry is not double-counted), and fallback spend so far.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: How many event / failure keys to remember per pool; older ones cannot be redelivered anyway.
+SEEN_LIMIT = 512
+RECORD_VERSION = 1
+
+
+@dataclass
+class Backoff:
+    """Explicit exponential backoff for one group: no jitter, so replays are deterministic."""
+
+    attempts: int = 0
+    until: float = 0.0
+
+    def fail(self, now: float, base: float = 60.0, cap: float = 1800.0) -> None:
+        self.attempts += 1
+        self.until = now + min(cap, base * 2.0 ** min(self.attempts - 1, 30))
+
+    def blocked(self, now: float) -> bool:
+        return now < self.until
+
+
+@dataclass
+class PoolState:
+    lost_since: float | None = None  # capacity below target since (ladder clock)
+    interrupted_at: float | None = None  # first interruption of this episode (latency clock)
+    step_index: int = 0
+    step_entered_at: float | None = None
+    deferred: bool = False
+    surplus_since: float | None = None
+    drains: dict[str, float] = field(default_factory=dict)  # vm id -> drain requested at
+    backoff: dict[str, Backoff] = field(default_factory=dict)
+    seen: list[str] = field(default_factory=list)
+    work_done_hours: float = 0.0
+    fallback_seconds: float = 0.0
+    fallback_cost_usd: float = 0.0
+    last_tick: float | None = None
+
+    def remember(self, key: str) -> bool:
+        """Record a key; False when it was already seen (so the caller skips it)."""
+        if key in self.seen:
+            return False
+        self.seen.append(key)
+        del self.seen[:-SEEN_LIMIT]
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PoolState:
+        raw = dict(data)
+        raw["backoff"] = {k: Backoff(**v) for k, v in raw.get("backoff", {}).items()}
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+@dataclass
+class ControllerRecord:
+    pools: dict[str, PoolState] = field(default_factory=dict)
+
+    def pool(self, name: str) -> PoolState:
+        return self.pools.setdefault(name, PoolState())
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"version": RECORD_VERSION, "pools": {k: v.to_json() for k, v in sorted(self.pools.items())}}
+
+    def dumps(self) -> bytes:
+        return json.dumps(self.to_doc(), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def loads(cls, blob: bytes) -> ControllerRecord:
+        return cls.from_doc(json.loads(blob))
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> ControllerRecord:
+        if doc.get("version") != RECORD_VERSION:
+            raise ValueError(
+                f"controller record version {doc.get('version')!r} is not {RECORD_VERSION}; "
+                "delete the record to rebuild it from the cloud"
+            )
+        return cls(pools={k: PoolState.from_json(v) for k, v in doc.get("pools", {}).items()})

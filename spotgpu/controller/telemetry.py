@@ -1,0 +1,85 @@
+"""Controller telemetry: Prometheus metrics and JSON lines from the same events.
+
+Launch failures are counted by reason (capacity, quota, price, other) and group,
+never folded into one "failed" number: quota needs a ticket, capacity needs the
+ladder. Reacquisition latency runs from the first interruption (or, lacking an
+event, the first tick that saw the loss) to the replacement being ready.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from spotgpu.controller.events import Event
+from spotgpu.models.ladder import StepKind
+
+REACQUISITION_BUCKETS = (30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
+
+
+class Telemetry:
+    def __init__(self, registry: CollectorRegistry | None = None, json_lines: IO[str] | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.json_lines = json_lines
+        r = self.registry
+        self.launch_failures = Counter(
+            "spotgpu_launch_failures", "Launch failures by pool, group and reason.", ["pool", "group", "reason"], registry=r
+        )
+        self.interruptions = Counter("spotgpu_interruptions", "Interruption events seen.", ["pool", "type"], registry=r)
+        self.reacquisition = Histogram(
+            "spotgpu_reacquisition_seconds",
+            "Interruption (or loss) to replacement ready.",
+            ["pool"],
+            buckets=REACQUISITION_BUCKETS,
+            registry=r,
+        )
+        self.fallback_seconds = Counter(
+            "spotgpu_fallback_node_seconds", "Node-seconds on the on-demand fallback group.", ["pool"], registry=r
+        )
+        self.fallback_cost = Counter("spotgpu_fallback_cost_usd", "USD spent on fallback capacity.", ["pool"], registry=r)
+        self.step_seconds = Histogram(
+            "spotgpu_ladder_step_seconds",
+            "Seconds a pool spent on a rung before leaving it (next rung or reacquired).",
+            ["pool", "step"],
+            buckets=REACQUISITION_BUCKETS,
+            registry=r,
+        )
+        self.step = Gauge("spotgpu_ladder_step", "Current ladder rung rank; -1 when the pool is whole.", ["pool"], registry=r)
+        self.deferred = Gauge("spotgpu_deferred", "1 while the pool's work is deferred.", ["pool"], registry=r)
+        self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
+        self.action_failures = Counter(
+            "spotgpu_controller_action_failures", "Actions the cloud refused.", ["pool", "action"], registry=r
+        )
+
+    def emit(self, event: Event) -> None:
+        d, pool = event.data, event.pool
+        match event.kind:
+            case "launch_failure":
+                self.launch_failures.labels(pool, d["group"], d["reason"]).inc()
+            case "interruption":
+                self.interruptions.labels(pool, d["type"]).inc()
+            case "reacquired":
+                self.reacquisition.labels(pool).observe(d["latencySeconds"])
+                self.step_seconds.labels(pool, d["step"]).observe(d["secondsOnStep"])
+            case "fallback_usage":
+                self.fallback_seconds.labels(pool).inc(d["nodeSeconds"])
+                self.fallback_cost.labels(pool).inc(d["costUsd"])
+            case "step_changed":
+                self.step.labels(pool).set(StepKind(d["to"]).rank)
+                self.step_seconds.labels(pool, d["from"]).observe(d["secondsOnPrevious"])
+            case "deferred":
+                self.deferred.labels(pool).set(1)
+            case "resumed":
+                self.deferred.labels(pool).set(0)
+            case "action":
+                self.actions.labels(pool, d["action"]).inc()
+            case "action_failed":
+                self.action_failures.labels(pool, d["action"]).inc()
+        if self.json_lines is not None:
+            self.json_lines.write(json.dumps(event.to_json(), sort_keys=True, default=str) + "\n")
+            self.json_lines.flush()
+
+    def pool_whole(self, pool: str) -> None:
+        self.step.labels(pool).set(-1)
