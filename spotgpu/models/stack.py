@@ -28,7 +28,17 @@ class StackConfig(SpotModel):
     @model_validator(mode="after")
     def _references(self) -> StackConfig:
         seen: set[str] = set()
+        global_names: dict[str, int] = {}
         for i, pool in enumerate(self.pools):
+            # Storage account names are global in Azure; two pools cannot share one.
+            account = getattr(pool, "storage_account_name", None)
+            if account is not None:
+                if account in global_names:
+                    raise ValueError(
+                        f"pools[{i}].storageAccountName {account!r} is already used by "
+                        f"pools[{global_names[account]}]; give each pool its own storage account"
+                    )
+                global_names[account] = i
             if pool.name in seen:
                 raise ValueError(f"pools[{i}].name {pool.name!r} is used twice; pool names must be unique")
             seen.add(pool.name)

@@ -104,3 +104,13 @@ def test_json_encoded_values_as_the_engine_passes_them(prod_raw: dict[str, Any])
 
     engine_form = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in prod_raw.items()}
     assert parse_stack_config(engine_form) == parse_stack_config(prod_raw)
+
+
+def test_two_pools_cannot_share_a_storage_account(prod_raw: dict[str, Any]) -> None:
+    import copy
+
+    second = copy.deepcopy(prod_raw["pools"][2])
+    second["name"] = "train-az2"
+    prod_raw["pools"].append(second)
+    msg = _error(prod_raw)
+    assert "storageAccountName 'spotgpuprodckpt' is already used by pools[2]" in msg
