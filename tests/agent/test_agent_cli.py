@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fast_config, wait_until
+from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent.cli import load_config
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fast_config, wait_until
+from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.telemetry import Telemetry
