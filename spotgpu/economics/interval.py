@@ -10,6 +10,11 @@ The notice contract bounds the result: when a final checkpoint cannot fit in the
 usable notice, the periodic interval alone protects the work, so it must keep the
 expected loss per interruption (about half an interval plus the write) under the
 workload's bound.
+
+Interruptions are not memoryless. Given a run-length model fitted from traces
+(``spotgpu.economics.hazard``: Weibull or Kaplan-Meier), the interval is instead
+the one that keeps the most committed work per spot run under that distribution
+(method ``hazard``), still under the same notice/loss bound.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from spotgpu.economics.hazard import Survival, hazard_optimal_interval
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.workload import WorkloadProfile
 
@@ -52,8 +58,12 @@ class IntervalDecision:
     reasons: tuple[str, ...]
 
 
-def choose_interval(profile: WorkloadProfile, notice: AnyNotice) -> IntervalDecision:
-    """The periodic checkpoint interval for this workload on this provider."""
+def choose_interval(profile: WorkloadProfile, notice: AnyNotice, *, hazard: Survival | None = None) -> IntervalDecision:
+    """The periodic checkpoint interval for this workload on this provider.
+
+    ``hazard``: a run-length model fitted from traces or telemetry; when given it
+    replaces the memoryless Daly optimum.
+    """
     reasons: list[str] = []
     fits = notice.final_checkpoint_fits(profile.checkpoint_write_seconds)
     reasons.append(
@@ -64,7 +74,17 @@ def choose_interval(profile: WorkloadProfile, notice: AnyNotice) -> IntervalDeci
     if isinstance(profile.checkpoint_interval_seconds, int):
         return IntervalDecision(profile.checkpoint_interval_seconds, "configured", fits, tuple(reasons))
 
-    if profile.interruptions_per_hour > 0:
+    if hazard is not None:
+        restart = profile.restart_seconds + profile.checkpoint_load_seconds
+        raw = hazard_optimal_interval(
+            profile.checkpoint_write_seconds, restart, hazard, lo=MIN_INTERVAL_SECONDS, hi=MAX_INTERVAL_SECONDS
+        )
+        method = "hazard"
+        reasons.append(
+            f"hazard optimum {raw:.0f} s under {hazard.describe()} "
+            f"(C={profile.checkpoint_write_seconds:g} s, restart+load={restart:g} s)"
+        )
+    elif profile.interruptions_per_hour > 0:
         mtbi = 3600.0 / profile.interruptions_per_hour
         raw = daly_interval(profile.checkpoint_write_seconds, mtbi)
         method = "daly"
@@ -76,6 +96,8 @@ def choose_interval(profile: WorkloadProfile, notice: AnyNotice) -> IntervalDeci
 
     # Notices are never guaranteed, so the loss bound always applies; it binds
     # hardest when the final checkpoint cannot fit the notice at all.
+    if not fits:
+        reasons.append("the periodic interval alone carries the protection (no final checkpoint possible)")
     bound = loss_bound_interval(profile.checkpoint_write_seconds, profile.max_lost_work_seconds)
     if raw > bound:
         reasons.append(f"capped at {bound:.0f} s to keep expected loss under {profile.max_lost_work_seconds:g} s")

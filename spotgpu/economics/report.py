@@ -1,9 +1,15 @@
-"""Per-pool economics for the preview: interval now; effective cost joins in issue 9."""
+"""Per-pool economics for the preview: interval, effective spot cost and the spot verdict.
+
+The preview prints this next to the resource tree so a reviewer sees, before
+``pulumi up``, what each pool is expected to cost on spot against on-demand,
+which term dominates, and whether the pool is spot-eligible at all.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models import StackConfig
 
@@ -13,15 +19,40 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
     for pool in config.pools:
         workload = config.workload_for(pool)
         decision = choose_interval(workload, pool.notice)
+        breakdown = effective_cost(
+            workload,
+            pool.notice,
+            config.ladder_for(pool),
+            interval=decision,
+            keep_generations=pool.checkpoint.keep_generations,
+        )
         pools[pool.name] = {
             "cloud": pool.cloud,
             "workload": pool.workload,
+            "ladder": pool.ladder,
             "checkpointIntervalSeconds": decision.seconds,
             "intervalMethod": decision.method,
             "finalCheckpointFitsNotice": decision.final_checkpoint_fits_notice,
             "reasons": list(decision.reasons),
+            "spotEligible": breakdown.spot_eligible,
+            "spotTotalUsd": round(breakdown.spot_total, 2),
+            "onDemandTotalUsd": round(breakdown.on_demand_total, 2),
+            "savingsFraction": round(breakdown.savings_fraction, 4),
+            "effectiveCost": breakdown.to_dict(),
         }
     return {"pools": pools}
+
+
+def render_terms(cost: dict[str, Any], indent: str = "    ") -> list[str]:
+    """The bill as aligned lines: term, USD, and its share of the spot total."""
+    total = cost.get("spotTotal") or 0.0
+    lines = []
+    for t in cost["terms"]:
+        share = f"{t['usd'] / total:6.1%}" if total else "     -"
+        lines.append(f"{indent}{t['name']:<24}{t['usd']:>11,.2f}  {share}")
+    lines.append(f"{indent}{'spot total':<24}{total:>11,.2f}")
+    lines.append(f"{indent}{'on-demand total':<24}{cost['onDemandTotal']:>11,.2f}")
+    return lines
 
 
 def render_economics(report: dict[str, Any]) -> str:
@@ -32,4 +63,13 @@ def render_economics(report: dict[str, Any]) -> str:
             f"  {name} ({p['cloud']}, {p['workload']}): checkpoint every {p['checkpointIntervalSeconds']} s "
             f"({p['intervalMethod']}); final checkpoint {fits} the notice"
         )
+        if "effectiveCost" not in p:
+            continue
+        verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"
+        lines.append(
+            f"    {verdict}: spot ${p['spotTotalUsd']:,.2f} vs on-demand ${p['onDemandTotalUsd']:,.2f} "
+            f"per job (saves {p['savingsFraction']:.0%})"
+        )
+        lines.extend(render_terms(p["effectiveCost"], indent="      "))
+        lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
     return "\n".join(lines)

@@ -80,7 +80,7 @@ class WorkloadProfile(SpotModel):
         json_schema_extra=fix_hint("set the measured rate, e.g. 0.05 (one per 20 hours)"),
     )
     work_hours: float = Field(
-        gt=0, json_schema_extra=fix_hint("set the node-hours of useful compute one job needs, e.g. 24")
+        gt=0, json_schema_extra=fix_hint("set the wall-clock hours of useful compute one job needs on all its nodes, e.g. 24")
     )
     deadline_hours: float | None = Field(
         default=None,

@@ -1,0 +1,237 @@
+"""``spotgpu cost`` and ``spotgpu simulate``: the cost model and the trace replay from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from spotgpu.config import format_error
+from spotgpu.economics.compare import (
+    POLICY_NAMES,
+    build_policies,
+    compare,
+    default_ladder,
+    render_table,
+    start_grid,
+)
+from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.estimate import aligned_availability, estimate_from_traces
+from spotgpu.economics.interval import choose_interval
+from spotgpu.economics.report import render_terms
+from spotgpu.economics.simulator import Job, Replay
+from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.traces import all_groups, load_group
+
+
+class CliError(Exception):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def _load_model(path: str, model: type[BaseModel], what: str) -> Any:
+    import yaml
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"{what} file {path} does not exist; pass a YAML or JSON file") from None
+    except yaml.YAMLError as err:
+        raise CliError(f"{what} file {path} is not YAML/JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise CliError(f"{what} file {path} must hold a mapping of {what} fields (camelCase keys)")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as err:
+        raise CliError(f"{path}: {format_error(err, what, model)}") from None
+
+
+def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, FallbackLadder]:
+    profile: WorkloadProfile = _load_model(args.profile, WorkloadProfile, "profile")
+    if args.ladder:
+        ladder: FallbackLadder = _load_model(args.ladder, FallbackLadder, "ladder")
+    else:
+        ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand_per_hour)
+    return profile, ladder
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    profile, ladder = _profile_and_ladder(args)
+    notice = default_notice(args.provider)
+    hazard = None
+    if args.hazard_traces:
+        hazard = estimate_from_traces(load_group(args.hazard_traces), nodes=1).run_survival
+    decision = choose_interval(profile, notice, hazard=hazard)
+    bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit)
+    doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
+           "reasons": list(decision.reasons)}, **bill.to_dict()}  # fmt: skip
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
+    print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
+    print(f"  {'term':<24}{'USD':>11}  share")
+    print("\n".join(render_terms(doc, indent="  ")))
+    print(f"  savings vs on-demand: {bill.savings_fraction:.1%}")
+    print(
+        f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
+        f"on-demand share {bill.on_demand_share:.1%}"
+    )
+    for reason in [*decision.reasons, *bill.reasons]:
+        print(f"  - {reason}")
+    return 0
+
+
+def _job_for(profile: WorkloadProfile, args: argparse.Namespace, groups: list[str]) -> tuple[Job, str]:
+    notice = default_notice(args.provider)
+    if args.interval == "auto":
+        decision = choose_interval(profile, notice)
+    elif args.interval == "hazard":
+        traces = load_group(groups[0])  # fitted to the first group's zones
+        decision = choose_interval(profile, notice, hazard=estimate_from_traces(traces, nodes=1).run_survival)
+    else:
+        try:
+            seconds = int(args.interval)
+        except ValueError:
+            raise CliError(f"--interval {args.interval!r} is invalid; use auto, hazard or seconds") from None
+        if seconds <= profile.checkpoint_write_seconds:
+            raise CliError(
+                f"--interval {seconds} must exceed checkpointWriteSeconds {profile.checkpoint_write_seconds:g}"
+            )
+        return Job.from_profile(profile, seconds, **_job_overrides(profile, args)), "given"
+    return Job.from_profile(profile, decision.seconds, **_job_overrides(profile, args)), decision.method
+
+
+def _job_overrides(profile: WorkloadProfile, args: argparse.Namespace) -> dict[str, Any]:
+    """Command-line replacements for the profile's job shape (all optional)."""
+    out: dict[str, Any] = {"nodes": args.nodes or profile.nodes}
+    if args.work_hours is not None:
+        out["work_hours"] = args.work_hours
+    if args.deadline_hours is not None:
+        out["deadline_hours"] = args.deadline_hours
+    elif profile.deadline_hours is None:
+        out["deadline_hours"] = 2.0 * (args.work_hours or profile.work_hours)
+    return out
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    profile, ladder = _profile_and_ladder(args)
+    groups = args.group or all_groups()
+    if not groups:
+        raise CliError("no trace groups found; set SPOTGPU_TRACES to the availability folder")
+    job, method = _job_for(profile, args, groups)
+    names = args.policy or list(POLICY_NAMES)
+    results: list[dict[str, Any]] = []
+    for group in groups:
+        traces = load_group(group)
+        avail = aligned_availability(traces, job.nodes)
+        gap = traces[0].gap_seconds
+        if not avail.any():
+            print(
+                f"note: no zone of {group} ever holds {job.nodes} instance(s), so spot is never available there; "
+                "pass --nodes to replay a smaller gang",
+                file=sys.stderr,
+            )
+        starts = start_grid(avail.shape[1], gap, 2 * job.deadline_hours, args.start_every_hours)[: args.max_starts]
+        zones = [t.zone for t in traces]
+        home_idx = list(range(len(zones)))
+        if args.home:
+            if args.home not in zones:
+                raise CliError(f"--home {args.home!r} is not a zone of {group}; use one of {', '.join(zones)}")
+            home_idx = [zones.index(args.home)]
+        st = np.tile(starts, len(home_idx))
+        homes = np.repeat(np.array(home_idx, dtype=np.int64), len(starts))
+        policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0)
+        rows, replays = compare(job, avail, gap, st, homes, policies, record_progress=bool(args.plot))
+        results.append({"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]})
+        if not args.json:
+            print(
+                f"{group}: {len(st)} jobs ({job.work_hours:g} h work, {job.deadline_hours:g} h deadline, "
+                f"{job.nodes} node(s), checkpoint every {job.interval_seconds:g} s [{method}])"
+            )
+            print(render_table(rows))
+            print()
+        if args.plot:
+            _plot(replays, job, Path(args.plot), group, len(groups) > 1)
+    if args.json:
+        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2))
+    return 0
+
+
+def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CliError("--plot needs matplotlib; fix: pip install 'spotgpu[plot]'") from None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in replays:
+        if r.progress is None:
+            continue
+        hours = np.arange(1, r.progress.shape[0] + 1) * r.gap_seconds / 3600.0
+        ax.plot(hours, r.progress[:, 0], label=r.policy)
+    ax.plot([0, job.deadline_hours], [0, job.work_hours], ls=":", color="grey", label="uniform progress line")
+    ax.axvline(job.deadline_hours, color="red", ls="--", label="deadline")
+    ax.set_xlabel("hours since start")
+    ax.set_ylabel("committed work (hours)")
+    ax.set_title(f"{group}, first job ({job.work_hours:g} h work)")
+    ax.legend(loc="lower right", fontsize="small")
+    out = path.with_name(f"{path.stem}-{group.replace('/', '_')}{path.suffix}") if suffix else path
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def _guard(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(fn(args))
+        except (CliError, ValueError, FileNotFoundError) as err:
+            print(f"spotgpu {args.command}: {err}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def register(subparsers: Any) -> None:
+    cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
+    cost.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON (camelCase keys)")
+    cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
+    cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws")
+    cost.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cost.add_argument(
+        "--notice-credit", type=float, default=0.0, metavar="P",
+        help="probability a notice arrives in time for a final checkpoint (default 0: no credit)",
+    )  # fmt: skip
+    cost.add_argument("--hazard-traces", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP")
+    cost.set_defaults(func=_guard(cmd_cost))
+
+    sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
+    sim.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON")
+    sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
+    sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws")
+    sim.add_argument("--group", action="append", help="trace group, e.g. 1-node/aws-02-15-2023 (default: all)")
+    sim.add_argument("--home", help="home zone (default: every zone of the group in turn)")
+    sim.add_argument("--nodes", type=int, help="override the profile's node count")
+    sim.add_argument("--work-hours", type=float, help="override the profile's workHours")
+    sim.add_argument(
+        "--deadline-hours", type=float, help="override the profile's deadlineHours (default without one: 2x work)"
+    )
+    sim.add_argument("--policy", action="append", choices=POLICY_NAMES, help="policies to run (default: all)")
+    sim.add_argument(
+        "--interval", default="auto", help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds"
+    )
+    sim.add_argument("--fixed-wait-minutes", type=float, default=30.0)
+    sim.add_argument("--start-every-hours", type=float, default=24.0)
+    sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
+    sim.add_argument("--json", action="store_true")
+    sim.add_argument("--plot", metavar="FILE.png", help="draw committed progress over time (needs matplotlib)")
+    sim.set_defaults(func=_guard(cmd_simulate))

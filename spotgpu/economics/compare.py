@@ -1,0 +1,142 @@
+"""Run several policies over the same traces and jobs, and tabulate them side by side.
+
+Shared by ``spotgpu simulate`` and ``bench/policies.py`` so the command and the
+benchmark can never disagree about how a comparison is made: every policy sees
+the same job, the same start offsets and home zones, and the same checkpoint
+mechanics; cost is relative to the on-demand-only replay of those same jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spotgpu.economics.policies import FixedWait, LadderPolicy, OnDemandOnly, UniformProgress
+from spotgpu.economics.simulator import Job, Policy, Replay, replay
+from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
+
+POLICY_NAMES = ("on-demand", "fixed-wait", "uniform-progress", "ladder")
+
+
+def default_ladder(spot_per_hour: float, on_demand_per_hour: float) -> FallbackLadder:
+    """A ladder like the prod stack's, with ceilings just above the given prices."""
+    spot_cap, od_cap = spot_per_hour * 1.5, on_demand_per_hour * 1.25
+    return FallbackLadder(
+        steps=(
+            LadderStep(kind=StepKind.SAME_POOL, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ALTERNATE_ZONE, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ALTERNATE_SKU, max_wait_seconds=1200, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ON_DEMAND, max_wait_seconds=14400, cost_ceiling_per_hour=od_cap),
+        )
+    )
+
+
+def build_policies(names: Sequence[str], ladder: FallbackLadder, fixed_wait_seconds: float = 1800.0) -> list[Policy]:
+    out: list[Policy] = []
+    for name in names:
+        if name == "on-demand":
+            out.append(OnDemandOnly())
+        elif name == "fixed-wait":
+            out.append(FixedWait(fixed_wait_seconds))
+        elif name == "uniform-progress":
+            out.append(UniformProgress())
+        elif name == "ladder":
+            out.append(LadderPolicy(ladder))
+        else:
+            raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}")
+    return out
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    policy: str
+    jobs: int
+    mean_cost_usd: float
+    relative_cost: float  # mean cost / mean on-demand-only cost of the same jobs
+    deadlines_met: float
+    lost_compute_hours: float
+    spot_hours: float
+    on_demand_hours: float
+    idle_hours: float
+    preemptions: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "jobs": self.jobs,
+            "meanCostUsd": round(self.mean_cost_usd, 2),
+            "relativeCost": round(self.relative_cost, 4),
+            "deadlinesMet": round(self.deadlines_met, 4),
+            "lostComputeHours": round(self.lost_compute_hours, 3),
+            "spotHours": round(self.spot_hours, 3),
+            "onDemandHours": round(self.on_demand_hours, 3),
+            "idleHours": round(self.idle_hours, 3),
+            "preemptions": round(self.preemptions, 3),
+        }
+
+
+def compare(
+    job: Job,
+    avail: np.ndarray,
+    gap_seconds: float,
+    starts: np.ndarray,
+    homes: np.ndarray,
+    policies: Sequence[Policy],
+    *,
+    record_progress: bool = False,
+) -> tuple[list[PolicyRow], list[Replay]]:
+    """Replay each policy on the same jobs; the baseline is an on-demand-only replay of them."""
+    baseline = replay(OnDemandOnly(), job, avail, gap_seconds, starts, homes)
+    base_cost = float(baseline.total_cost.mean())
+    rows, replays = [], []
+    for policy in policies:
+        r = replay(policy, job, avail, gap_seconds, starts, homes, record_progress=record_progress)
+        replays.append(r)
+        s = r.state
+        rows.append(
+            PolicyRow(
+                policy=policy.name,
+                jobs=len(starts),
+                mean_cost_usd=float(r.total_cost.mean()),
+                relative_cost=float(r.total_cost.mean()) / base_cost if base_cost > 0 else math.nan,
+                deadlines_met=float(r.met.mean()),
+                lost_compute_hours=float(s.lost_work_seconds.mean()) / 3600.0,
+                spot_hours=float(s.spot_seconds.mean()) / 3600.0,
+                on_demand_hours=float(s.on_demand_seconds.mean()) / 3600.0,
+                idle_hours=float(s.idle_seconds.mean()) / 3600.0,
+                preemptions=float(s.preemptions.mean()),
+            )
+        )
+    return rows, replays
+
+
+def start_grid(ticks: int, gap_seconds: float, horizon_hours: float, every_hours: float) -> np.ndarray:
+    """Start ticks every ``every_hours`` such that ``horizon_hours`` still fits in the trace."""
+    span = math.ceil(horizon_hours * 3600.0 / gap_seconds)
+    last = ticks - span - 1
+    if last < 0:
+        raise ValueError(
+            f"the trace covers {ticks * gap_seconds / 3600:.1f} h, shorter than the {horizon_hours:g} h "
+            "deadline; use a shorter deadline or a longer trace"
+        )
+    step = max(1, round(every_hours * 3600.0 / gap_seconds))
+    return np.arange(0, last + 1, step, dtype=np.int64)
+
+
+def render_table(rows: Sequence[PolicyRow]) -> str:
+    head = (
+        f"{'policy':<34}{'jobs':>6}{'cost $':>11}{'vs OD':>8}{'met':>8}"
+        f"{'lost h':>8}{'spot h':>8}{'OD h':>8}{'idle h':>8}{'preempt':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.policy:<34}{r.jobs:>6}{r.mean_cost_usd:>11,.2f}{r.relative_cost:>8.3f}{r.deadlines_met:>8.1%}"
+            f"{r.lost_compute_hours:>8.2f}{r.spot_hours:>8.1f}{r.on_demand_hours:>8.1f}{r.idle_hours:>8.1f}"
+            f"{r.preemptions:>8.1f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,361 @@
+"""Effective cost of running one job on spot, term by term, against on-demand.
+
+The spot price is not the spot cost. Each interruption costs the work since the
+last committed checkpoint, a restart and a reload, an idle wait for replacement
+capacity (while the surviving nodes of a gang are still billed), and sometimes a
+fallback to on-demand; checkpoints themselves stall the job and cost storage; a
+late finish can cost an SLO penalty. Every term comes back with the inputs and
+the formula that produced it, so a reviewer (or the policy pack's message) can
+see *why* a pool is or is not worth running on spot.
+
+The exposure model (interruptions, overheads, fallback share, finish time) is in
+``spotgpu.economics.exposure``; this module turns it into dollars and a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotgpu.economics.exposure import (
+    Exposure,
+    expected_lost_seconds,
+    job_exposure,
+    lateness,
+    on_demand_reachable,
+    reacquisition_outcome,
+    spot_wait_seconds,
+)
+from spotgpu.economics.interval import AnyNotice, IntervalDecision, choose_interval
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.workload import WorkloadProfile
+
+__all__ = [
+    "CostBreakdown",
+    "CostTerm",
+    "effective_cost",
+    "expected_lost_seconds",
+    "lateness",
+    "reacquisition_outcome",
+    "spot_wait_seconds",
+]
+
+HOURS_PER_MONTH = 730.0
+#: Multipart part size of the checkpoint library (``spotgpu.checkpoint.object_store.PART_SIZE``,
+#: kept equal by a test); it sets the write-request count per checkpoint.
+UPLOAD_PART_BYTES = 16 << 20
+#: Manifest and commit marker: two extra writes per committed generation.
+COMMIT_WRITES_PER_CHECKPOINT = 2
+#: Above this chance of missing the deadline (with no escalation), spot is not eligible.
+MAX_DEADLINE_MISS_PROBABILITY = 0.05
+#: Generations retained when the caller does not say (CheckpointStoreSpec's default).
+DEFAULT_KEEP_GENERATIONS = 5
+
+
+@dataclass(frozen=True)
+class CostTerm:
+    """One line of the bill: what it costs, from which inputs, by which formula."""
+
+    name: str
+    usd: float
+    inputs: dict[str, Any]
+    formula: str
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    terms: list[CostTerm]
+    spot_total: float
+    on_demand_total: float
+    spot_eligible: bool
+    reasons: list[str]
+    savings_fraction: float
+    #: Derived quantities a reviewer wants next to the bill.
+    interval_seconds: int = 0
+    expected_interruptions: float = 0.0
+    expected_finish_hours: float = 0.0
+    on_demand_share: float = 0.0
+    deadline_miss_probability: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def term(self, name: str) -> CostTerm:
+        for t in self.terms:
+            if t.name == name:
+                return t
+        raise KeyError(f"no cost term {name!r}; terms are {[t.name for t in self.terms]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (camelCase keys; infinities become null)."""
+        return _json_safe(
+            {
+                "terms": [
+                    {"name": t.name, "usd": round(t.usd, 4), "inputs": t.inputs, "formula": t.formula}
+                    for t in self.terms
+                ],
+                "spotTotal": round(self.spot_total, 4),
+                "onDemandTotal": round(self.on_demand_total, 4),
+                "savingsFraction": round(self.savings_fraction, 4),
+                "spotEligible": self.spot_eligible,
+                "reasons": list(self.reasons),
+                "intervalSeconds": self.interval_seconds,
+                "expectedInterruptions": round(self.expected_interruptions, 4),
+                "expectedFinishHours": round(self.expected_finish_hours, 4),
+                "onDemandShare": round(self.on_demand_share, 4),
+                "deadlineMissProbability": round(self.deadline_miss_probability, 4),
+                "details": self.details,
+            }
+        )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def effective_cost(
+    profile: WorkloadProfile,
+    notice: AnyNotice,
+    ladder: FallbackLadder | None = None,
+    *,
+    interval: IntervalDecision | None = None,
+    notice_delivery_probability: float = 0.0,
+    keep_generations: int = DEFAULT_KEEP_GENERATIONS,
+    reacquisition_samples: Sequence[float] | None = None,
+) -> CostBreakdown:
+    """The expected USD cost of one job of ``profile`` on spot, term by term.
+
+    ``notice_delivery_probability`` is the credit given to final checkpoints: 0
+    by default, because no provider guarantees a notice and periodic checkpoints
+    must carry the protection on their own. ``reacquisition_samples`` (seconds,
+    e.g. from telemetry) replace the exponential latency assumption.
+    """
+    if not 0.0 <= notice_delivery_probability <= 1.0:
+        raise ValueError(f"notice_delivery_probability {notice_delivery_probability!r} must be between 0 and 1")
+    if keep_generations < 1:
+        raise ValueError(f"keep_generations {keep_generations!r} must be at least 1")
+    decision = interval or choose_interval(profile, notice)
+    e = job_exposure(profile, notice, ladder, decision, notice_delivery_probability, reacquisition_samples)
+    miss_p, late_h = 0.0, 0.0
+    if profile.deadline_hours is not None:
+        if e.progresses:
+            miss_p, late_h = lateness(
+                e.productive_hours, e.overhead_hours + e.idle_hours, e.interruptions, profile.deadline_hours
+            )
+        else:
+            miss_p, late_h = 1.0, math.inf
+    terms = [
+        _spot_compute(profile, e),
+        _checkpoint_storage_io(profile, e, decision, keep_generations),
+        _restart_reload(profile, e),
+        _lost_compute(profile, e, decision, notice_delivery_probability),
+        _reacquisition_idle(profile, e),
+        _fallback(profile, e),
+        _deadline_penalty(profile, e, miss_p, late_h),
+    ]
+    spot_total = sum(t.usd for t in terms)
+    on_demand_total = profile.work_hours * profile.nodes * profile.prices.on_demand_per_hour
+    savings = 1.0 - spot_total / on_demand_total if math.isfinite(spot_total) else -math.inf
+    eligible, reasons = _verdict(profile, ladder, e, spot_total, on_demand_total, miss_p)
+    return CostBreakdown(
+        terms=terms,
+        spot_total=spot_total,
+        on_demand_total=on_demand_total,
+        spot_eligible=eligible,
+        reasons=reasons,
+        savings_fraction=savings,
+        interval_seconds=decision.seconds,
+        expected_interruptions=e.interruptions,
+        expected_finish_hours=e.finish_hours,
+        on_demand_share=e.on_demand_share,
+        deadline_miss_probability=miss_p,
+        details={
+            "gangInterruptionsPerHour": e.gang_rate_per_hour,
+            "overheadHoursPerInterruption": e.overhead_hours,
+            "idleHoursPerInterruption": e.idle_hours,
+            "fallbackProbability": e.reacquisition.fallback_probability,
+            "intervalMethod": decision.method,
+            "finalCheckpointFitsNotice": e.final_fits,
+        },
+    )
+
+
+def _spot_compute(p: WorkloadProfile, e: Exposure) -> CostTerm:
+    pr, phi = p.prices, e.on_demand_share
+    return CostTerm(
+        "spot_compute",
+        p.work_hours * (1.0 - phi) * p.nodes * pr.spot_per_hour,
+        {"work_hours": p.work_hours, "nodes": p.nodes, "spot_per_hour": pr.spot_per_hour, "on_demand_share": phi},
+        "work_hours * (1 - on_demand_share) * nodes * spot_per_hour",
+    )
+
+
+def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision, keep_generations: int) -> CostTerm:
+    pr, phi = p.prices, e.on_demand_share
+    blended_price = (1.0 - phi) * pr.spot_per_hour + phi * pr.on_demand_per_hour
+    gb = p.checkpoint_bytes / 1e9
+    checkpoints = p.work_hours * 3600.0 / d.seconds
+    writes_per_ckpt = math.ceil(p.checkpoint_bytes / UPLOAD_PART_BYTES) + COMMIT_WRITES_PER_CHECKPOINT
+    storage_months = (e.finish_hours if e.progresses else e.productive_hours) / HOURS_PER_MONTH
+    stall_usd = e.stall_hours * p.nodes * blended_price
+    storage_usd = gb * keep_generations * storage_months * pr.storage_per_gb_month
+    request_usd = checkpoints * writes_per_ckpt * pr.request_per_1000 / 1000.0
+    return CostTerm(
+        "checkpoint_storage_io",
+        stall_usd + storage_usd + request_usd,
+        {
+            "interval_seconds": float(d.seconds),
+            "checkpoint_write_seconds": p.checkpoint_write_seconds,
+            "checkpoints": checkpoints,
+            "stall_hours": e.stall_hours,
+            "checkpoint_gb": gb,
+            "keep_generations": keep_generations,
+            "storage_months": storage_months,
+            "storage_per_gb_month": pr.storage_per_gb_month,
+            "writes_per_checkpoint": writes_per_ckpt,
+            "request_per_1000": pr.request_per_1000,
+            "stall_usd": stall_usd,
+            "storage_usd": storage_usd,
+            "request_usd": request_usd,
+        },
+        "work_hours*C/T * nodes * blended_price + gb*generations*months*storage_price "
+        "+ checkpoints*writes_per_checkpoint*request_per_1000/1000",
+    )
+
+
+def _restart_reload(p: WorkloadProfile, e: Exposure) -> CostTerm:
+    p_fb = e.reacquisition.fallback_probability
+    price = (1.0 - p_fb) * p.prices.spot_per_hour + p_fb * p.prices.on_demand_per_hour
+    return CostTerm(
+        "restart_reload",
+        e.times(e.reload_seconds / 3600.0 * p.nodes * price),
+        {
+            "expected_interruptions": e.interruptions,
+            "restart_seconds": p.restart_seconds,
+            "checkpoint_load_seconds": p.checkpoint_load_seconds,
+            "nodes": p.nodes,
+            "restart_price_per_hour": price,
+        },
+        "interruptions * (restart + load)/3600 * nodes * ((1-p_fallback)*spot + p_fallback*on_demand)",
+    )
+
+
+def _lost_compute(p: WorkloadProfile, e: Exposure, d: IntervalDecision, notice_credit: float) -> CostTerm:
+    return CostTerm(
+        "lost_compute",
+        e.times(e.lost_seconds / 3600.0 * p.nodes * p.prices.spot_per_hour),
+        {
+            "expected_interruptions": e.interruptions,
+            "lost_seconds_per_interruption": e.lost_seconds,
+            "interval_seconds": float(d.seconds),
+            "final_checkpoint_fits_notice": e.final_fits,
+            "notice_delivery_probability": notice_credit,
+            "nodes": p.nodes,
+            "spot_per_hour": p.prices.spot_per_hour,
+        },
+        "interruptions * lost_seconds/3600 * nodes * spot_per_hour; lost = T/2 + C (less a delivered notice)",
+    )
+
+
+def _reacquisition_idle(p: WorkloadProfile, e: Exposure) -> CostTerm:
+    r = e.reacquisition
+    return CostTerm(
+        "reacquisition_idle",
+        e.times(e.idle_hours * (p.nodes - 1) * p.prices.spot_per_hour),
+        {
+            "expected_interruptions": e.interruptions,
+            "expected_idle_seconds": r.expected_idle_seconds,
+            "latency_model": r.source,
+            "spot_wait_seconds": r.spot_wait_seconds,
+            "surviving_nodes_billed": p.nodes - 1,
+            "spot_per_hour": p.prices.spot_per_hour,
+        },
+        "interruptions * E[min(latency, spot_wait)]/3600 * (nodes - 1) * spot_per_hour",
+    )
+
+
+def _fallback(p: WorkloadProfile, e: Exposure) -> CostTerm:
+    return CostTerm(
+        "fallback",
+        p.work_hours * e.on_demand_share * p.nodes * p.prices.on_demand_per_hour,
+        {
+            "fallback_probability": e.reacquisition.fallback_probability,
+            "on_demand_share": e.on_demand_share,
+            "work_hours": p.work_hours,
+            "nodes": p.nodes,
+            "on_demand_per_hour": p.prices.on_demand_per_hour,
+        },
+        "work_hours * on_demand_share * nodes * on_demand_per_hour; share = k/(1+k), k = p_fallback/(1 - lam*o)",
+    )
+
+
+def _deadline_penalty(p: WorkloadProfile, e: Exposure, miss_p: float, late_h: float) -> CostTerm:
+    rate = p.prices.deadline_penalty_per_hour
+    return CostTerm(
+        "deadline_penalty",
+        late_h * rate if late_h > 0 and rate > 0 else 0.0,
+        {
+            "deadline_hours": p.deadline_hours,
+            "expected_finish_hours": e.finish_hours,
+            "miss_probability": miss_p,
+            "expected_hours_late": late_h,
+            "deadline_penalty_per_hour": rate,
+        },
+        "E[max(0, P + K*(o + idle) - deadline)] * penalty_per_hour, K ~ Poisson(interruptions)",
+    )
+
+
+def _verdict(
+    p: WorkloadProfile,
+    ladder: FallbackLadder | None,
+    e: Exposure,
+    spot_total: float,
+    on_demand_total: float,
+    miss_p: float,
+) -> tuple[bool, list[str]]:
+    """Spot-eligible or not, and why: cheaper, within the loss bound, able to progress, deadline safe."""
+    reasons: list[str] = []
+    eligible = e.progresses
+    if not e.progresses:
+        reasons.append(
+            f"interruptions ({e.gang_rate_per_hour:.3g}/h for the gang) x overhead ({e.overhead_hours:.3g} h each) "
+            ">= 1: the job loses work as fast as it makes it"
+        )
+    if spot_total >= on_demand_total:
+        eligible = False
+        reasons.append(f"spot costs ${spot_total:,.2f}, not less than on-demand ${on_demand_total:,.2f}")
+    else:
+        saves = 1.0 - spot_total / on_demand_total
+        reasons.append(f"spot ${spot_total:,.2f} vs on-demand ${on_demand_total:,.2f}: saves {saves:.0%}")
+    if e.lost_seconds > p.max_lost_work_seconds:
+        eligible = False
+        reasons.append(
+            f"expected loss per interruption {e.lost_seconds:.0f} s exceeds maxLostWorkSeconds "
+            f"{p.max_lost_work_seconds:g}; shorten the interval or speed up checkpoint writes"
+        )
+    if p.deadline_hours is not None and e.progresses:
+        reasons.append(
+            f"deadline {p.deadline_hours:g} h: expected finish {e.finish_hours:.1f} h, "
+            f"miss probability {miss_p:.1%} without escalation"
+        )
+        escalates = (
+            ladder is not None
+            and ladder.deadline_escalation
+            and on_demand_reachable(ladder, p.prices.on_demand_per_hour)
+        )
+        if miss_p > MAX_DEADLINE_MISS_PROBABILITY:
+            if escalates:
+                reasons.append("the ladder escalates to on-demand when the deadline is at risk, which caps the risk")
+            else:
+                eligible = False
+                reasons.append(
+                    f"miss probability above {MAX_DEADLINE_MISS_PROBABILITY:.0%} and no on-demand escalation; "
+                    "add an on_demand rung with deadlineEscalation or relax the deadline"
+                )
+    return eligible, reasons

@@ -1,0 +1,102 @@
+"""Estimation from traces and from telemetry JSON lines."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from spotgpu.economics.estimate import any_zone_gaps, estimate_from_traces, zone_estimate
+from spotgpu.economics.telemetry import (
+    TelemetryRecord,
+    estimate_from_telemetry,
+    parse_lines,
+    read_jsonl,
+)
+from spotgpu.traces import Trace, load_group
+
+
+def _trace(data: list[int], zone: str = "z1", gap: int = 60) -> Trace:
+    return Trace(name=f"{zone}_x_1", zone=zone, group="t/t", gap_seconds=gap, data=np.array(data, dtype=np.int16))
+
+
+def test_zone_estimate_by_hand() -> None:
+    # up 3 ticks, down 2, up 2, down 1, up 2 (censored): 2 losses over 7 held ticks of 60 s
+    rate, runs, gaps = zone_estimate(_trace([1, 1, 1, 0, 0, 1, 1, 0, 1, 1]))
+    assert rate == pytest.approx(2 / (7 * 60 / 3600))
+    assert runs.lengths.tolist() == [180, 120, 120]
+    assert gaps.lengths.tolist() == [120, 60]
+
+
+def test_any_zone_gap_uses_the_first_zone_back() -> None:
+    avail = np.array([[1, 1, 0, 0, 0, 1], [0, 0, 0, 1, 1, 0]], dtype=bool)
+    g = any_zone_gaps(avail, home=0, gap_seconds=10)
+    assert g.lengths.tolist() == [10] and g.censored.tolist() == [False]
+
+
+def test_multi_node_gang_needs_enough_instances() -> None:
+    t = _trace([16, 12, 16, 16, 3, 16])
+    rate1, _, _ = zone_estimate(t, nodes=1)
+    rate16, _, _ = zone_estimate(t, nodes=16)
+    assert rate1 == 0 and rate16 > 0
+
+
+def test_estimate_from_real_traces() -> None:
+    est = estimate_from_traces(load_group("1-node/aws-02-15-2023"))
+    assert len(est.zones) == 9
+    assert 0.05 < est.interruptions_per_hour < 2.0
+    assert est.run_model.shape < 1.0  # spot runs have a decreasing hazard, not memoryless
+    assert est.expected_reacquisition_seconds < est.same_zone_reacquisition_seconds  # diversification helps
+    assert est.mean_availability["us-east-1a"] < est.mean_availability["us-west-2b"]
+    json.dumps(est.to_dict())
+
+
+LINES = [
+    {"v": 1, "ts": 0, "event": "node_started", "pool": "p", "node": "a", "capacity": "spot"},
+    {"v": 1, "ts": 0, "event": "node_started", "pool": "p", "node": "b", "capacity": "spot"},
+    {"v": 1, "ts": 3600, "event": "notice", "pool": "p", "node": "a", "noticeKind": "instance-action"},
+    {"v": 1, "ts": 3720, "event": "interrupted", "pool": "p", "node": "a", "capacity": "spot"},
+    {"v": 1, "ts": 3800, "event": "launch_failed", "pool": "p", "reason": "capacity"},
+    {"v": 1, "ts": 3900, "event": "launch_failed", "pool": "p", "reason": "quota"},
+    {"v": 1, "ts": "1970-01-01T01:22:00Z", "event": "replacement_ready", "pool": "p", "node": "c"},
+    {"v": 1, "ts": 5000, "event": "checkpoint_committed", "pool": "p", "node": "b", "seconds": 70, "bytes": 5},
+    {"v": 1, "ts": 7200, "event": "node_stopped", "pool": "p", "node": "b"},
+    # the controller's own event lines are read too
+    {"kind": "interruption", "pool": "q", "at": 100, "type": "spot"},
+    {"kind": "reacquired", "pool": "q", "at": 400, "latencySeconds": 250},
+    {"kind": "step_changed", "pool": "q", "at": 401, "to": "on_demand"},
+]
+
+
+def test_telemetry_estimate_by_hand(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in LINES) + "\n\n")
+    recs = read_jsonl(path)
+    est = estimate_from_telemetry(recs)
+    # spot node-hours: a ran 3720 s, b ran 7200 s
+    assert est.spot_node_hours == pytest.approx((3720 + 7200) / 3600)
+    assert est.interruptions == 2  # one from the agent schema, one from the controller
+    assert sorted(est.reacquisition_seconds) == [250, 4920 - 3720]
+    assert est.notice_lead_seconds == [120]
+    assert est.launch_failures == {"capacity": 1, "quota": 1}
+    updates = est.profile_updates()
+    assert updates["interruptionsPerHour"] == pytest.approx(2 / ((3720 + 7200) / 3600), rel=1e-5)
+    assert updates["checkpointWriteSeconds"] == 70
+    line = TelemetryRecord.model_validate(LINES[0]).to_line()
+    assert json.loads(line)["event"] == "node_started"
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("{not json", "not JSON"),
+        (json.dumps({"v": 1, "ts": 0, "event": "exploded", "pool": "p"}), "event"),
+        (json.dumps({"v": 1, "ts": "2026-11-30T13:00:00", "event": "notice", "pool": "p"}), "timezone"),
+        (json.dumps({"v": 1, "ts": 0, "event": "notice", "pool": "p", "colour": "red"}), "colour"),
+    ],
+)
+def test_bad_lines_name_line_and_field(line: str, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle) as err:
+        parse_lines(["", line], "x.jsonl")
+    assert "x.jsonl:2" in str(err.value)
