@@ -34,7 +34,16 @@ def main() -> int:
     args = parser.parse_args()
     commands = {
         "baseline: import SDKs": [sys.executable, "-c", BASELINE],
-        f"preview {args.stack} (no policy)": [sys.executable, "-m", "spotgpu", "preview", "-s", args.stack, "--json", "--no-policy"],
+        f"preview {args.stack} (no policy)": [
+            sys.executable,
+            "-m",
+            "spotgpu",
+            "preview",
+            "-s",
+            args.stack,
+            "--json",
+            "--no-policy",
+        ],
         f"preview {args.stack} --json": [sys.executable, "-m", "spotgpu", "preview", "-s", args.stack, "--json"],
     }
     _time(commands["baseline: import SDKs"])  # warm the file cache

@@ -49,6 +49,12 @@ class AgentRuntime(SpotModel):
     notice_hook: list[str] | None = Field(default=None, description="Command (argv) started on a notice.")
     drain_hook: list[str] | None = Field(default=None, description="Command (argv) run at drain, until the deadline.")
     vm_name: str | None = Field(default=None, description="Azure: override the IMDS compute.name match.")
+    control_poll_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="How often the agent reads its drain request from controlStore."
+    )
+    drain_budget_seconds: float = Field(
+        default=300.0, gt=0, le=3600, description="Time a controller drain gives the final checkpoint."
+    )
 
 
 class AgentConfig(SpotModel):
@@ -64,10 +70,39 @@ class AgentConfig(SpotModel):
     telemetry_port: int = 9464
     lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
     autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
+    control_store: str | None = Field(
+        default=None,
+        description="The fallback controller's stateUrl: drain requests in, committed checkpoints out; "
+        "None turns the drain protocol off (see control_store_url).",
+    )
     runtime: AgentRuntime | None = Field(default=None, description="Agent tuning; omitted means the defaults.")
 
     def effective_runtime(self) -> AgentRuntime:
         return self.runtime or AgentRuntime()
+
+
+#: Where a pool's controller keeps its record, drain requests and agent commits, under the
+#: pool's checkpoint store (the GCP controller's IAM condition is scoped to this prefix).
+CONTROL_STORE_SUFFIX = "_controller"
+
+
+def control_store_url(checkpoint_store: str) -> str:
+    """The controller's ``stateUrl`` for a pool: its checkpoint store URL + ``/_controller``.
+
+    The components write Azure checkpoint stores as ``az://ACCOUNT/CONTAINER/PREFIX``,
+    which obstore cannot open (its ``az://`` form has no account), so that form is
+    rewritten to the blob endpoint URL obstore parses on its own.
+    """
+    base = checkpoint_store.rstrip("/")
+    if base.startswith("az://"):
+        parts = base.removeprefix("az://").split("/", 2)
+        if len(parts) < 2 or not all(parts):
+            raise ValueError(
+                f"checkpoint store {checkpoint_store!r}: expected az://ACCOUNT/CONTAINER[/PREFIX]; "
+                "fix: name the storage account and the container"
+            )
+        base = f"https://{parts[0]}.blob.core.windows.net/{'/'.join(parts[1:])}"
+    return f"{base}/{CONTROL_STORE_SUFFIX}"
 
 
 def render_bootstrap(config: AgentConfig, agent_package: str = "spotgpu") -> str:

@@ -28,7 +28,13 @@ NODE_OBJECT_ACTIONS = (
 #: The controller keeps one small state record under the pool's prefix: read and write, no delete.
 CONTROLLER_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject")
 LIFECYCLE_ACTIONS = ("autoscaling:CompleteLifecycleAction", "autoscaling:RecordLifecycleActionHeartbeat")
-GROUP_WRITE_ACTIONS = ("autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup")
+#: Resize (UpdateAutoScalingGroup only raises MaxSize with the desired count) and remove one
+#: drained instance by id, decrementing the desired count, so the group never picks a victim.
+GROUP_WRITE_ACTIONS = (
+    "autoscaling:SetDesiredCapacity",
+    "autoscaling:UpdateAutoScalingGroup",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+)
 QUEUE_CONSUMER_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 FIS_SPOT_ACTION = "ec2:SendSpotInstanceInterruptions"
 
@@ -131,8 +137,9 @@ def controller_policy(
 ) -> Document:
     """Least privilege for the fallback controller.
 
-    It resizes exactly the pool's two groups (in fleet mode: the fallback group
-    and ``ec2:ModifyFleet`` on the one fleet), reads the pool's interruption
+    It resizes exactly the pool's two groups and removes drained instances from
+    them (in fleet mode: the fallback group and ``ec2:ModifyFleet`` on the one
+    fleet), reads the pool's interruption
     queue, describes groups and instances (these calls have no resource-level
     scoping), and keeps its state record under the pool's prefix.
     """

@@ -8,7 +8,8 @@ Spot returns; ``desiredCapacity`` is therefore ignored on later updates, so a
 ``pulumi up`` in the middle of an incident does not scale the fallback to 0.
 
 The controller role is least privilege: it resizes only this pool's two groups,
-reads only this pool's interruption queue, and writes only this pool's prefix.
+reads only this pool's interruption queue, and writes only its state prefix
+(``<prefix>/_controller``: record, drain requests, agent commits).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from components.aws.groups import (
 )
 from components.aws.launch import node_launch_template, template_version
 from components.aws.plan import MaintenancePolicy, PoolPlan
+from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 
 TOKEN = "spotgpu:aws:OnDemandFallbackGroup"
 
@@ -120,7 +122,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
                     bucket_arn=v[2],
                     spot_group_arn=v[3] or None,
                     fleet_arn=v[4] or None,
-                    prefix=plan.prefix,
+                    prefix=f"{plan.prefix}/{CONTROL_STORE_SUFFIX}",
                     kms_key_arn=spec.kms_key_arn,
                 )
             )

@@ -18,9 +18,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from components.args import PoolArgs
 from spotgpu import tags as link
-from spotgpu.bootstrap import AgentConfig, render_bootstrap_b64
+from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AwsPoolSpec
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
@@ -238,7 +240,33 @@ def agent_config(
         checkpoint_interval_seconds=interval_seconds,
         lifecycle_hook=DRAIN_HOOK if group else None,
         autoscaling_group=group,
+        control_store=control_store_url(checkpoint_store),  # drain requests in, commits out
     )
+
+
+def with_aws_extra(agent_package: str) -> str:
+    """``spotgpu`` -> ``spotgpu[aws]``, ``spotgpu==X`` -> ``spotgpu[aws]==X``; anything else as given.
+
+    Completing the lifecycle hook needs boto3 on the VM, which is the ``aws``
+    extra. Only a plain requirement on the ``spotgpu`` distribution is rewritten:
+    a wheel URL, a path, another name or a requirement that already lists extras
+    is the user's explicit choice and is left alone.
+    """
+    try:
+        req = Requirement(agent_package)
+    except InvalidRequirement:
+        return agent_package  # a wheel path or URL pip understands but packaging does not
+    text = agent_package.strip()
+    if req.name.lower() != "spotgpu" or req.url or req.extras or not text.lower().startswith("spotgpu"):
+        return agent_package
+    cut = len(req.name)
+    return f"{text[:cut]}[aws]{text[cut:]}"  # the user's own version text, untouched
+
+
+def user_data(config: AgentConfig, agent_package: str) -> str:
+    """Base64 bootstrap; an agent that completes a lifecycle hook gets boto3 (the aws extra)."""
+    package = with_aws_extra(agent_package) if config.lifecycle_hook else agent_package
+    return render_bootstrap_b64(config, package)
 
 
 def plan_pool(args: PoolArgs) -> PoolPlan:
@@ -290,8 +318,8 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
         asg_overrides=asg_overrides(spec.instance_types),
         fleet_overrides=fleet_overrides(spec.instance_types, [(s.id, s.zone) for s in spec.subnets]),
         termination_delay_seconds=fleet_termination_delay(heartbeat),
-        spot_user_data=render_bootstrap_b64(spot_agent, spec.agent_package),
-        fallback_user_data=render_bootstrap_b64(fallback_agent, spec.agent_package),
+        spot_user_data=user_data(spot_agent, spec.agent_package),
+        fallback_user_data=user_data(fallback_agent, spec.agent_package),
         spot_links=links("spot-pool"),
         fallback_links=links("fallback"),
         base_tags=args.base_tags,

@@ -27,6 +27,7 @@ from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from components.aws.identity import NodeIdentity, NodeIdentityArgs
 from components.aws.plan import plan_pool
 from components.aws.spot import SpotCapacity, SpotCapacityArgs
+from spotgpu.bootstrap import control_store_url
 
 TOKEN = "spotgpu:aws:GpuPool"
 
@@ -108,6 +109,7 @@ class GpuPool(pulumi.ComponentResource):
             "experimentTemplateId": drill.template_id,
             "fallbackGroupName": fallback.group_name,
             "controllerRoleArn": fallback.controller_role_arn,
+            "controllerStateUrl": control_store_url(plan.checkpoint_store),
         }
         self.register_outputs(self.exports)
 

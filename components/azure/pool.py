@@ -29,6 +29,7 @@ from components.azure.plan import PoolPlan, plan_pool
 from components.azure.profile import custom_data, scale_set_args, vm_profile
 from components.azure.roles import RolePlan, plan_roles
 from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import AzurePoolSpec
 
 TOKEN = "spotgpu:azure:GpuPool"
@@ -138,6 +139,7 @@ class GpuPool(pulumi.ComponentResource):
             "storageAccount": checkpoints.account_name,
             "container": checkpoints.container_name,
             "checkpointStore": plan.storage.url,
+            "controllerStateUrl": control_store_url(plan.storage.url),
             "controllerClientId": controller.client_id,
             "controllerPrincipalId": controller.principal_id,
         }

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_azure_native.compute as compute
 
 from components.azure.plan import PoolPlan, ScaleSetPlan
-from spotgpu.bootstrap import AgentConfig, render_bootstrap_b64
+from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AzurePoolSpec
 
 CapacityType = Literal["spot", "on-demand"]
@@ -33,6 +33,7 @@ def custom_data(spec: AzurePoolSpec, plan: PoolPlan, interval_seconds: int, capa
         notice=spec.notice.model_dump(mode="json"),
         checkpoint_store=plan.storage.url,
         checkpoint_interval_seconds=interval_seconds,
+        control_store=control_store_url(plan.storage.url),  # drain requests in, commits out
     )
     return render_bootstrap_b64(config, spec.agent_package)
 

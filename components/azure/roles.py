@@ -4,9 +4,11 @@ Who needs what, and at which scope:
 
 * the **pool identity** (on every VM) writes checkpoints: Storage Blob Data
   Contributor on the pool's checkpoint **container** only, not the account;
-* the **controller identity** resizes the pool's scale sets: a custom role with
-  only ``virtualMachineScaleSets/read`` and ``/write``, assigned on each of the
-  pool's scale sets (spot sizes and the on-demand fallback), nothing else;
+* the **controller identity** resizes the pool's scale sets and removes one
+  drained VM by name: a custom role with only ``virtualMachineScaleSets/read``,
+  ``/write`` and ``/delete/action`` (``deleteInstances``; deleting the scale set
+  itself is ``/delete``, which it does not get), assigned on each of the pool's
+  scale sets (spot sizes and the on-demand fallback), nothing else;
 * it also counts and inspects member VMs. Flexible members are ordinary
   top-level VMs (``Microsoft.Compute/virtualMachines``), not children of the
   scale set, and new ones appear with every scale-out, so no per-VM scope can
@@ -33,6 +35,8 @@ STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 SCALE_SET_CAPACITY_ACTIONS = (
     "Microsoft.Compute/virtualMachineScaleSets/read",
     "Microsoft.Compute/virtualMachineScaleSets/write",
+    # deleteInstances: remove one drained VM by name, never letting the scale-in policy pick a victim.
+    "Microsoft.Compute/virtualMachineScaleSets/delete/action",
 )
 MEMBER_READ_ACTIONS = (
     "Microsoft.Compute/virtualMachines/read",
@@ -124,7 +128,7 @@ def plan_roles(
     capacity = CustomRole(
         key="capacity",
         role_name=f"spotgpu {environment} {pool} scale-set capacity ({account})",
-        description=f"Read and resize the scale sets of spot GPU pool {pool} ({environment}); nothing else.",
+        description=f"Read, resize and remove drained VMs from the scale sets of spot GPU pool {pool} ({environment}).",
         actions=SCALE_SET_CAPACITY_ACTIONS,
         guid=naming.stable_guid(*keys, "role", "capacity"),
         scope=rg_scope,

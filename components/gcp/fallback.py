@@ -7,9 +7,11 @@ the alternate-SKU spot groups), so Pulumi ignores ``targetSize`` after creation.
 The controller gets its own service account with least privilege:
 
 * a custom role with only ``instanceGroupManagers.get/update`` (resize, read,
-  list managed instances and errors), conditioned on this pool's MIG names;
+  list managed instances and errors, delete one drained instance), conditioned
+  on this pool's MIG names;
 * subscriber on this pool's preemption subscription only;
-* object access on the checkpoint bucket, conditioned on its state-record prefix.
+* object access on the checkpoint bucket, conditioned on its state prefix
+  (``<prefix>/_controller/``: record, drain requests, agent commits).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from components.args import PoolArgs
 from components.gcp import plan
 from spotgpu import tags
-from spotgpu.bootstrap import AgentConfig, render_bootstrap
+from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap
 from spotgpu.models.pools import GcpPoolSpec
 
 
@@ -65,5 +65,6 @@ def startup_script(args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str, cap
         notice=spec.notice.model_dump(mode="json"),
         checkpoint_store=checkpoint_store,
         checkpoint_interval_seconds=args.interval.seconds,
+        control_store=control_store_url(checkpoint_store),  # the controller's state prefix (its IAM condition)
     )
     return render_bootstrap(config, spec.agent_package)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pulumi_gcp import compute, storage
 
+from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
@@ -234,7 +235,8 @@ def preemption_log_filter(project: str, spot_instance_prefix: str) -> str:
     )
 
 
-#: What the fallback controller may do on the pool's MIGs (resize, read, list managed instances/errors).
+#: What the fallback controller may do on the pool's MIGs: ``get`` covers get, listManagedInstances and
+#: listErrors; ``update`` covers resize and deleteInstances (removing one drained VM by name).
 CONTROLLER_MIG_PERMISSIONS = (
     "compute.instanceGroupManagers.get",
     "compute.instanceGroupManagers.update",
@@ -248,5 +250,5 @@ def controller_mig_condition(project: str, region: str, mig_names: tuple[str, ..
 
 
 def controller_state_condition(bucket: str, prefix: str) -> str:
-    """IAM condition limiting the controller's object access to its state record under the pool's prefix."""
-    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/_controller/")'
+    """IAM condition limiting the controller's object access to its state prefix (record, drains, agent commits)."""
+    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/{CONTROL_STORE_SUFFIX}/")'

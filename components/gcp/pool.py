@@ -24,6 +24,7 @@ from components.gcp.fallback import OnDemandFallbackGroup
 from components.gcp.identity import NodeIdentity
 from components.gcp.naming import PoolNames, check_name
 from components.gcp.spot import SpotGroup, SpotGroupSettings
+from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import GcpPoolSpec
 
 TOKEN = "spotgpu:gcp:GpuPool"
@@ -128,6 +129,7 @@ class GpuPool(pulumi.ComponentResource):
             "controllerServiceAccount": fallback.controller_email,
             "bucket": bucket.bucket_name,
             "checkpointStore": store_url,
+            "controllerStateUrl": control_store_url(store_url),
             "topic": events.topic_name,
             "subscription": events.subscription_name,
         }

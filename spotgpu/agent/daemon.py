@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from spotgpu.agent import actions, aws, azure, gcp
 from spotgpu.agent.control import ControlServer
-from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
+from spotgpu.agent.events import EventKind, InterruptionEvent
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
@@ -114,7 +115,26 @@ class Agent:
                 notice_hook=rt.notice_hook,
                 drain_hook=rt.drain_hook,
             ),
+            on_drained=self._drained,
         )
+        monitors = list(self.wiring.monitors)
+        self.link: ControllerLink | None = None
+        if config.control_store:
+            self.link = ControllerLink(
+                config.control_store,
+                config.pool,
+                lambda: self.identity,
+                self.telemetry,
+                self.stop_event,
+                vm_name=rt.vm_name,
+                retry_seconds=rt.error_backoff_seconds,
+            )
+            self.state.commit_listeners.append(self.link.on_report)
+            monitors.append(
+                DrainMonitor(
+                    self.link, rt.control_poll_seconds, rt.drain_budget_seconds, boot_time(seconds_since_boot())
+                )
+            )
         self.control = ControlServer(
             control_address or config.control_socket, self.state, status=self.status, on_ready=self._workload_ready
         )
@@ -122,7 +142,7 @@ class Agent:
             MonitorRunner(
                 m, self.events, self.stop_event, self.telemetry.metadata_error, self._on_clean, rt.error_backoff_seconds
             )
-            for m in self.wiring.monitors
+            for m in monitors
         ]
         self._consumer = threading.Thread(target=self._consume, name="responder", daemon=True)
         self._identity_thread = threading.Thread(target=self._resolve_identity, name="identity", daemon=True)
@@ -133,6 +153,8 @@ class Agent:
         if rt.telemetry_host is not None:
             self.telemetry.serve(rt.telemetry_host, self.config.telemetry_port)
         self.control.start()
+        if self.link is not None:
+            self.link.start()
         self._consumer.start()
         for runner in self.runners:
             runner.start()
@@ -171,7 +193,18 @@ class Agent:
             except Exception:  # one bad event must not end the agent
                 log.exception("handling %s failed", event.event_id)
 
+    def _drained(self, event: InterruptionEvent, outcome: str) -> None:
+        """A controller drain with no workload to wait for: nothing is uncommitted, so say so.
+
+        Not when a PID-file workload exists: it cannot report, and its work may not be saved.
+        """
+        idle = outcome == "no-workload" and self.config.effective_runtime().workload_pid_file is None
+        if self.link is not None and event.kind is EventKind.DRAIN and idle:
+            self.link.commit(time.time(), basis="no-workload")
+
     def _on_clean(self, source: str) -> None:
+        if source == DRAIN_SOURCE:
+            return  # a store read says nothing about the metadata service being ready
         if self.ready_at is None:
             self.ready_at = time.time()
             self.telemetry.ready("agent", seconds_since_boot())
@@ -210,4 +243,7 @@ class Agent:
             ],
             "acknowledged": list(self.responder.acknowledged),
             "reports": [r.as_dict() for r in self.state.reports],
+            "controller": None
+            if self.link is None
+            else {"store": self.link.url, "vmId": self.link.vm_id(), "lastReportedAt": self.link.last_reported},
         }

@@ -20,11 +20,13 @@ class EventKind(StrEnum):
     MAINTENANCE = "maintenance"  # host maintenance ahead (GCP maintenance-event, Azure Freeze/Reboot/Redeploy)
     PREEMPT = "preempt"  # spot capacity reclaimed (AWS instance-action, GCP preempted, Azure Preempt)
     TERMINATE = "terminate"  # scale-in / deletion of a regular VM (Azure Terminate)
+    DRAIN = "drain"  # the fallback controller gives this VM back once its workload committed
 
     @property
     def terminal(self) -> bool:
-        """A terminal notice ends the VM: final checkpoint, drain, acknowledge."""
-        return self in (EventKind.PREEMPT, EventKind.TERMINATE)
+        """A terminal notice ends the VM's work: final checkpoint and drain (and a cloud
+        acknowledgement, except for a controller drain, which the cloud never sent)."""
+        return self in (EventKind.PREEMPT, EventKind.TERMINATE, EventKind.DRAIN)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,9 @@ MAX_DOCUMENTED_LEAD = {EventKind.PREEMPT: 120.0, EventKind.TERMINATE: 900.0, Eve
 #: still running), so the clocks disagree.
 PAST_DEADLINE_TOLERANCE = 2.0
 
+#: Budget of a controller drain whose event carries none (the monitor normally sets it).
+DEFAULT_DRAIN_BUDGET = 300.0
+
 _CONTRACT = TypeAdapter(NoticeContract)
 
 
@@ -50,8 +53,9 @@ class Deadline:
     at: float | None
     #: cloud: the cloud's own timestamp; contract: detection + contract notice
     #: (the cloud gave none); skew: the cloud's timestamp was implausible;
-    #: none: no deadline (rebalance).
-    basis: Literal["cloud", "contract", "skew", "none"]
+    #: none: no deadline (rebalance); controller: a controller drain, whose
+    #: deadline is detection + ``runtime.drainBudgetSeconds`` (set by the drain monitor).
+    basis: Literal["cloud", "contract", "skew", "none", "controller"]
 
 
 def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
@@ -64,6 +68,10 @@ def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
     """
     if event.kind is EventKind.REBALANCE:
         return Deadline(None, "none")
+    if event.kind is EventKind.DRAIN:
+        # No cloud is reclaiming the VM: the budget is ours, set by the drain monitor.
+        at = event.cloud_deadline if event.cloud_deadline is not None else event.detected_at + DEFAULT_DRAIN_BUDGET
+        return Deadline(max(at, event.detected_at), "controller")
     fallback_lead = contract.notice_seconds if event.kind is EventKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
     fallback = event.detected_at + fallback_lead
     if event.cloud_deadline is None:
@@ -100,8 +108,12 @@ def plan_response(event: InterruptionEvent, contract: Contract) -> ResponsePlan:
     Rebalance and maintenance are early, unguaranteed signals: stop taking new
     work and checkpoint early, but keep the VM (it may never be reclaimed).
     Preempt and terminate end the VM: final checkpoint within the budget, drain,
-    then acknowledge so the cloud can proceed.
+    then acknowledge so the cloud can proceed. A controller drain is handled the
+    same way but has no cloud event to acknowledge: the controller removes the VM
+    once the agent reports the commit.
     """
+    if event.kind is EventKind.DRAIN:
+        return ResponsePlan(True, True, "final", True, False, "drain: the controller gives this VM back")
     if event.kind.terminal:
         return ResponsePlan(True, True, "final", True, True, f"{event.kind}: the VM is going away")
     if event.kind is EventKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,6 +55,8 @@ class Responder:
     terminal_event: InterruptionEvent | None = None
     drained: bool = False
     acknowledged: list[str] = field(default_factory=list)
+    #: Called with each terminal event and its final-checkpoint outcome once the drain is done.
+    on_drained: Callable[[InterruptionEvent, str], None] | None = None
 
     def handle(self, event: InterruptionEvent) -> None:
         if not self.store.add(event):
@@ -73,10 +75,13 @@ class Responder:
         if self.terminal_event is not None:
             # Events are handled in order, so the earlier notice's drain is done:
             # approve this one too (Azure may list a second event for this VM).
-            self._acknowledge(event, deadline.at)
+            if plan.acknowledge:
+                self._acknowledge(event, deadline.at)
+            else:
+                self.telemetry.log("ignored", eventId=event.event_id, why="already drained")
             return
         self.terminal_event = event
-        self._final(event, deadline.at)
+        self._final(event, deadline.at, plan.acknowledge)
 
     # -- steps --------------------------------------------------------------
     def _notify(self, event: InterruptionEvent, phase: Phase, checkpoint: str, deadline: float | None) -> float | None:
@@ -102,34 +107,43 @@ class Responder:
         self.telemetry.log("workload-notified", phase=phase, **notice)
         return budget_deadline
 
-    def _final(self, event: InterruptionEvent, deadline: float | None) -> None:
+    def _final(self, event: InterruptionEvent, deadline: float | None, acknowledge: bool = True) -> None:
         assert deadline is not None  # terminal kinds always resolve a deadline
         # Each step runs even if an earlier one failed: a VM that is going away
         # must still drain and release the cloud's event.
+        outcome = "error"
         try:
             budget_deadline = self._notify(event, "final-checkpoint", "final", deadline) or deadline
-            self._await_final_checkpoint(event, budget_deadline)
+            outcome = self._await_final_checkpoint(event, budget_deadline)
         except Exception:
             log.exception("final checkpoint step failed for %s", event.event_id)
         try:
             self._drain(deadline)
         except Exception:
             log.exception("drain failed for %s", event.event_id)
-        self._acknowledge(event, deadline)
+        if self.on_drained is not None:
+            try:
+                self.on_drained(event, outcome)
+            except Exception:
+                log.exception("drain callback failed for %s", event.event_id)
+        if acknowledge:
+            self._acknowledge(event, deadline)
 
-    def _await_final_checkpoint(self, event: InterruptionEvent, budget_deadline: float) -> None:
+    def _await_final_checkpoint(self, event: InterruptionEvent, budget_deadline: float) -> str:
+        """Wait for the workload's final report; returns the outcome recorded in telemetry."""
         seen = self.state.workload_seen_at
         if not self.state.workload_pgids and (seen is None or time.time() - seen > self.workload_contact_window):
             self.telemetry.final_checkpoint("no-workload", None, {"eventId": event.event_id})
-            return
+            return "no-workload"
         report = self.state.wait_final_report(budget_deadline)
         if report is None:
             self.telemetry.final_checkpoint("timeout", None, {"eventId": event.event_id})
-            return
+            return "timeout"
         outcome = "committed" if report.committed else "failed"
         self.telemetry.final_checkpoint(
             outcome, report.seconds, {"eventId": event.event_id, "report": report.as_dict()}
         )
+        return outcome
 
     def _drain(self, deadline: float) -> None:
         self.state.set_phase("draining")

@@ -6,10 +6,14 @@ loop waiting on the agent learns of a notice the moment the responder decides.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
+
+log = logging.getLogger(__name__)
 
 Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
 
@@ -49,6 +53,8 @@ class WorkloadState:
         self.workload_pgids: set[int] = set()
         self.workload_seen_at: float | None = None
         self.workload_ready_at: float | None = None
+        #: Called with every *committed* report, outside the lock (the controller link).
+        self.commit_listeners: list[Callable[[CheckpointReport], None]] = []
 
     def _bump(self) -> None:
         self.version += 1
@@ -89,6 +95,12 @@ class WorkloadState:
                 self.final_report = report
             self.workload_seen_at = time.time()
             self._bump()
+        if report.committed:
+            for listener in list(self.commit_listeners):
+                try:
+                    listener(report)
+                except Exception:  # a broken listener must not fail the workload's report
+                    log.exception("commit listener failed")
 
     def wait_final_report(self, until: float) -> CheckpointReport | None:
         """Block until the workload reports its final checkpoint or ``until`` (Unix time)."""

@@ -77,6 +77,12 @@ class Telemetry:
         self.acknowledgements = Counter(
             "spotgpu_agent_acknowledgements", "Notices acknowledged to the cloud, by result", ["result"], registry=r
         )
+        self.controller_reports = Counter(
+            "spotgpu_agent_controller_reports",
+            "Committed checkpoints reported to the fallback controller's store, by result",
+            ["result"],
+            registry=r,
+        )
         self._log_path = log_path
         self._log_lock = threading.Lock()
         self._log_file: IO[str] | None = None
@@ -152,6 +158,10 @@ class Telemetry:
     def acknowledged(self, result: str, event: InterruptionEvent, error: str | None = None) -> None:
         self.acknowledgements.labels(result=result).inc()
         self.log("acknowledge", result=result, eventId=event.event_id, source=event.source, error=error)
+
+    def controller_report(self, result: str, at: float, vm_id: str, error: str | None = None) -> None:
+        self.controller_reports.labels(result=result).inc()
+        self.log("commit-reported", result=result, lastCommittedAt=at, vmId=vm_id, error=error)
 
 
 def seconds_since_boot(proc_uptime: str = "/proc/uptime") -> float | None:

@@ -15,7 +15,7 @@ Slurm or Kueue integration can replace the store-backed default.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from spotgpu.controller.store import JsonStore
 
@@ -45,9 +45,20 @@ class DrainChannel:
     def request(self, pool: str, vm_id: str, at: float) -> None:
         self.store.put(f"drains/{pool}/{vm_id}.json", {"requestedAt": at})
 
-    def report_commit(self, pool: str, vm_id: str, at: float) -> None:
-        """What the node agent calls after a committed checkpoint (also used by simulations)."""
-        self.store.put(f"agents/{pool}/{vm_id}.json", {"lastCommittedAt": at})
+    def requested_at(self, pool: str, vm_id: str) -> float | None:
+        """What the node agent polls: the time the controller asked this VM to drain, if it did."""
+        doc = self.store.get(f"drains/{pool}/{vm_id}.json")
+        if doc and isinstance(doc.get("requestedAt"), int | float):
+            return float(doc["requestedAt"])
+        return None
+
+    def report_commit(self, pool: str, vm_id: str, at: float, **detail: Any) -> None:
+        """What the node agent calls after a committed checkpoint (also used by simulations).
+
+        ``detail`` (generation, step, basis...) is for people reading the store; the
+        controller reads only ``lastCommittedAt``.
+        """
+        self.store.put(f"agents/{pool}/{vm_id}.json", {**detail, "lastCommittedAt": at})
 
     def commits(self, pool: str, vm_ids: list[str]) -> dict[str, float]:
         out: dict[str, float] = {}

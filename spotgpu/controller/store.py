@@ -4,7 +4,9 @@ The controller keeps its record in the pool's checkpoint store (``file://`` in
 tests, ``s3://``/``gs://``/``az://`` in production) so it needs no database. Writes
 use the previous ETag as a precondition where the backend supports it, so two
 controllers that raced on the same record fail loudly instead of silently
-overwriting each other.
+overwriting each other. Both the ETag and the object version are kept, because
+backends differ in which one a conditional update checks (GCS: the generation,
+passed as ``version``; Azure: the ETag).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class ObjectJsonStore:
         if url.startswith("file://"):
             options.setdefault("mkdir", True)
         self._store = store if store is not None else from_url(url, **options)
-        self._etags: dict[str, str] = {}
+        self._etags: dict[str, dict[str, str]] = {}  # key -> obstore UpdateVersion (e_tag, version)
 
     def get(self, key: str) -> dict[str, Any] | None:
         try:
@@ -42,9 +44,7 @@ class ObjectJsonStore:
         except FileNotFoundError:
             self._etags.pop(key, None)
             return None
-        etag = result.meta.get("e_tag")
-        if etag:
-            self._etags[key] = etag
+        self._remember(key, result.meta)
         doc = json.loads(bytes(result.bytes()))
         if not isinstance(doc, dict):
             raise ValueError(f"{self.url}/{key}: expected a JSON object, got {type(doc).__name__}")
@@ -57,14 +57,17 @@ class ObjectJsonStore:
             if etag is None:
                 result = obstore.put(self._store, key, blob)
             else:
-                result = obstore.put(self._store, key, blob, mode={"e_tag": etag})
+                result = obstore.put(self._store, key, blob, mode=etag)  # type: ignore[arg-type]
         except obstore.exceptions.PreconditionError as err:
             raise StaleRecordError(f"{self.url}/{key} changed since it was read; another controller is running") from err
         except (obstore.exceptions.NotSupportedError, NotImplementedError):
             result = obstore.put(self._store, key, blob)  # backend has no conditional put (local files)
-        new_etag = result.get("e_tag")
-        if new_etag:
-            self._etags[key] = new_etag
+        self._remember(key, result)
+
+    def _remember(self, key: str, meta: Any) -> None:
+        seen = {k: str(meta[k]) for k in ("e_tag", "version") if meta.get(k)}
+        if seen:
+            self._etags[key] = seen
 
     def list(self, prefix: str) -> list[str]:
         return sorted(str(m["path"]) for batch in obstore.list(self._store, prefix=prefix) for m in batch)

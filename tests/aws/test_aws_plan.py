@@ -180,3 +180,41 @@ def test_non_aws_spec_is_refused_with_a_clear_error() -> None:
 
 def _replace_spec(args: PoolArgs, spec: AwsPoolSpec) -> PoolArgs:
     return dataclasses.replace(args, spec=spec)
+
+
+@pytest.mark.parametrize(
+    ("given", "installed"),
+    [
+        ("spotgpu", "spotgpu[aws]"),
+        ("spotgpu==0.1.0", "spotgpu[aws]==0.1.0"),
+        ("spotgpu>=0.1,<0.2", "spotgpu[aws]>=0.1,<0.2"),  # the user's version text is kept as written
+        ("SpotGPU==1.0", "SpotGPU[aws]==1.0"),
+        ('spotgpu==1.0; python_version >= "3.11"', 'spotgpu[aws]==1.0; python_version >= "3.11"'),
+        ("spotgpu[aws,gcp]==1.0", "spotgpu[aws,gcp]==1.0"),  # extras chosen explicitly: left alone
+        ("spotgpu @ https://example.com/spotgpu-0.1.0-py3-none-any.whl", None),
+        ("https://example.com/spotgpu-0.1.0-py3-none-any.whl", None),
+        ("./dist/spotgpu-0.1.0-py3-none-any.whl", None),
+        ("spotgpu-agent==1.0", None),  # another distribution
+    ],
+)
+def test_the_aws_extra_is_added_only_to_a_plain_spotgpu_requirement(given: str, installed: str | None) -> None:
+    assert plan.with_aws_extra(given) == (installed or given)
+
+
+def _installed(user_data: str) -> str:
+    script = base64.b64decode(user_data).decode()
+    return next(line for line in script.splitlines() if "pip install" in line).rsplit(" ", 1)[1]
+
+
+def test_agents_that_complete_a_lifecycle_hook_get_boto3() -> None:
+    p = plan_pool(pool_args("prod"))
+    assert _installed(p.spot_user_data) == _installed(p.fallback_user_data) == "'spotgpu[aws]'"
+    fleet = plan_pool(pool_args("prod", mode="fleet"))
+    assert _installed(fleet.spot_user_data) == "spotgpu"  # fleet instances have no hook to complete
+    assert _installed(fleet.fallback_user_data) == "'spotgpu[aws]'"
+
+
+def test_agents_report_to_the_controllers_state_prefix() -> None:
+    p = plan_pool(pool_args("prod"))
+    for user_data in (p.spot_user_data, p.fallback_user_data):
+        assert agent_config_from(user_data)["controlStore"] == f"{p.checkpoint_store}/_controller"

@@ -407,6 +407,7 @@ def test_controller_role_is_scoped_to_the_pools_groups_queue_and_prefix(prod: li
     assert statements["ResizeGroups"]["Action"] == [
         "autoscaling:SetDesiredCapacity",
         "autoscaling:UpdateAutoScalingGroup",
+        "autoscaling:TerminateInstanceInAutoScalingGroup",
     ]
     assert statements["ResizeGroups"]["Resource"] == [
         arn(service="autoscaling", name="train-aws-fallback-group"),
@@ -415,7 +416,7 @@ def test_controller_role_is_scoped_to_the_pools_groups_queue_and_prefix(prod: li
     assert statements["Interruptions"]["Resource"] == arn(service="sqs", name="train-aws-events-queue")
     assert (
         statements["StateObjects"]["Resource"]
-        == arn(service="s3", name="train-aws-checkpoints-bucket") + "/train-aws/*"
+        == arn(service="s3", name="train-aws-checkpoints-bucket") + "/train-aws/_controller/*"
     )
     trust = json.loads(one(prod, ROLE, "controller").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"AWS": "arn:aws:iam::123456789012:root"}

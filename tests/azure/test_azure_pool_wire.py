@@ -153,6 +153,9 @@ def test_custom_data_is_the_shared_bootstrap_with_this_pools_agent_config(prod: 
     assert s_cfg["checkpointStore"] == spot.inputs["tags"][tags.CHECKPOINT_STORE] == f_cfg["checkpointStore"]
     assert str(s_cfg["checkpointIntervalSeconds"]) == spot.inputs["tags"][tags.CHECKPOINT_INTERVAL]
     assert s_cfg["notice"]["provider"] == "azure"
+    # the controller's state prefix, in the blob-endpoint form obstore opens without extra settings
+    control = "https://spotgpuprodckpt.blob.core.windows.net/checkpoints/train-az/_controller"
+    assert s_cfg["controlStore"] == f_cfg["controlStore"] == control
 
 
 def test_spot_tags_link_store_fallback_ladder_workload_interval_notice(prod: list[RecordedResource]) -> None:
@@ -253,6 +256,7 @@ def test_controller_identity_roles_are_scoped_to_the_pool(prod: list[RecordedRes
             "actions": [
                 "Microsoft.Compute/virtualMachineScaleSets/read",
                 "Microsoft.Compute/virtualMachineScaleSets/write",
+                "Microsoft.Compute/virtualMachineScaleSets/delete/action",
             ]
         }
     ]

@@ -97,6 +97,8 @@ def test_spot_template_shape_security_and_links(prod: dict[str, list[RecordedRes
     assert AGENT_MARKER in script and '"provider": "gcp"' in script and '"capacityType": "spot"' in script
     assert f'"checkpointIntervalSeconds": {md[tags.CHECKPOINT_INTERVAL]}' in script
     assert '"preemption_notice_seconds": 120' in script
+    # the agent reads drains and reports commits under the controller's state prefix (its IAM condition)
+    assert f'"controlStore": "{md[tags.CHECKPOINT_STORE]}/_controller"' in script
 
 
 def test_spot_mig(prod: dict[str, list[RecordedResource]]) -> None:
