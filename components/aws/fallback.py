@@ -27,8 +27,9 @@ from components.aws.groups import (
     drain_hook,
     group_tags,
     maintenance_policy,
+    mixed_launch_template,
 )
-from components.aws.launch import node_launch_template, template_version
+from components.aws.launch import node_launch_template
 from components.aws.plan import MaintenancePolicy, PoolPlan
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 
@@ -79,17 +80,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
                     # The spec's order is the preference order on-demand too.
                     on_demand_allocation_strategy="prioritized",
                 ),
-                launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
-                    launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
-                        launch_template_id=template.id, version=template_version(template)
-                    ),
-                    overrides=[
-                        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
-                            instance_type=o.instance_type, weighted_capacity=o.weighted_capacity
-                        )
-                        for o in plan.asg_overrides
-                    ],
-                ),
+                launch_template=mixed_launch_template(template, plan.asg_overrides),
             ),
             initial_lifecycle_hooks=[drain_hook(plan.heartbeat_seconds, plan.pool)],
             instance_maintenance_policy=maintenance_policy(MaintenancePolicy()),

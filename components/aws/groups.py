@@ -6,7 +6,8 @@ import json
 
 import pulumi_aws as aws
 
-from components.aws.plan import DRAIN_HOOK, MaintenancePolicy
+from components.aws.launch import template_version
+from components.aws.plan import DRAIN_HOOK, AsgOverride, MaintenancePolicy
 
 #: Don't block `pulumi up` until GPUs are running: Spot GPU capacity can take
 #: hours to appear, and the fallback group starts at 0 anyway.
@@ -39,4 +40,21 @@ def maintenance_policy(policy: MaintenancePolicy) -> aws.autoscaling.GroupInstan
     return aws.autoscaling.GroupInstanceMaintenancePolicyArgs(
         min_healthy_percentage=policy.min_healthy_percentage,
         max_healthy_percentage=policy.max_healthy_percentage,
+    )
+
+
+def mixed_launch_template(
+    template: aws.ec2.LaunchTemplate, overrides: list[AsgOverride]
+) -> aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs:
+    """The template and per-type overrides that spot and fallback groups share."""
+    return aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+        launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+            launch_template_id=template.id, version=template_version(template)
+        ),
+        overrides=[
+            aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+                instance_type=o.instance_type, weighted_capacity=o.weighted_capacity
+            )
+            for o in overrides
+        ],
     )
