@@ -1,0 +1,61 @@
+"""Durable, verified checkpoints for spot/preemptible training (no Pulumi here).
+
+A checkpoint counts only once it is *committed* (a create-only commit marker written
+after every rank's manifest part was read back) and *verified* (every object's hash
+matches on read). See docs/checkpoints.md for the layout and the protocol.
+"""
+
+from spotgpu.checkpoint.async_save import SaveHandle
+from spotgpu.checkpoint.errors import (
+    CheckpointError,
+    CommitConflictError,
+    CommitTimeoutError,
+    ObjectExistsError,
+    ObjectMissingError,
+    VerificationError,
+)
+from spotgpu.checkpoint.manager import CheckpointManager
+from spotgpu.checkpoint.policies import (
+    AnyRetention,
+    AnySavePolicy,
+    DebrisPolicy,
+    EveryNSeconds,
+    EveryNSteps,
+    GracePeriod,
+    KeepEveryNSteps,
+    KeepLast,
+    RetentionPolicy,
+    SavePolicy,
+)
+from spotgpu.checkpoint.reader import VerifyReport
+from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
+from spotgpu.checkpoint.store import ObjectInfo, Store, open_store
+
+__all__ = [
+    "AnyRetention",
+    "AnySavePolicy",
+    "CheckpointError",
+    "CheckpointManager",
+    "CommitConflictError",
+    "CommitTimeoutError",
+    "DebrisPolicy",
+    "EveryNSeconds",
+    "EveryNSteps",
+    "FinalSaveResult",
+    "GcReport",
+    "GenerationInfo",
+    "GracePeriod",
+    "KeepEveryNSteps",
+    "KeepLast",
+    "ObjectExistsError",
+    "ObjectInfo",
+    "ObjectMissingError",
+    "RestoreResult",
+    "RetentionPolicy",
+    "SaveHandle",
+    "SavePolicy",
+    "Store",
+    "VerificationError",
+    "VerifyReport",
+    "open_store",
+]

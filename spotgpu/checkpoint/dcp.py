@@ -1,0 +1,267 @@
+"""``torch.distributed.checkpoint`` storage plugins: DCP/FSDP checkpoints as verified generations.
+
+:class:`GenerationWriter` makes every ``dcp.save`` a generation of this library: each rank
+writes its items as hashed objects and its manifest part; the coordinator pickles DCP's
+global ``Metadata`` into a hashed object and writes the create-only commit marker in
+``finish``. The coordinator picks the generation's session token in
+``prepare_global_plan`` and hands it to every rank through the save plan, so the ranks
+agree without any extra collective.
+
+:class:`GenerationReader` loads the newest committed generation (or a given step),
+checking the metadata's hash before unpickling it and every object's hash as it is
+read. :func:`load_verified` retries older generations when one fails verification.
+
+Usage (every rank)::
+
+    dcp.save(state_dict, storage_writer=GenerationWriter(url, step=step))
+    step = load_verified(state_dict, url)   # newest generation that verifies
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint import LoadPlan, LoadPlanner, SavePlan, SavePlanner, StorageReader, StorageWriter
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
+from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from spotgpu.checkpoint import layout, reader, writer
+from spotgpu.checkpoint.errors import CheckpointError, VerificationError
+from spotgpu.checkpoint.hashing import DEFAULT_HASH, digest
+from spotgpu.checkpoint.manifest import CommitRecord, ObjectEntry
+from spotgpu.checkpoint.snapshot import Item
+from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.checkpoint.torch import tensor_bytes, tensor_from_bytes
+
+METADATA_KEY = "dcp.metadata"
+
+
+@dataclass(frozen=True)
+class _PlanData:
+    generation: str
+    rank: int
+    world_size: int
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class GenerationWriter(StorageWriter):
+    """A DCP StorageWriter that commits ``step`` as a generation at ``url``."""
+
+    def __init__(
+        self,
+        url: str,
+        step: int,
+        *,
+        store: Store | None = None,
+        store_options: Mapping[str, Any] | None = None,
+        hash_algorithm: str = DEFAULT_HASH,
+        commit_timeout_seconds: float = 600.0,
+    ) -> None:
+        super().__init__()
+        self.url = url
+        self.step = layout.check_step(step)
+        self.store = store if store is not None else open_store(url, **dict(store_options or {}))
+        self.hash_algorithm = hash_algorithm
+        self.commit_timeout_seconds = commit_timeout_seconds
+        self.is_coordinator = False
+        self.rank = 0
+        self.generation: str | None = None
+        self.world_size = 1
+        self.committed: CommitRecord | None = None
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        if checkpoint_id is not None:
+            self.step = layout.check_step(int(checkpoint_id))
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.is_coordinator = is_coordinator
+        self.rank = kwargs.get("rank", _rank()) or 0
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        generation = layout.generation_name(self.step, secrets.token_hex(6))
+        return [replace(p, storage_data=_PlanData(generation, i, len(plans))) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        data: _PlanData = plan.storage_data
+        self.generation, self.world_size, self.rank = data.generation, data.world_size, data.rank
+        items: list[Item] = []
+        for wi in plan.items:
+            value = planner.resolve_data(wi)
+            key = f"{wi.index.fqn}@{wi.index.index}"
+            if wi.type == WriteItemType.BYTE_IO:
+                assert isinstance(value, io.BytesIO)
+                items.append(Item(key, "bytes", memoryview(value.getbuffer()).cast("B")))
+            else:
+                assert isinstance(value, torch.Tensor)
+                dtype = str(value.dtype).removeprefix("torch.")
+                items.append(Item(key, "torch", tensor_bytes(value).data, dtype, tuple(value.shape)))
+        part = writer.write_part(
+            self.store, data.generation, self.step, data.rank, data.world_size, items, self.hash_algorithm
+        )
+        results = [
+            WriteResult(index=wi.index, size_in_bytes=entry.size, storage_data=entry)
+            for wi, entry in zip(plan.items, part.objects, strict=True)
+        ]
+        fut: Future[list[WriteResult]] = Future()
+        fut.set_result(results)
+        return fut
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        assert self.generation is not None, "write_data ran before finish"
+        metadata.storage_data = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
+        metadata.storage_meta = self.storage_meta()
+        body = pickle.dumps(metadata)
+        path = f"{layout.generation_prefix(self.generation)}{METADATA_KEY}"
+        self.store.put(path, body)
+        entry = ObjectEntry(METADATA_KEY, path, len(body), digest(self.hash_algorithm, body))
+        self.committed = writer.commit(
+            self.store,
+            self.generation,
+            self.step,
+            self.world_size,
+            self.hash_algorithm,
+            timeout=self.commit_timeout_seconds,
+            extra_objects=(entry,),
+        )
+
+    def storage_meta(self) -> StorageMeta | None:
+        return StorageMeta(checkpoint_id=self.generation or str(self.step))
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return False  # never picked implicitly; pass storage_writer=GenerationWriter(...)
+
+
+class GenerationReader(StorageReader):
+    """A DCP StorageReader for the newest committed generation (or ``step``) at ``url``."""
+
+    def __init__(
+        self,
+        url: str,
+        step: int | None = None,
+        *,
+        max_step: int | None = None,
+        store: Store | None = None,
+        store_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.url = url
+        self.step = step
+        self.max_step = max_step
+        self.store = store if store is not None else open_store(url, **dict(store_options or {}))
+        self.record: CommitRecord | None = None
+        self.skipped: list[tuple[str, str]] = []
+        self.storage_data: dict[MetadataIndex, ObjectEntry] = {}
+
+    def reset(self, checkpoint_id: Any = None) -> None:
+        if checkpoint_id is not None:
+            self.step = int(checkpoint_id)
+
+    def _candidates(self) -> list[int]:
+        if self.step is not None:
+            return [self.step]
+        return [s for s in reader.committed_steps(self.store) if self.max_step is None or s <= self.max_step]
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        for step in self._candidates():
+            try:
+                record = reader.read_commit(self.store, step)
+                entries = [e for e in record.extra_objects if e.key == METADATA_KEY]
+                if len(entries) != 1:
+                    raise VerificationError(f"generation {record.generation} was not written by GenerationWriter")
+                for ref in record.parts:
+                    reader.read_part(self.store, record, ref)
+                body = reader.read_object(self.store, record.hash_algorithm, entries[0])
+            except (CheckpointError, ValueError) as err:
+                self.skipped.append((f"step {step}", str(err)))
+                continue
+            self.record, self.step = record, step
+            metadata: Metadata = pickle.loads(bytes(body))  # hash-checked above
+            return metadata
+        raise VerificationError(f"no committed DCP generation verifies at {self.url} (skipped: {self.skipped})")
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.storage_data = metadata.storage_data
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        # Every rank read the metadata itself; pin the coordinator's choice so a commit
+        # landing in between can never make ranks load different generations.
+        generation = self.record.generation if self.record else None
+        return [replace(p, storage_data=generation) for p in plans]
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        assert self.record is not None, "read_metadata ran before read_data"
+        if plan.storage_data is not None and plan.storage_data != self.record.generation:
+            raise VerificationError(
+                f"this rank chose {self.record.generation} but the coordinator chose {plan.storage_data}; load again"
+            )
+        by_object: dict[str, list[Any]] = {}
+        for req in plan.items:
+            by_object.setdefault(self.storage_data[req.storage_index].path, []).append(req)
+        for requests in by_object.values():
+            entry = self.storage_data[requests[0].storage_index]
+            data = reader.read_object(self.store, self.record.hash_algorithm, entry)
+            for req in requests:
+                if req.type == LoadItemType.BYTE_IO:
+                    planner.load_bytes(req, io.BytesIO(bytes(data)))
+                    continue
+                assert entry.dtype is not None and entry.shape is not None
+                tensor = tensor_from_bytes(data, entry.dtype, list(entry.shape))
+                tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
+                target = planner.resolve_tensor(req).detach()
+                if target.size() != tensor.size():
+                    raise VerificationError(
+                        f"{entry.path}: shape {tuple(tensor.size())}, expected {tuple(target.size())}"
+                    )
+                target.copy_(tensor)
+                planner.commit_tensor(req, target)
+        fut: Future[None] = Future()
+        fut.set_result(None)
+        return fut
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:
+        return False
+
+
+def load_verified(state_dict: dict[str, Any], url: str, **reader_options: Any) -> int:
+    """``dcp.load`` from the newest generation whose hashes all match; older ones are tried
+    when one fails (every rank sees the same failure, since DCP gathers errors). Returns the step."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    max_step: int | None = None
+    failures: list[str] = []
+    while True:
+        storage = GenerationReader(url, max_step=max_step, **reader_options)
+        try:
+            dcp.load(state_dict, storage_reader=storage)
+        except (Exception, CheckpointException) as err:  # CheckpointException is a BaseException
+            if storage.step is None or storage.record is None:
+                raise
+            failures.append(f"step {storage.step}: {err}")
+            max_step = storage.step - 1
+            if max_step < 0:
+                raise VerificationError(f"no generation verified at {url}: {failures}") from err
+            continue
+        assert storage.step is not None
+        return storage.step

@@ -1,0 +1,83 @@
+"""Where everything lives in a checkpoint store (pure naming; no I/O).
+
+::
+
+    ROOT/generations/<step:012d>-<session>/r<rank:05d>/<index:05d>-<key>   data objects
+    ROOT/generations/<step:012d>-<session>/part-r<rank:05d>.json           one rank's manifest part
+    ROOT/commits/<step:012d>.json                                          commit marker (create-only)
+
+A generation's prefix includes a per-run session token, so a restarted or zombie
+writer never writes into another attempt's objects. The commit marker is keyed by step
+alone and written create-only, so exactly one attempt wins each step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GENERATIONS = "generations"
+COMMITS = "commits"
+_GEN_RE = re.compile(r"^(\d{12})-([a-z0-9]{1,32})$")
+_COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
+_SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_STEP = 10**12 - 1
+
+
+@dataclass(frozen=True, order=True)
+class GenerationName:
+    step: int
+    session: str
+
+    def __str__(self) -> str:
+        return f"{self.step:012d}-{self.session}"
+
+
+def check_step(step: int) -> int:
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise ValueError(f"step: {step!r} is not an integer in [0, {MAX_STEP}]; fix: pass the training step number")
+    return step
+
+
+def check_session(session: str) -> str:
+    if not _SESSION_RE.match(session):
+        raise ValueError(f"session: {session!r} must be 1-32 lowercase letters/digits; fix: e.g. a hex token")
+    return session
+
+
+def generation_name(step: int, session: str) -> str:
+    return str(GenerationName(check_step(step), check_session(session)))
+
+
+def parse_generation(name: str) -> GenerationName | None:
+    m = _GEN_RE.match(name)
+    return GenerationName(int(m.group(1)), m.group(2)) if m else None
+
+
+def generation_prefix(generation: str) -> str:
+    return f"{GENERATIONS}/{generation}/"
+
+
+def generation_of(path: str) -> str | None:
+    """The generation a store path belongs to, or None if it is not under generations/."""
+    parts = path.split("/")
+    return parts[1] if len(parts) >= 3 and parts[0] == GENERATIONS else None
+
+
+def part_path(generation: str, rank: int) -> str:
+    return f"{GENERATIONS}/{generation}/part-r{rank:05d}.json"
+
+
+def object_path(generation: str, rank: int, index: int, key: str) -> str:
+    readable = _UNSAFE.sub("_", key)[:80] or "obj"
+    return f"{GENERATIONS}/{generation}/r{rank:05d}/{index:05d}-{readable}"
+
+
+def commit_path(step: int) -> str:
+    return f"{COMMITS}/{check_step(step):012d}.json"
+
+
+def parse_commit_path(path: str) -> int | None:
+    m = _COMMIT_RE.match(path)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,361 @@
+"""CheckpointManager: the one object a training loop (or the node agent) talks to.
+
+It ties the pieces together: a :class:`~spotgpu.checkpoint.store.Store` opened from a
+URL, the commit protocol (:mod:`.writer`), verified restore (:mod:`.reader`), async
+snapshots (:mod:`.async_save`) and retention (:mod:`.policies`, :mod:`.retention`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from spotgpu.checkpoint import layout, reader, writer
+from spotgpu.checkpoint.async_save import SaveHandle, SnapshotPipe
+from spotgpu.checkpoint.errors import CheckpointError, CommitConflictError, ObjectMissingError
+from spotgpu.checkpoint.hashing import DEFAULT_HASH, new_hasher
+from spotgpu.checkpoint.policies import DebrisPolicy, GracePeriod, KeepLast, RetentionPolicy, SavePolicy
+from spotgpu.checkpoint.reader import VerifyReport
+from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
+from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
+from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
+from spotgpu.checkpoint.store import Store, open_store
+
+log = logging.getLogger(__name__)
+
+SESSION_ENV = "SPOTGPU_CKPT_SESSION"
+
+
+def _default_session(world_size: int) -> str:
+    """Single process: a fresh random token. Many ranks: they must share one, so it comes
+    from the environment (torchrun's run id + restart count, or SPOTGPU_CKPT_SESSION)."""
+    if env := os.environ.get(SESSION_ENV):
+        return env
+    if world_size == 1:
+        return secrets.token_hex(6)
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id:
+        raw = f"{run_id}r{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}".lower()
+        token = "".join(ch for ch in raw if ch.isalnum())[:32]
+        if token:
+            return token
+    raise ValueError(
+        f"session: not set with world_size={world_size}; fix: pass session= (the same token on every rank, "
+        f"e.g. broadcast from rank 0) or set {SESSION_ENV}"
+    )
+
+
+class CheckpointManager:
+    """Save, restore, list, verify and garbage-collect checkpoint generations at ``url``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        keep: int = 5,
+        grace_seconds: float = 3600,
+        memory_budget_bytes: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        session: str | None = None,
+        store: Store | None = None,
+        store_options: Mapping[str, Any] | None = None,
+        hash_algorithm: str = DEFAULT_HASH,
+        save_policy: SavePolicy | None = None,
+        retention: RetentionPolicy | None = None,
+        debris: DebrisPolicy | None = None,
+        commit_timeout_seconds: float = 600.0,
+        chunk_bytes: int = DEFAULT_CHUNK,
+    ) -> None:
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size: {world_size!r} must be an int >= 1")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ValueError(f"rank: {rank!r} must be in [0, {world_size}); fix: pass this process's rank")
+        new_hasher(hash_algorithm)  # fail now, not mid-save
+        self.url = url
+        self.store: Store = store if store is not None else open_store(url, **dict(store_options or {}))
+        self.rank = rank
+        self.world_size = world_size
+        self.session = layout.check_session(session or _default_session(world_size))
+        self.hash_algorithm = hash_algorithm
+        self.save_policy = save_policy
+        self.retention: RetentionPolicy = retention or KeepLast(keep)
+        self.debris: DebrisPolicy = debris or GracePeriod(grace_seconds)
+        self.commit_timeout_seconds = commit_timeout_seconds
+        chunk = min(chunk_bytes, memory_budget_bytes) if memory_budget_bytes else chunk_bytes
+        self._budget = HostBudget(memory_budget_bytes)
+        self._pool = ChunkPool(chunk, memory_budget_bytes)
+        self._verified_steps: set[int] = set()
+        self._in_flight: set[str] = set()
+        self._pending: SaveHandle | None = None
+        self._last_save: tuple[int, float] | None = None
+        self._lock = threading.Lock()
+
+    # ---- saving -------------------------------------------------------------------
+
+    def should_save(self, step: int) -> bool:
+        """Ask the save policy (if none was given, every call says yes)."""
+        if self.save_policy is None:
+            return True
+        last_step, last_time = self._last_save if self._last_save else (None, None)
+        since = None if last_time is None else time.monotonic() - last_time
+        return self.save_policy.should_save(step, last_saved_step=last_step, seconds_since_save=since)
+
+    def save(self, step: int, state: Mapping[str, Any]) -> GenerationInfo:
+        """Write and commit ``step`` now (straight from the caller's buffers, no copy);
+        returns once the generation is committed. A running background save finishes first."""
+        items = normalize(state)
+        self.wait_pending()
+        return self._save(step, items, writer.direct_chunks)
+
+    def save_async(self, step: int, state: Mapping[str, Any]) -> SaveHandle:
+        """Copy ``state`` to host memory (blocking, within the budget), then write in the background.
+
+        A previous background save is finished first, so saves commit in step order.
+        """
+        items = normalize(state)
+        self.wait_pending()
+        handle = SaveHandle(layout.check_step(step))
+        pipe = SnapshotPipe(self._budget, self._pool, handle.done, len(items))
+
+        def run() -> None:
+            try:
+                info = self._save(step, items, pipe.chunks)
+            except BaseException as err:  # reported through the handle
+                pipe.drain()
+                handle._finish(None, err)
+            else:
+                handle._finish(info, None)
+
+        thread = threading.Thread(target=run, name=f"spotgpu-ckpt-save-{step}", daemon=True)
+        thread.start()
+        try:
+            pipe.fill(items)
+        finally:
+            handle._set_writing()
+            if handle.done():
+                pipe.drain()
+        self._pending = handle
+        return handle
+
+    def wait_pending(self, timeout: float | None = None) -> None:
+        """Wait for the running background save (its errors stay on its handle)."""
+        pending = self._pending
+        if pending is not None:
+            try:
+                pending.wait(timeout)
+            except TimeoutError:
+                raise
+            except BaseException as err:
+                log.warning("background save of step %s failed: %s", pending.step, err)
+
+    def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:
+        """The last save before preemption: write directly (training has stopped) within
+        ``budget_seconds`` (the notice contract's final-checkpoint budget); report whether it
+        committed in time. A save still running at the deadline is cancelled."""
+        started = time.monotonic()
+        if budget_seconds <= 0:
+            return FinalSaveResult(False, 0.0, None, f"no time budget ({budget_seconds}s); nothing written")
+        deadline = started + budget_seconds
+        try:
+            self.wait_pending(max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            return FinalSaveResult(False, time.monotonic() - started, None, "a background save used the whole budget")
+        items = normalize(state)
+        cancel = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["info"] = self._save(step, items, writer.direct_chunks, cancelled=cancel.is_set)
+            except BaseException as err:
+                outcome["error"] = err
+
+        thread = threading.Thread(target=run, name=f"spotgpu-ckpt-final-{step}", daemon=True)
+        thread.start()
+        thread.join(max(0.0, deadline - time.monotonic()))
+        elapsed = time.monotonic() - started
+        if thread.is_alive():
+            cancel.set()
+            return FinalSaveResult(
+                False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while writing; cancelled"
+            )
+        if "error" in outcome:
+            return FinalSaveResult(False, elapsed, None, f"failed: {outcome['error']}")
+        info: GenerationInfo = outcome["info"]
+        return FinalSaveResult(True, elapsed, info.generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s")
+
+    def _save(
+        self, step: int, items: list[Item], chunks_for: writer.ChunkSource, cancelled: Any = None
+    ) -> GenerationInfo:
+        generation = layout.generation_name(step, self.session)
+        existing = self._existing_commit(step)
+        if existing is not None:
+            if existing.generation != generation:
+                raise CommitConflictError(f"step {step} is already committed as {existing.generation}")
+            return GenerationInfo.from_record(existing)
+        with self._lock:
+            self._in_flight.add(generation)
+        try:
+            writer.write_part(
+                self.store,
+                generation,
+                step,
+                self.rank,
+                self.world_size,
+                items,
+                self.hash_algorithm,
+                chunks_for,
+                cancelled or (lambda: False),
+            )
+            if cancelled is not None and cancelled():
+                raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
+            if self.rank == 0:
+                record = writer.commit(
+                    self.store,
+                    generation,
+                    step,
+                    self.world_size,
+                    self.hash_algorithm,
+                    timeout=self.commit_timeout_seconds,
+                )
+            else:
+                record = writer.wait_for_commit(self.store, generation, step, timeout=self.commit_timeout_seconds)
+        finally:
+            with self._lock:
+                self._in_flight.discard(generation)
+        self._verified_steps.add(step)
+        self._last_save = (step, time.monotonic())
+        return GenerationInfo.from_record(record)
+
+    def _existing_commit(self, step: int) -> Any:
+        try:
+            return reader.read_commit(self.store, step)
+        except ObjectMissingError:
+            return None
+
+    # ---- restoring and inspecting ---------------------------------------------------
+
+    def restore(self, *, max_step: int | None = None, into: Mapping[str, Any] | None = None) -> RestoreResult | None:
+        """This rank's state from the newest committed generation whose hashes all match.
+
+        ``into``: existing arrays (same key, dtype and shape) to fill in place instead of
+        allocating new ones; their contents are undefined if nothing verifies.
+
+        Generations that fail (missing part, bad hash...) are skipped and reported in
+        ``skipped``. With several ranks, agree on a step first (e.g. all-reduce MIN of
+        each rank's ``step``) and call again with ``max_step`` if they differ.
+        """
+        skipped: list[tuple[str, str]] = []
+        for step in reader.committed_steps(self.store):
+            if max_step is not None and step > max_step:
+                continue
+            label = f"step {step}"
+            try:
+                record = reader.read_commit(self.store, step)
+                label = record.generation
+                state = reader.load_rank(self.store, record, self.rank, into)
+            except (CheckpointError, ValueError) as err:
+                log.warning("skipping %s: %s", label, err)
+                skipped.append((label, str(err)))
+                continue
+            self._verified_steps.add(step)
+            return RestoreResult(step, state, record.generation, skipped)
+        if skipped:
+            log.error("no committed generation verified at %s; skipped %s", self.url, skipped)
+        return None
+
+    def list(self) -> list[GenerationInfo]:
+        """Committed generations and uncommitted debris, newest step first."""
+        infos: list[GenerationInfo] = []
+        committed: set[str] = set()
+        for step in reader.committed_steps(self.store):
+            try:
+                record = reader.read_commit(self.store, step)
+            except (CheckpointError, ValueError) as err:
+                infos.append(GenerationInfo(f"step {step} (unreadable commit: {err})", step, True))
+                continue
+            committed.add(record.generation)
+            infos.append(GenerationInfo.from_record(record))
+        sizes: dict[str, int] = {}
+        for info in self.store.list(layout.GENERATIONS + "/"):
+            gen = layout.generation_of(info.path)
+            if gen and gen not in committed:
+                sizes[gen] = sizes.get(gen, 0) + info.size
+        for gen, size in sizes.items():
+            parsed = layout.parse_generation(gen)
+            infos.append(GenerationInfo(gen, parsed.step if parsed else -1, False, total_bytes=size))
+        return sorted(infos, key=lambda i: (i.step, i.committed), reverse=True)
+
+    def verify(self, generation: str | int) -> VerifyReport:
+        """Read and hash every object of a committed generation (name or step)."""
+        if isinstance(generation, int) or str(generation).isdigit():
+            step = int(generation)
+        else:
+            parsed = layout.parse_generation(str(generation))
+            if parsed is None:
+                return VerifyReport(str(generation), None, False, [f"{generation!r} is not a generation name"])
+            step = parsed.step
+        report = reader.verify_step(self.store, step)
+        if (
+            report.ok
+            and not isinstance(generation, int)
+            and not str(generation).isdigit()
+            and report.generation != generation
+        ):
+            report.ok = False
+            report.problems.append(f"{generation} is not committed (step {step} is committed as {report.generation})")
+        if report.ok:
+            self._verified_steps.add(step)
+        return report
+
+    # ---- retention ------------------------------------------------------------------
+
+    def newest_verified_step(self) -> int | None:
+        """The newest committed step that verifies (cached for steps this manager checked)."""
+        for step in reader.committed_steps(self.store):
+            if step in self._verified_steps or reader.verify_step(self.store, step).ok:
+                self._verified_steps.add(step)
+                return step
+        return None
+
+    def gc(self) -> GcReport:
+        """Apply retention: keep the policy's generations and the newest verified one, retire
+        the rest (commit marker first), delete uncommitted debris older than the grace period."""
+        commits: dict[int, str | None] = {}
+        for step in reader.committed_steps(self.store):
+            try:
+                commits[step] = reader.read_commit(self.store, step).generation
+            except (CheckpointError, ValueError):
+                commits[step] = None
+        objects = (*self.store.list(layout.GENERATIONS + "/"), *self.store.list(layout.COMMITS + "/"))
+        newest_verified = self.newest_verified_step()
+        with self._lock:
+            in_flight = set(self._in_flight)
+        plan = plan_gc(
+            StoreSnapshot(commits, objects),
+            retention=self.retention,
+            debris=self.debris,
+            newest_verified_step=newest_verified,
+            now=dt.datetime.now(dt.UTC),
+            in_flight=in_flight,
+        )
+        for step in plan.retire_steps:
+            self.store.delete(layout.commit_path(step))
+            self._verified_steps.discard(step)
+        for path in plan.delete_paths:
+            self.store.delete(path)
+        return GcReport(
+            retired=[commits[s] or f"step {s}" for s in plan.retire_steps],
+            deleted_debris=plan.debris_generations,
+            deleted_objects=len(plan.delete_paths),
+            kept=[commits[s] or f"step {s}" for s in plan.kept_steps],
+            young_debris=plan.young_debris_generations,
+            newest_verified=commits.get(newest_verified) if newest_verified is not None else None,
+        )

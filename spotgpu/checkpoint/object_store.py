@@ -1,0 +1,123 @@
+"""Cloud object stores (S3, GCS, Azure Blob) through obstore.
+
+obstore gives one Rust client (object_store) for the three clouds with streaming
+multipart uploads and native create-only puts (``mode="create"``), so the library
+needs no per-cloud SDK. The bucket/container comes from the URL's host; the URL's
+path becomes a key prefix this adapter adds itself, so the same relative layout
+is used on every backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
+from obstore.store import from_url
+
+from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
+from spotgpu.checkpoint.store import ObjectInfo, Payload, iter_chunks, join
+
+#: Multipart part size: 5 MiB is S3's minimum; 16 MiB cuts request count 3x.
+PART_SIZE = 16 << 20
+
+
+class ObjectStore:
+    """Adapter from :class:`~spotgpu.checkpoint.store.Store` to an obstore store."""
+
+    def __init__(self, url: str, inner: Any, prefix: str) -> None:
+        self.url = url
+        self.inner = inner
+        self.prefix = prefix.strip("/")
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> ObjectStore:
+        parsed = urlparse(url)
+        inner = from_url(f"{parsed.scheme}://{parsed.netloc}", **options)
+        return cls(url, inner, parsed.path)
+
+    def _key(self, path: str) -> str:
+        return join(self.prefix, path)
+
+    def _rel(self, key: str) -> str:
+        return key[len(self.prefix) + 1 :] if self.prefix else key
+
+    def put(self, path: str, data: Payload) -> None:
+        try:
+            view = memoryview(data).cast("B")  # type: ignore[arg-type]
+        except TypeError:
+            # A stream of chunks: copy each one so obstore never holds a view of a
+            # snapshot buffer the library reuses once the generator moves on.
+            stream = (bytes(chunk) for chunk in iter_chunks(data))
+            obstore.put(self.inner, self._key(path), stream, chunk_size=PART_SIZE)
+            return
+        obstore.put(self.inner, self._key(path), view, chunk_size=PART_SIZE)
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        try:
+            obstore.put(self.inner, self._key(path), data, mode="create")
+        except (AlreadyExistsError, PreconditionError):
+            raise ObjectExistsError(f"{self.url}/{path} already exists") from None
+
+    def get(self, path: str) -> bytearray:
+        try:
+            result = obstore.get(self.inner, self._key(path))
+            out = bytearray(result.meta["size"])
+            offset = 0
+            for chunk in result.stream(min_chunk_size=8 << 20):
+                view = memoryview(chunk)
+                out[offset : offset + len(view)] = view
+                offset += len(view)
+        except (NotFoundError, FileNotFoundError):
+            raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
+        return out if offset == len(out) else out[:offset]
+
+    def get_into(self, path: str, out: memoryview) -> None:
+        try:
+            result = obstore.get(self.inner, self._key(path))
+            if result.meta["size"] != out.nbytes:
+                raise ValueError(f"{self.url}/{path} has {result.meta['size']} bytes, the buffer {out.nbytes}")
+            offset = 0
+            for chunk in result.stream(min_chunk_size=8 << 20):
+                view = memoryview(chunk)
+                out[offset : offset + len(view)] = view
+                offset += len(view)
+        except (NotFoundError, FileNotFoundError):
+            raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
+        if offset != out.nbytes:
+            raise ValueError(f"{self.url}/{path} returned {offset} of {out.nbytes} bytes")
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        try:
+            return bytes(obstore.get_range(self.inner, self._key(path), start=start, end=end))
+        except (NotFoundError, FileNotFoundError):
+            raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
+
+    def head(self, path: str) -> ObjectInfo:
+        try:
+            meta = obstore.head(self.inner, self._key(path))
+        except (NotFoundError, FileNotFoundError):
+            raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
+        return ObjectInfo(path, meta["size"], _utc(meta["last_modified"]))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        # obstore lists by path segment; list the parent "directory" and filter.
+        parent = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        key_prefix = self._key(parent) or None
+        for batch in obstore.list(self.inner, prefix=key_prefix):
+            for meta in batch:
+                rel = self._rel(meta["path"])
+                if rel.startswith(prefix):
+                    yield ObjectInfo(rel, meta["size"], _utc(meta["last_modified"]))
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(NotFoundError, FileNotFoundError):
+            obstore.delete(self.inner, self._key(path))
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)

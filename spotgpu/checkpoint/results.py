@@ -1,0 +1,49 @@
+"""What the manager returns: plain frozen dataclasses (stable, easy to log and to JSON)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotgpu.checkpoint.manifest import CommitRecord
+
+
+@dataclass(frozen=True)
+class GenerationInfo:
+    generation: str
+    step: int
+    committed: bool
+    world_size: int | None = None
+    total_bytes: int | None = None
+    committed_at: str | None = None
+
+    @classmethod
+    def from_record(cls, record: CommitRecord) -> GenerationInfo:
+        return cls(record.generation, record.step, True, record.world_size, record.total_bytes, record.committed_at)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    step: int
+    state: dict[str, Any]
+    generation: str
+    #: Newer committed generations that failed verification: (generation, reason).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FinalSaveResult:
+    committed: bool
+    seconds: float
+    generation: str | None
+    reason: str
+
+
+@dataclass
+class GcReport:
+    retired: list[str] = field(default_factory=list)
+    deleted_debris: list[str] = field(default_factory=list)
+    deleted_objects: int = 0
+    kept: list[str] = field(default_factory=list)
+    young_debris: list[str] = field(default_factory=list)
+    newest_verified: str | None = None

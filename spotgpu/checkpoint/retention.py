@@ -1,0 +1,86 @@
+"""Garbage-collection planning: a pure function from what is in the store to what to delete.
+
+Rules, in order:
+- the newest *verified* generation is never deleted, whatever the retention policy says;
+- committed generations the retention policy keeps stay; the others are retired by
+  deleting the commit marker first, then the objects (a crash in between leaves
+  uncommitted debris, which a later GC removes);
+- objects of generations without a commit marker (failed, cancelled or lost-the-race
+  saves) and stray temporaries are deleted once older than the grace period, unless a
+  save in this process is still writing them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from spotgpu.checkpoint import layout
+from spotgpu.checkpoint.policies import DebrisPolicy, RetentionPolicy
+from spotgpu.checkpoint.store import ObjectInfo
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    """What a listing shows: committed step -> generation, and every object's info."""
+
+    commits: Mapping[int, str | None]
+    objects: tuple[ObjectInfo, ...]
+
+
+@dataclass
+class GcPlan:
+    retire_steps: list[int] = field(default_factory=list)
+    delete_paths: list[str] = field(default_factory=list)
+    kept_steps: list[int] = field(default_factory=list)
+    debris_generations: list[str] = field(default_factory=list)
+    young_debris_generations: list[str] = field(default_factory=list)
+
+
+def plan_gc(
+    snapshot: StoreSnapshot,
+    *,
+    retention: RetentionPolicy,
+    debris: DebrisPolicy,
+    newest_verified_step: int | None,
+    now: dt.datetime,
+    in_flight: Iterable[str] = (),
+) -> GcPlan:
+    plan = GcPlan()
+    steps = sorted(snapshot.commits, reverse=True)
+    kept = retention.keep(steps)
+    if newest_verified_step is not None:
+        kept.add(newest_verified_step)
+    plan.kept_steps = [s for s in steps if s in kept]
+    plan.retire_steps = [s for s in steps if s not in kept]
+    live = {g for s in plan.kept_steps if (g := snapshot.commits[s])}
+    retired = {g for s in plan.retire_steps if (g := snapshot.commits[s])}
+    busy = set(in_flight)
+
+    newest: dict[str, dt.datetime] = {}
+    paths: dict[str, list[str]] = {}
+    loose: list[ObjectInfo] = []
+    for info in snapshot.objects:
+        gen = layout.generation_of(info.path)
+        if gen is None:
+            if layout.parse_commit_path(info.path) is None:
+                loose.append(info)  # e.g. a temporary left by a crashed commit
+            continue
+        paths.setdefault(gen, []).append(info.path)
+        newest[gen] = max(newest.get(gen, info.last_modified), info.last_modified)
+
+    for gen in sorted(paths):
+        if gen in live or gen in busy:
+            continue
+        if gen in retired:
+            plan.delete_paths.extend(sorted(paths[gen]))
+        elif debris.expired((now - newest[gen]).total_seconds()):
+            plan.debris_generations.append(gen)
+            plan.delete_paths.extend(sorted(paths[gen]))
+        else:
+            plan.young_debris_generations.append(gen)
+    for info in loose:
+        if info.path.startswith(layout.COMMITS + "/") and debris.expired((now - info.last_modified).total_seconds()):
+            plan.delete_paths.append(info.path)
+    return plan

@@ -1,0 +1,136 @@
+"""Turning a state mapping into flat byte views, and copying it to host memory on a budget.
+
+A synchronous save writes straight from the caller's buffers (no copy). An async save
+must copy first, because training resumes and mutates the state while the write runs;
+:func:`snapshot_chunks` does that copy chunk by chunk against a :class:`HostBudget`, so
+a state larger than the budget streams through it (the caller blocks while the
+writer drains) instead of doubling host memory. Freed chunk buffers go back to a
+:class:`ChunkPool`, so steady-state snapshots copy into already-mapped pages.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Copy/write granularity: big enough for full-speed I/O, small enough to pipeline.
+DEFAULT_CHUNK = 64 << 20
+
+
+@dataclass(frozen=True)
+class Item:
+    """One state value as a flat C-contiguous byte view plus what rebuilds it."""
+
+    key: str
+    kind: str
+    view: memoryview
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.view.nbytes
+
+
+def normalize(state: Mapping[str, Any]) -> list[Item]:
+    """Validate a state mapping and view every value as bytes (copies only non-contiguous arrays)."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state: got {type(state).__name__}; fix: pass a mapping of str to bytes/ndarray")
+    items: list[Item] = []
+    for key, value in state.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"state key {key!r} must be a non-empty str")
+        if isinstance(value, np.ndarray):
+            if value.dtype.hasobject or value.dtype.fields is not None:
+                raise TypeError(f"state[{key!r}]: dtype {value.dtype} is not a plain numeric dtype; fix: use bytes")
+            arr = np.ascontiguousarray(value)
+            flat = arr.reshape(-1).view(np.uint8)
+            items.append(Item(key, "ndarray", flat.data, arr.dtype.str, tuple(arr.shape)))
+        elif isinstance(value, bytes | bytearray | memoryview):
+            try:
+                view = memoryview(value).cast("B")
+            except TypeError:
+                view = memoryview(bytes(value))  # non-contiguous memoryview
+            items.append(Item(key, "bytes", view))
+        else:
+            raise TypeError(
+                f"state[{key!r}]: {type(value).__name__} is not bytes, memoryview or numpy.ndarray; "
+                "fix: convert it (torch: spotgpu.checkpoint.torch.torch_state)"
+            )
+    return items
+
+
+def rebuild(kind: str, data: bytearray, dtype: str | None, shape: tuple[int, ...] | None) -> Any:
+    """The inverse of :func:`normalize` for one value (zero-copy over ``data``)."""
+    if kind == "ndarray":
+        return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape or ())
+    return bytes(data)
+
+
+class HostBudget:
+    """A byte-counting semaphore: at most ``limit`` snapshot bytes in host memory at once."""
+
+    def __init__(self, limit: int | None) -> None:
+        if limit is not None and limit <= 0:
+            raise ValueError(f"memory_budget_bytes: {limit} must be positive or None; fix: e.g. 2 << 30")
+        self.limit = limit
+        self.used = 0
+        self._cond = threading.Condition()
+
+    def acquire(
+        self, n: int, abort: Callable[[], bool] = lambda: False, on_block: Callable[[], None] = lambda: None
+    ) -> bool:
+        """Block until ``n`` bytes fit (a lone chunk always fits); False if ``abort()`` turned true.
+        ``on_block`` runs before each wait (the async pipe uses it to start the writer)."""
+        with self._cond:
+            while self.limit is not None and self.used and self.used + n > self.limit:
+                if abort():
+                    return False
+                on_block()
+                self._cond.wait(0.1)
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
+class ChunkPool:
+    """Reusable chunk buffers (first-touch page faults dominate a cold copy)."""
+
+    def __init__(self, chunk: int, max_bytes: int | None) -> None:
+        self.chunk = chunk
+        self.max_bytes = max_bytes
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> np.ndarray:
+        if n * 4 < self.chunk:  # small values: not worth pooling
+            return np.empty(n, dtype=np.uint8)
+        with self._lock:
+            if self._free:
+                return self._free.pop()[:n]
+        return np.empty(self.chunk, dtype=np.uint8)[:n]
+
+    def give(self, buf: np.ndarray) -> None:
+        base = buf.base if isinstance(buf.base, np.ndarray) else buf
+        if base.nbytes != self.chunk:
+            return
+        with self._lock:
+            if self.max_bytes is None or (len(self._free) + 1) * self.chunk <= self.max_bytes:
+                self._free.append(base)
+
+
+def chunk_views(view: memoryview, chunk: int = DEFAULT_CHUNK) -> Iterator[memoryview]:
+    """Slices of ``view``; one empty slice for an empty value so every item yields once."""
+    if view.nbytes == 0:
+        yield view
+        return
+    for start in range(0, view.nbytes, chunk):
+        yield view[start : start + chunk]

@@ -1,0 +1,56 @@
+"""``spotgpu ckpt list|verify|gc`` through the real dispatcher."""
+
+from __future__ import annotations
+
+import json
+
+from spotgpu.checkpoint import CheckpointManager
+from spotgpu.cli import main
+
+
+def make_store(tmp_path, steps=(1, 2, 3)):
+    mgr = CheckpointManager(tmp_path.as_uri())
+    for step in steps:
+        mgr.save(step, {"x": bytes([step]) * 1000})
+    return mgr
+
+
+def test_list_table_and_json(tmp_path, capsys):
+    make_store(tmp_path)
+    assert main(["ckpt", "list", tmp_path.as_uri()]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["STEP", "GENERATION", "STATE"]
+    assert len(out.splitlines()) == 4 and "committed" in out
+    assert main(["ckpt", "list", tmp_path.as_uri(), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["step"] for r in rows] == [3, 2, 1] and all(r["committed"] for r in rows)
+
+
+def test_verify_exit_codes(tmp_path, capsys):
+    mgr = make_store(tmp_path)
+    assert main(["ckpt", "verify", tmp_path.as_uri()]) == 0
+    assert capsys.readouterr().out.count("OK") == 3
+    newest = mgr.list()[0].generation
+    obj = next((tmp_path / "generations" / newest / "r00000").iterdir())
+    obj.write_bytes(b"\0" + obj.read_bytes()[1:])
+    assert main(["ckpt", "verify", tmp_path.as_uri()]) == 1
+    assert "hash mismatch" in capsys.readouterr().out
+    assert main(["ckpt", "verify", tmp_path.as_uri(), newest, "--json"]) == 1
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["generation"] == newest
+    assert main(["ckpt", "verify", tmp_path.as_uri(), "2"]) == 0
+
+
+def test_verify_of_an_empty_store_fails(tmp_path, capsys):
+    assert main(["ckpt", "verify", tmp_path.as_uri()]) == 1
+    assert "no committed generations" in capsys.readouterr().out
+
+
+def test_gc_keeps_k(tmp_path, capsys):
+    make_store(tmp_path)
+    assert main(["ckpt", "gc", tmp_path.as_uri(), "--keep", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["kept"]) == 2 and len(report["retired"]) == 1
+    assert main(["ckpt", "gc", tmp_path.as_uri(), "--keep", "1"]) == 0
+    assert "retired" in capsys.readouterr().out
+    assert [i.step for i in CheckpointManager(tmp_path.as_uri()).list()] == [3]
