@@ -1,0 +1,131 @@
+"""Advisory rules: is spot worth it here, and is the pool spread wide enough to find capacity?
+
+``spot-eligible`` rebuilds the workload from its tag and asks the cost model
+(:func:`spotgpu.economics.cost.effective_cost`) with the resource's own notice
+contract, ladder and configured interval: spot is chosen by effective cost, not
+by list price. ``capacity-diversified`` wants each pool (all resources sharing a
+``spotgpu-pool`` link) to span several zones and several GPU types or sizes, so
+one shortage cannot take all of it; a stated ``spotgpu-waiver`` satisfies it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pulumi_policy import EnforcementLevel
+from pydantic import ValidationError
+
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.tags import decode_ladder, workload_from_tag
+from spotgpu_guard.catalog import Catalog
+from spotgpu_guard.links import LADDER, WAIVER, WORKLOAD, describe_missing
+from spotgpu_guard.model import SpotPool
+from spotgpu_guard.rule import Finding, NotApplicable, stack_rule
+from spotgpu_guard.values import UNKNOWN, as_number
+
+#: A waiver must say why; "ok" is not a reason.
+MIN_WAIVER_CHARS = 10
+
+
+def _ladder(pool: SpotPool) -> FallbackLadder | None:
+    text = pool.links.get(LADDER)
+    if not isinstance(text, str):
+        return None
+    try:
+        steps = decode_ladder(text)
+        return FallbackLadder.model_validate({"steps": [
+            {"kind": s.kind, "max_wait_seconds": round(s.max_wait_seconds),
+             "cost_ceiling_per_hour": s.cost_ceiling_per_hour} for s in steps]})
+    except (ValueError, ValidationError):
+        return None
+
+
+def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
+    if not catalog.pools:
+        return
+    try:
+        from spotgpu.economics.cost import effective_cost
+        from spotgpu.economics.interval import IntervalDecision
+    except ImportError as err:  # the cost model ships with spotgpu; say so rather than pass silently
+        raise NotApplicable(f"the spotgpu cost model is not importable ({err})") from None
+    for pool in catalog.pools:
+        who, raw = pool.describe(), pool.links.get(WORKLOAD)
+        if not isinstance(raw, str):
+            yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: "
+                          f"{describe_missing(WORKLOAD, pool.links) if raw is UNKNOWN or raw is None else ''}; fix: "
+                          f"set {WORKLOAD}=spotgpu.tags.encode_workload(profile)")
+            continue
+        try:
+            profile = workload_from_tag(raw)
+        except (ValueError, ValidationError) as err:
+            first = str(err).splitlines()[0]
+            yield Finding(pool.res.urn, f"{who}: {WORKLOAD} {raw!r} does not describe a workload ({first}); fix: "
+                          "write it with spotgpu.tags.encode_workload(profile)")
+            continue
+        if pool.contract is None:
+            yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: {pool.contract_problem}")
+            continue
+        interval = as_number(pool.links.get("spotgpu-checkpoint-interval"))
+        decision = None
+        if interval and interval > 0:
+            decision = IntervalDecision(
+                seconds=int(interval), method="configured",
+                final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.checkpoint_write_seconds),
+                reasons=("the pool's spotgpu-checkpoint-interval",))
+        breakdown = effective_cost(profile, pool.contract, _ladder(pool), interval=decision)
+        if not breakdown.spot_eligible:
+            yield Finding(pool.res.urn, f"{who}: spot is not worth it for this workload by effective cost: "
+                          f"{'; '.join(breakdown.reasons)}; fix: run it on on-demand capacity, or improve the figures "
+                          "(faster checkpoints, a shorter ladder wait), or disable spot-eligible for this stack")
+
+
+def _waiver(pools: list[SpotPool]) -> str | None:
+    for pool in pools:
+        value = pool.links.get(WAIVER)
+        if isinstance(value, str) and len(value.strip()) >= MIN_WAIVER_CHARS:
+            return value
+    return None
+
+
+def check_diversified(catalog: Catalog, config: Mapping[str, Any]) -> Iterator[Finding]:
+    min_zones, min_types = int(config.get("minZones", 2)), int(config.get("minTypes", 2))
+    groups: dict[str, list[SpotPool]] = defaultdict(list)
+    for pool in catalog.pools:
+        groups[catalog.pool_key(pool)].append(pool)
+    for key, pools in groups.items():
+        zones = set().union(*(p.zones for p in pools))
+        types = set().union(*(p.gpu_types for p in pools))
+        if (len(zones) >= min_zones and len(types) >= min_types) or _waiver(pools):
+            continue
+        names = ", ".join(p.describe() for p in pools)
+        label = f"pool {key!r}" if not key.startswith("urn:") else "pool"
+        notes = "; ".join(n for p in pools if (n := p.zone_note))
+        yield Finding(pools[0].res.urn, (
+            f"{label} ({names}) spans {len(zones)} zone(s) {sorted(zones)} and {len(types)} GPU type(s)/size(s) "
+            f"{sorted(types)}{f' ({notes})' if notes else ''}; one capacity shortage can take all of it; fix: spread "
+            f"it over at least {min_zones} zones and {min_types} GPU types or sizes, or tag it {WAIVER}=<reason of "
+            f"at least {MIN_WAIVER_CHARS} characters>"))
+
+
+RULES = [
+    stack_rule(
+        "spot-eligible",
+        "The cost model finds spot cheaper than on-demand for the pool's workload, by effective cost.",
+        EnforcementLevel.ADVISORY,
+        check_spot_eligible,
+        remediation="Move the workload to on-demand, or improve its figures",
+    ),
+    stack_rule(
+        "capacity-diversified",
+        "Each spot pool spans at least two zones and two GPU types or sizes, or states a waiver.",
+        EnforcementLevel.ADVISORY,
+        check_diversified,
+        schema={
+            "minZones": {"type": "integer", "minimum": 1, "default": 2},
+            "minTypes": {"type": "integer", "minimum": 1, "default": 2},
+        },
+        remediation="Add zones and GPU types, or tag spotgpu-waiver with the reason",
+    ),
+]
