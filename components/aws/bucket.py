@@ -102,7 +102,11 @@ class CheckpointBucket(pulumi.ComponentResource):
         aws.s3.BucketPolicy(
             f"{name}-tls-only",
             bucket=bucket.id,
-            policy=bucket.arn.apply(lambda arn: json.dumps(deny_insecure_transport(arn))),
+            # Built from the planned name, not bucket.arn: a new bucket's ARN is unknown
+            # at a first preview, which would leave the policy pack nothing to judge.
+            policy=aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition.apply(
+                lambda partition: json.dumps(deny_insecure_transport(f"arn:{partition}:s3:::{args.bucket_name}"))
+            ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[public_block]),
         )
         # Lifecycle rules on noncurrent versions only make sense once versioning is on.

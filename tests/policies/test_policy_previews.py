@@ -67,23 +67,11 @@ def test_raw_stack_and_component_stack_share_the_rules() -> None:
     assert any(d["policy"] == "notice-handled" and "0 s preemption notice" in d["message"] for d in raw_diag)
 
 
-#: Component-side issues found by the first-preview emulation, reported to the component owners.
-#: components/aws/bucket.py builds the TLS-only bucket policy from ``bucket.arn``, which is unknown
-#: on a first real preview; building it from the bucket name (known) clears it.
-KNOWN_FIRST_PREVIEW_ISSUES = {
-    ("checkpoint-store-hardened", "dev-aws-checkpoints-bucket"),
-    ("checkpoint-store-hardened", "train-aws-checkpoints-bucket"),
-}
-
-
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_first_real_preview_resolves_every_link_without_outputs(stack: str) -> None:
     """On a first ``pulumi preview`` ids and ARNs are unknown; the links must still resolve by name."""
     resources = record_first_preview(stack)
     assert {p.cloud for p in catalog_of(resources).pools} == {"aws", "gcp", "azure"}
     diagnostics = analyze_with(resources, pack(), read_config(REPO / "policy-config.json"))
-    mandatory = {(d["policy"], d["urn"].rsplit("::", 1)[-1]) for d in diagnostics if d["level"] == "mandatory"}
-    assert mandatory <= KNOWN_FIRST_PREVIEW_ISSUES, [d["message"] for d in diagnostics]
-    for d in diagnostics:
-        if (d["policy"], d["urn"].rsplit("::", 1)[-1]) in KNOWN_FIRST_PREVIEW_ISSUES:
-            assert "policy document is unknown until apply" in d["message"]
+    mandatory = [d["message"] for d in diagnostics if d["level"] == "mandatory"]
+    assert mandatory == []
