@@ -9,8 +9,8 @@ snake_case names used in Python.
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
-from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 
 class SpotModel(BaseModel):
