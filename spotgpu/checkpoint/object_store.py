@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -77,6 +77,10 @@ class ObjectStore:
         return out if offset == len(out) else out[:offset]
 
     def get_into(self, path: str, out: memoryview) -> None:
+        self.get_into_streamed(path, out, lambda _chunk: None)
+
+    def get_into_streamed(self, path: str, out: memoryview, on_chunk: Callable[[memoryview], object]) -> None:
+        """Stream the object into ``out``, calling ``on_chunk`` on each piece as it lands."""
         try:
             result = obstore.get(self.inner, self._key(path))
             if result.meta["size"] != out.nbytes:
@@ -84,7 +88,10 @@ class ObjectStore:
             offset = 0
             for chunk in result.stream(min_chunk_size=8 << 20):
                 view = memoryview(chunk)
+                if offset + len(view) > out.nbytes:
+                    raise ValueError(f"{self.url}/{path} returned more than {out.nbytes} bytes")
                 out[offset : offset + len(view)] = view
+                on_chunk(out[offset : offset + len(view)])
                 offset += len(view)
         except (NotFoundError, FileNotFoundError):
             raise ObjectMissingError(f"{self.url}/{path} does not exist") from None

@@ -64,7 +64,7 @@ def normalize(state: Mapping[str, Any]) -> list[Item]:
     return items
 
 
-def rebuild(kind: str, data: bytearray, dtype: str | None, shape: tuple[int, ...] | None) -> Any:
+def rebuild(kind: str, data: bytearray | np.ndarray, dtype: str | None, shape: tuple[int, ...] | None) -> Any:
     """The inverse of :func:`normalize` for one value (zero-copy over ``data``)."""
     if kind == "ndarray":
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape or ())
