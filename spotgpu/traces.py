@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-#: Where the shared traces live relative to the repository (CI puts shared/ beside the clone).
-_DEFAULT_RELATIVE = Path("..") / "shared" / "traces" / "availability"
+#: The traces ship inside the package (spotgpu/data/traces/README.md: source, citation, terms), so a
+#: plain clone, an installed wheel, the tests and ``spotgpu simulate`` all have them.
+PACKAGED_TRACES = Path(__file__).resolve().parent / "data" / "traces" / "availability"
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,9 @@ def load_trace(path: Path) -> Trace:
 
 
 def traces_root() -> Path:
-    """``$SPOTGPU_TRACES`` or ``../shared/traces/availability`` next to the repository."""
+    """``$SPOTGPU_TRACES`` (a folder of ``<nodes>/<set>/*.json``) or the traces packaged with spotgpu."""
     env = os.environ.get("SPOTGPU_TRACES")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[1]
-    return (repo / _DEFAULT_RELATIVE).resolve()
+    return Path(env) if env else PACKAGED_TRACES
 
 
 def load_group(group: str, root: Path | None = None) -> list[Trace]:
@@ -71,7 +69,10 @@ def load_group(group: str, root: Path | None = None) -> list[Trace]:
     base = (root or traces_root()) / group
     files = sorted(base.glob("*.json"))
     if not files:
-        raise FileNotFoundError(f"no traces under {base}; fix: set SPOTGPU_TRACES to the availability folder")
+        raise FileNotFoundError(
+            f"no traces under {base}; fix: name a group from {all_groups(root)} or set SPOTGPU_TRACES to a folder of"
+            " <nodes>/<set>/*.json traces"
+        )
     return [load_trace(f) for f in files]
 
 
