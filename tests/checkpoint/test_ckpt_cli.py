@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+
+import pytest
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.cli import main
@@ -54,3 +58,39 @@ def test_gc_keeps_k(tmp_path, capsys):
     assert main(["ckpt", "gc", tmp_path.as_uri(), "--keep", "1"]) == 0
     assert "retired" in capsys.readouterr().out
     assert [i.step for i in CheckpointManager(tmp_path.as_uri()).list()] == [3]
+
+
+def test_a_bare_directory_path_is_a_store(tmp_path, capsys):
+    make_store(tmp_path, steps=(7,))
+    assert main(["ckpt", "list", str(tmp_path), "--json"]) == 0
+    assert [r["step"] for r in json.loads(capsys.readouterr().out)] == [7]
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        ("/some/path", "spotgpu ckpt list: /some/path: does not exist; fix:"),
+        ("file:///some/path", "spotgpu ckpt list: file:///some/path: does not exist; fix:"),
+        ("ftp://host/x", "spotgpu ckpt list: url: 'ftp://host/x' has scheme 'ftp'; fix:"),
+        ("s3://", "spotgpu ckpt list: url: 's3://' has no bucket/container; fix:"),
+    ],
+)
+def test_a_bad_store_is_one_line_and_exit_two(store, message, capsys):
+    assert main(["ckpt", "list", store]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_a_file_is_not_a_store(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    assert main(["ckpt", "gc", str(tmp_path / "f")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_reported_traceback_is_gone():
+    """The issue's exact command, as a user runs it: one line, exit 2, no traceback."""
+    run = subprocess.run(
+        [sys.executable, "-m", "spotgpu", "ckpt", "list", "/some/path"], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
