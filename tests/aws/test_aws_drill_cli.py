@@ -340,7 +340,7 @@ def recorded_calls(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _spot_instances(pool: str, count: int = 2) -> list[str]:
     ec2 = boto3.client("ec2", region_name=REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = "ami-12c6146b"  # one of moto's built-in images (DescribeImages alone costs seconds)
     tags = [{"ResourceType": "instance", "Tags": [{"Key": "spotgpu-pool", "Value": pool}]}]
     spot = ec2.run_instances(
         ImageId=image, MinCount=count, MaxCount=count, InstanceMarketOptions={"MarketType": "spot"},
