@@ -146,7 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--config", default=DEFAULT_CONFIG, help=f"agent config JSON (default {DEFAULT_CONFIG})")
     run.add_argument("--control", default=None, help="override the control address (Unix socket or 127.0.0.1:PORT)")
     run.add_argument("--metadata-url", default=None, help="override the metadata base URL (testing)")
-    run.add_argument("-v", "--verbose", action="store_true")
+    run.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr (default: warnings only)")
     run.set_defaults(func=cmd_run)
 
     status = cmds.add_parser("status", help="print the running agent's state")
@@ -155,6 +155,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     status.set_defaults(func=cmd_status)
 
     demo = cmds.add_parser("demo", help="raise one notice against a loopback fake metadata server")
-    demo.add_argument("provider", choices=("aws", "gcp", "azure"))
+    demo.add_argument("provider", choices=("aws", "gcp", "azure"), help="which cloud's metadata server to fake")
     add_json_flag(demo, "the agent's status after the notice")
     demo.set_defaults(func=cmd_demo)
