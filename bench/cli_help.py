@@ -29,7 +29,8 @@ ROWS = {
 
 def _time(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # cwd is the tree under test: `python -m` puts the working directory first on sys.path.
+    subprocess.run(cmd, cwd=env["PYTHONPATH"].split(os.pathsep)[0], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 

@@ -14,11 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.cliutil import Progress, UserError, add_json_flag, print_json, style
+
+if TYPE_CHECKING:  # the manager pulls in numpy and obstore: imported when a command runs, not for --help
+    from spotgpu.checkpoint.manager import CheckpointManager
 
 STORE_HELP = "checkpoint store: a URL (file://, s3://, gs://, az://) or a local directory"
 
@@ -85,6 +87,8 @@ def _store_errors(url: str) -> Iterator[None]:
 
 
 def _with_manager(args: argparse.Namespace, work: Callable[[CheckpointManager], Any], **kwargs: Any) -> Any:
+    from spotgpu.checkpoint.manager import CheckpointManager
+
     url = store_url(args.url)
     with _store_errors(url):
         return work(CheckpointManager(url, session="cli", **kwargs))
