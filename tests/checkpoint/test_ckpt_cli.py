@@ -94,3 +94,22 @@ def test_the_reported_traceback_is_gone():
     )
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def test_cloud_store_through_the_environment_and_a_missing_bucket(s3_server, monkeypatch, capsys):
+    """obstore reads the usual AWS_* variables; a bucket that is not there is one line, exit 2."""
+    for key, value in {
+        "AWS_ENDPOINT_URL": s3_server["endpoint"],
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    CheckpointManager("s3://ckpt/cli-env", store_options=s3_server).save(1, {"x": b"1" * 10})
+    assert main(["ckpt", "list", "s3://ckpt/cli-env", "--json"]) == 0
+    assert [r["step"] for r in json.loads(capsys.readouterr().out)] == [1]
+    assert main(["ckpt", "list", "s3://no-such-bucket/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spotgpu ckpt list: s3://no-such-bucket/x: ") and err.count("\n") == 1
+    assert "fix: check the credentials and endpoint" in err and "Traceback" not in err
