@@ -143,17 +143,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = _command_in(argv)
     parser = build_parser([command] if command in COMMANDS else [])
+    prog = _prog_of(parser, argv)
     try:
         args, unknown = parser.parse_known_args(argv)
-        if unknown and not getattr(args, "accepts_extra_args", False):
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    except SystemExit as exit_:
+    except SystemExit as exit_:  # --help, --version, or a usage error already printed as one line
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
+    if unknown and not getattr(args, "accepts_extra_args", False):
+        error_line(prog, f"unrecognized arguments: {' '.join(unknown)}; see `{prog} --help`")
+        return EXIT_USAGE
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    prog = _prog_of(parser, argv)
     try:
         return int(func(args) or 0)
     except KeyboardInterrupt:

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
-from spotgpu.cliutil import EXIT_CHECK_FAILED, add_json_flag, error_line, print_json, style
+from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, add_json_flag, error_line, print_json, style
 from spotgpu.config import ConfigError
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
@@ -124,14 +124,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         runtime=AgentRuntime(metadata_url=fake.url, events_log=None if args.json else "-"),
     )
     agent = Agent(config).start()
-    time.sleep(1.5)
-    if isinstance(fake, FakeAwsImds):
-        fake.raise_spot(lead=20)
-    elif isinstance(fake, FakeGcpMetadata):
-        fake.raise_preempted()
-    else:
-        fake.raise_event(not_before_in=20)
-    time.sleep(3.0)
+    with Progress(f"demo on a fake {args.provider} metadata server") as progress:
+        progress.update("agent starting")
+        time.sleep(1.5)
+        progress.update("notice raised, agent responding")
+        if isinstance(fake, FakeAwsImds):
+            fake.raise_spot(lead=20)
+        elif isinstance(fake, FakeGcpMetadata):
+            fake.raise_preempted()
+        else:
+            fake.raise_event(not_before_in=20)
+        time.sleep(3.0)
     _report(agent.status(), args.json)
     agent.stop()
     fake.stop()

@@ -71,7 +71,7 @@ def test_usage_errors_are_one_line_and_exit_two(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert err == "spotgpu drill aws: the following arguments are required: --pool; see `spotgpu drill aws --help`\n"
     assert main(["ckpt", "list", "/tmp", "--bogus"]) == 2
-    assert capsys.readouterr().err.startswith("spotgpu: unrecognized arguments: --bogus;")
+    assert capsys.readouterr().err == "spotgpu ckpt list: unrecognized arguments: --bogus; see `spotgpu ckpt list --help`\n"
     assert main([]) == 2  # no command: the help, on stderr
     assert "COMMAND" in capsys.readouterr().err
 
