@@ -159,6 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args) or 0)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except SystemExit as exit_:  # `raise SystemExit("message")` would print it and exit 1
+        if isinstance(exit_.code, str):
+            error_line(prog, exit_.code.removeprefix(f"{prog}: "))
+            return EXIT_USAGE
+        raise
     except BrokenPipeError:  # `spotgpu ckpt list URL | head`
         sys.stderr.close()
         return 0

@@ -92,6 +92,8 @@ def boom_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                     raise UserError("two\\nlines")
                 if args.what == "missing":
                     open("/nonexistent/controller.yaml")
+                if args.what == "exit":
+                    raise SystemExit("spotgpu boom: cannot read x; fix: pass --config")
                 raise RuntimeError("a bug")
 
             def register(sub):
@@ -113,6 +115,7 @@ def boom_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ("config", "spotgpu boom: spotgpu:pools[0].zones: must not be empty (value: []); fix: add a zone\n"),
         ("user", "spotgpu boom: two; lines\n"),
         ("missing", "spotgpu boom: /nonexistent/controller.yaml: No such file or directory\n"),
+        ("exit", "spotgpu boom: cannot read x; fix: pass --config\n"),
     ],
 )
 def test_config_and_user_errors_are_one_line_exit_two(
