@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from spotgpu.cliutil import Progress
+
 REPO = Path(__file__).resolve().parents[1]
 ROWS = {
     "spotgpu --help": ["--help"],
@@ -53,9 +55,11 @@ def main() -> int:
     for cmd, env in commands.values():  # warm the file cache and the bytecode caches
         _time(cmd, env)
     samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(args.runs):
-        for name, (cmd, env) in commands.items():
-            samples[name].append(_time(cmd, env))
+    with Progress("timing") as progress:  # a spinner on a terminal only
+        for run in range(args.runs):
+            progress.update(f"run {run + 1}/{args.runs}")
+            for name, (cmd, env) in commands.items():
+                samples[name].append(_time(cmd, env))
     base = statistics.median(samples["baseline: python -c pass"])
     print(f"{'command':36} {'median s':>9} {'min s':>7} {'max s':>7} {'x baseline':>10}")
     for name, values in samples.items():

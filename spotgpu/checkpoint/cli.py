@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from spotgpu.cliutil import Progress, UserError, add_json_flag, print_json, style
+from spotgpu.cliutil import Progress, UserError, add_json_flag, error_line, print_json, style
 
 if TYPE_CHECKING:  # the manager pulls in numpy and obstore: imported when a command runs, not for --help
     from spotgpu.checkpoint.manager import CheckpointManager
@@ -160,7 +160,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).splitlines()
         print("\n".join([table[0]] + [style(line, "green" if r.ok else "red") for line, r in zip(table[1:], reports, strict=True)]))
     if not reports:
-        print("no committed generations to verify")
+        error_line("spotgpu ckpt verify", f"{args.url}: no committed generations to verify")
         return 1
     return 0 if all(r.ok for r in reports) else 1
 

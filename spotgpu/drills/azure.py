@@ -285,7 +285,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "azure",
         help="simulate eviction of one running Spot VM of an Azure pool and follow it to a replacement",
-        description="Needs `az login` (or any DefaultAzureCredential) with VM read and simulateEviction rights.",
+        description="Evict one running Spot VM of the pool's scale sets and follow it to a running replacement. "
+        "Needs `az login` (or any DefaultAzureCredential) with VM read and simulateEviction rights. "
+        "Exit 0 replaced, 1 evicted but not replaced in time, 2 not started.",
     )
     add_drill_flags(p, pool_help="pool name (the spotgpu-pool tag)", poll_seconds=10.0, timeout_seconds=1800.0, legacy=True)
     p.add_argument("--subscription", required=True, help="subscription id")

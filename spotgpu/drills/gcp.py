@@ -307,7 +307,10 @@ def _command(args: argparse.Namespace, clients_factory: Callable[[], GcpClients]
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "gcp", help="preempt one Spot VM of a GCP pool (simulateMaintenanceEvent) and time its replacement"
+        "gcp",
+        help="preempt one Spot VM of a GCP pool (simulateMaintenanceEvent) and time its replacement",
+        description="Find the pool's spot MIGs, preempt one RUNNING VM and follow the MIG until a replacement "
+        "is RUNNING. Exit 0 replaced, 1 preempted but not replaced in time, 2 not started.",
     )
     add_drill_flags(p, pool_help="pool name from the stack config", poll_seconds=15, timeout_seconds=1800, legacy=True)
     p.add_argument("--project", required=True, help="Google Cloud project id")

@@ -47,7 +47,9 @@ def test_verify_exit_codes(tmp_path, capsys):
 
 def test_verify_of_an_empty_store_fails(tmp_path, capsys):
     assert main(["ckpt", "verify", tmp_path.as_uri()]) == 1
-    assert "no committed generations" in capsys.readouterr().out
+    assert "no committed generations" in capsys.readouterr().err
+    assert main(["ckpt", "verify", str(tmp_path), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == []  # stdout stays one JSON document
 
 
 def test_gc_keeps_k(tmp_path, capsys):
