@@ -99,16 +99,25 @@ def add_dry_run_flag(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--dry-run", action="store_true", help=f"resolve and validate everything, print {what}, change nothing")
 
 
+def add_deprecated_alias(parser: argparse.ArgumentParser, alias: str, canonical: str, **argument: Any) -> None:
+    """Keep ``alias`` working for ``canonical`` (already added): hidden, same dest, a note when used.
+
+    ``argument`` repeats what the value needs (``type=``, ``action="append"`` is not supported).
+    Register the pair in :data:`DEPRECATED_ALIASES` first; the parser-tree test checks it.
+    """
+    if DEPRECATED_ALIASES.get(alias) != canonical:
+        raise ValueError(f"{alias} is not a registered deprecated alias of {canonical}")
+    dest = parser._option_string_actions[canonical].dest
+    parser.add_argument(alias, dest=dest, default=argparse.SUPPRESS, action=_DeprecatedAlias, help=argparse.SUPPRESS, **argument)
+
+
 def add_seconds_flag(
     parser: argparse.ArgumentParser, canonical: str, default: float, help_text: str, *, aliases: Sequence[str] = ()
 ) -> None:
     """A ``--*-seconds`` float flag, plus hidden deprecated ``aliases`` that store into the same dest."""
-    dest = canonical.lstrip("-").replace("-", "_")
     parser.add_argument(canonical, type=float, default=default, metavar="S", help=f"{help_text} (default {default:g})")
     for alias in aliases:
-        if DEPRECATED_ALIASES.get(alias) != canonical:
-            raise ValueError(f"{alias} is not a registered deprecated alias of {canonical}")
-        parser.add_argument(alias, type=float, dest=dest, default=argparse.SUPPRESS, action=_DeprecatedAlias, help=argparse.SUPPRESS)
+        add_deprecated_alias(parser, alias, canonical, type=float)
 
 
 # --- output -----------------------------------------------------------------------------------

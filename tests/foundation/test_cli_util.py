@@ -58,6 +58,15 @@ def test_deprecated_alias_stores_into_the_canonical_dest_with_a_note(capsys: pyt
     assert "--poll " not in parser.format_help() and "--poll-seconds" in parser.format_help()
 
 
+def test_generic_alias_for_any_flag(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(cliutil.DEPRECATED_ALIASES, "--hazard-traces", "--trace-group")
+    parser = argparse.ArgumentParser(prog="spotgpu cost")
+    parser.add_argument("--trace-group", help="trace group")
+    cliutil.add_deprecated_alias(parser, "--hazard-traces", "--trace-group")
+    assert parser.parse_args(["--hazard-traces", "1-node/aws"]).trace_group == "1-node/aws"
+    assert "use --trace-group" in capsys.readouterr().err
+
+
 def test_an_unregistered_alias_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="not a registered deprecated alias"):
         cliutil.add_seconds_flag(argparse.ArgumentParser(), "--poll-seconds", 1, "x", aliases=("--interval",))
