@@ -5,7 +5,8 @@ Each area owns a module with ``register(subparsers)`` that adds its command and 
 command without importing any area (``preview`` would otherwise pull in the Pulumi SDK, about a
 second, and the cost model numpy). An area's module is imported only when its command runs or
 its own ``--help`` is asked for. An area whose optional dependencies are not installed (the
-Pulumi extra on a GPU VM, say) still shows up and says which extra to install.
+Pulumi extra on a GPU VM, say) still shows up and says which extra to install, on
+``spotgpu --help`` (found without importing it) and when it is run.
 
 Errors: every user mistake (usage, a config file, a URL) is ONE line on stderr and exit 2,
 never a traceback; see :mod:`spotgpu.cliutil` for the exit codes.
@@ -56,7 +57,7 @@ def _missing(command: str, extra: str, error: ImportError) -> object:
     return run
 
 
-def _help_for(name: str, command: Command) -> str:
+def _help_for(command: Command) -> str:
     if command.needs and importlib.util.find_spec(command.needs) is None:  # finds, does not import
         return f"{command.help} (needs: pip install 'spotgpu[{command.extra}]')"
     return command.help
@@ -79,13 +80,11 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
         if name in registered:
             continue
         if name not in wanted:
-            sub.add_parser(name, help=_help_for(name, command), add_help=False)
+            sub.add_parser(name, help=_help_for(command), add_help=False)
             continue
         try:
             module = importlib.import_module(command.module)
-        except ModuleNotFoundError as err:
-            if err.name and (command.module == err.name or command.module.startswith(err.name + ".")):
-                continue  # the area is not part of this install
+        except ModuleNotFoundError as err:  # an extra (or, for a broken install, the area) is missing
             stub = sub.add_parser(name, help=f"(needs the {command.extra or 'core'} extra)")
             stub.set_defaults(func=_missing(name, command.extra, err), accepts_extra_args=True)
             registered.add(name)

@@ -128,3 +128,21 @@ def test_config_and_user_errors_are_one_line_exit_two(
 def test_a_bug_still_shows_its_traceback(boom_command: None) -> None:
     with pytest.raises(RuntimeError, match="a bug"):
         main(["boom", "--raise", "bug"])
+
+
+def test_a_command_whose_extra_is_missing_says_which_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a GPU VM without the Pulumi extra sees for ``preview``, with a stand-in package."""
+    (tmp_path / "cli_needs_area.py").write_text("import spotgpu_not_installed_xyz  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from spotgpu import cli
+
+    monkeypatch.setitem(cli.COMMANDS, "needy", cli.Command("cli_needs_area", "needs more", "pulumi", "spotgpu_not_installed_xyz"))
+    assert main(["--help"]) == 0
+    assert "needs more (needs: pip install 'spotgpu[pulumi]')" in " ".join(capsys.readouterr().out.split())
+    assert main(["needy", "--anything"]) == 2
+    assert capsys.readouterr().err == (
+        "spotgpu needy: needs a package that is not installed (spotgpu_not_installed_xyz); "
+        "fix: pip install 'spotgpu[pulumi]'\n"
+    )
