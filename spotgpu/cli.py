@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from spotgpu import __version__
-from spotgpu.cliutil import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, UserError, error_line
+from spotgpu.cliutil import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, UserError, error_line
 
 
 @dataclass(frozen=True)
@@ -163,9 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             error_line(prog, exit_.code.removeprefix(f"{prog}: "))
             return EXIT_USAGE
         raise
-    except BrokenPipeError:  # `spotgpu ckpt list URL | head`
-        sys.stderr.close()
-        return 0
+    except BrokenPipeError:  # `spotgpu ckpt list URL --json | head`: the reader left; exit like SIGPIPE
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit does not raise again
+        return EXIT_BROKEN_PIPE
     except Exception as err:
         line = _user_error(err)
         if line is None:

@@ -35,6 +35,7 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # policy violation, failed verification, failed drill, no agent answering
 EXIT_USAGE = 2  # the user's input: flags, files, config, URLs
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
 
 #: concept -> the one flag spelling every command uses for it.
 CANONICAL_FLAGS: dict[str, str] = {
