@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
@@ -117,16 +117,17 @@ class _PoolBase(SpotModel):
             )
         return v
 
-    def _diversity(self, zones: int, types: int) -> None:
+    def _diversity(self, zones: int, types: int, zone_key: str = "zones", type_key: str = "types",
+                   zone_value: object = None, type_value: object = None) -> None:
         if zones < 2 and not self.opt_out.single_zone:
-            raise ValueError(
-                f"pool {self.name} spans {zones} zone(s); list at least 2 zones, or set "
-                "optOut.singleZone to a stated reason"
+            raise FieldProblem(
+                f"pool {self.name} spans {zones} zone(s)", at=zone_key, value=zone_value,
+                fix="list at least 2 zones, or set optOut.singleZone to a stated reason",
             )
         if types < 2 and not self.opt_out.single_type:
-            raise ValueError(
-                f"pool {self.name} has {types} GPU type(s); list at least 2, or set "
-                "optOut.singleType to a stated reason"
+            raise FieldProblem(
+                f"pool {self.name} has {types} GPU type(s)", at=type_key, value=type_value,
+                fix="list at least 2, or set optOut.singleType to a stated reason",
             )
 
 
@@ -219,7 +220,8 @@ class AwsPoolSpec(_PoolBase):
 
     @model_validator(mode="after")
     def _diverse(self) -> AwsPoolSpec:
-        self._diversity(len(self.zones), len(self.instance_types))
+        self._diversity(len(self.zones), len(self.instance_types), "subnets", "instanceTypes",
+                        list(self.zones), list(self.instance_types))
         return self
 
 
@@ -303,14 +305,24 @@ class GcpPoolSpec(_PoolBase):
     def _checks(self) -> GcpPoolSpec:
         for z in self.zones:
             if not z.startswith(self.region + "-"):
-                raise ValueError(f"zone {z!r} is not in region {self.region}; use zones like {self.region}-a")
+                raise FieldProblem(f"zone is not in region {self.region}", at="zones", value=z,
+                                   fix=f"use zones of the region, like {self.region}-a")
+        if len(set(self.zones)) != len(self.zones):
+            raise FieldProblem("lists a zone twice", at="zones", value=list(self.zones), fix="list each zone once")
+        if self.autoscaling is not None and self.target_shape not in ("EVEN", "BALANCED"):
+            raise FieldProblem(
+                "cannot be autoscaled (Google's regional autoscaler needs EVEN or BALANCED)",
+                at="targetShape", value=self.target_shape,
+                fix="set targetShape to EVEN or BALANCED, or remove autoscaling and size the pool with capacity.target",
+            )
         for choice in self.machine_types:
             if choice.machine_type.startswith("n1-") and choice.accelerator is None:
                 raise ValueError(
                     f"machine type {choice.machine_type} is N1 and carries no GPU; add "
                     "accelerator: {type: nvidia-tesla-t4, count: 1} or use an A2/A3/G2 type"
                 )
-        self._diversity(len(self.zones), len(self.machine_types))
+        self._diversity(len(self.zones), len(self.machine_types), "zones", "machineTypes",
+                        list(self.zones), [c.machine_type for c in self.machine_types])
         return self
 
 
@@ -414,13 +426,15 @@ class AzurePoolSpec(_PoolBase):
         for z in v:
             if z not in ("1", "2", "3"):
                 raise ValueError(f"zone {z!r} is not an Azure zone; use '1', '2' or '3'")
+        if len(set(v)) != len(v):
+            raise ValueError(f"zones {list(v)} lists a zone twice; list each zone once")
         return v
 
     @model_validator(mode="after")
     def _checks(self) -> AzurePoolSpec:
         if self.max_price != -1 and self.max_price <= 0:
             raise ValueError(f"maxPrice {self.max_price} must be -1 or a positive USD/hour price")
-        self._diversity(len(self.zones), len(self.vm_sizes))
+        self._diversity(len(self.zones), len(self.vm_sizes), "zones", "vmSizes", list(self.zones), list(self.vm_sizes))
         return self
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder
 from spotgpu.models.pools import PoolSpec
 from spotgpu.models.workload import WorkloadProfile
@@ -22,35 +22,38 @@ class StackConfig(SpotModel):
         min_length=1, json_schema_extra=fix_hint("define at least one fallback ladder by name")
     )
     pools: tuple[PoolSpec, ...] = Field(
-        default=(), json_schema_extra=fix_hint("list pools, each with cloud: aws, gcp or azure")
+        min_length=1, json_schema_extra=fix_hint("list at least one pool, each with cloud: aws, gcp or azure")
     )
 
     @model_validator(mode="after")
     def _references(self) -> StackConfig:
         seen: set[str] = set()
-        global_names: dict[str, int] = {}
-        for i, pool in enumerate(self.pools):
+        global_names: dict[str, str] = {}
+        for pool in self.pools:
+            at = f"pools[{pool.name}]"
             # Storage account names are global in Azure; two pools cannot share one.
             account = getattr(pool, "storage_account_name", None)
             if account is not None:
                 if account in global_names:
-                    raise ValueError(
-                        f"pools[{i}].storageAccountName {account!r} is already used by "
-                        f"pools[{global_names[account]}]; give each pool its own storage account"
+                    raise FieldProblem(
+                        f"storage account is already used by pool {global_names[account]}",
+                        at=f"{at}.storageAccountName", value=account,
+                        fix="give each pool its own storage account (names are global in Azure)",
                     )
-                global_names[account] = i
+                global_names[account] = pool.name
             if pool.name in seen:
-                raise ValueError(f"pools[{i}].name {pool.name!r} is used twice; pool names must be unique")
+                raise FieldProblem("pool name is used twice", at=f"{at}.name", value=pool.name,
+                                   fix="give every pool a unique name")
             seen.add(pool.name)
             if pool.workload not in self.workloads:
-                raise ValueError(
-                    f"pools[{i}].workload {pool.workload!r} is not defined; use one of "
-                    f"{sorted(self.workloads)} or add it under spotgpu:workloads"
+                raise FieldProblem(
+                    "names no workload profile", at=f"{at}.workload", value=pool.workload,
+                    fix=f"use one of {sorted(self.workloads)} or add it under spotgpu:workloads",
                 )
             if pool.ladder not in self.ladders:
-                raise ValueError(
-                    f"pools[{i}].ladder {pool.ladder!r} is not defined; use one of "
-                    f"{sorted(self.ladders)} or add it under spotgpu:ladders"
+                raise FieldProblem(
+                    "names no fallback ladder", at=f"{at}.ladder", value=pool.ladder,
+                    fix=f"use one of {sorted(self.ladders)} or add it under spotgpu:ladders",
                 )
         return self
 

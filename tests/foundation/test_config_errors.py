@@ -26,7 +26,7 @@ def test_prod_and_dev_configs_parse(prod_raw: dict[str, Any]) -> None:
 def test_zone_list_that_is_not_a_list(prod_raw: dict[str, Any]) -> None:
     prod_raw["pools"][1]["zones"] = "us-central1-a"
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:pools[1].zones:")
+    assert msg.startswith("spotgpu:pools[train-gcp].zones:")
     assert '"us-central1-a"' in msg
     assert "fix: list zones" in msg
 
@@ -53,8 +53,8 @@ def test_negative_price(prod_raw: dict[str, Any]) -> None:
 def test_unknown_key(prod_raw: dict[str, Any]) -> None:
     prod_raw["pools"][0]["instanceTypez"] = ["g5.xlarge"]
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:pools[0].instanceTypez:")
-    assert "remove the key or fix its spelling" in msg
+    assert msg.startswith("spotgpu:pools[train-aws].instanceTypez:")
+    assert "did you mean instanceTypes?" in msg
 
 
 def test_unbounded_wait(prod_raw: dict[str, Any]) -> None:
@@ -82,20 +82,21 @@ def test_single_zone_needs_stated_reason(prod_raw: dict[str, Any]) -> None:
 def test_undefined_workload_reference(prod_raw: dict[str, Any]) -> None:
     prod_raw["pools"][0]["workload"] = "nope"
     msg = _error(prod_raw)
-    assert "pools[0].workload 'nope' is not defined" in msg
+    assert msg.startswith("spotgpu:pools[train-aws].workload: names no workload profile (value: \"nope\")")
+    assert "fix: use one of ['llm-finetune']" in msg
 
 
 def test_wrong_cloud_tag(prod_raw: dict[str, Any]) -> None:
     prod_raw["pools"][0]["cloud"] = "oracle"
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:pools[0]")
+    assert msg.startswith('spotgpu:pools[train-aws].cloud: names no cloud spotgpu builds (value: "oracle")')
     assert "aws, gcp or azure" in msg
 
 
 def test_gcp_zero_second_notice_is_only_allowed_value_besides_120(prod_raw: dict[str, Any]) -> None:
     prod_raw["pools"][1]["notice"] = {"preemptionNoticeSeconds": 60}
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:pools[1].notice.preemptionNoticeSeconds:")
+    assert msg.startswith("spotgpu:pools[train-gcp].notice.preemptionNoticeSeconds:")
     assert "use 120 (recommended) or 0" in msg
 
 
@@ -113,4 +114,5 @@ def test_two_pools_cannot_share_a_storage_account(prod_raw: dict[str, Any]) -> N
     second["name"] = "train-az2"
     prod_raw["pools"].append(second)
     msg = _error(prod_raw)
-    assert "storageAccountName 'spotgpuprodckpt' is already used by pools[2]" in msg
+    assert msg.startswith("spotgpu:pools[train-az2].storageAccountName: storage account is already used by pool train-az")
+    assert '(value: "spotgpuprodckpt")' in msg
