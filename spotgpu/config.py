@@ -262,7 +262,11 @@ def parse_stack_config(
     ``provider`` carries the provider keys (``aws:region`` ...) the pools must agree with.
     """
     data = {k: _decode(v) for k, v in raw.items() if v is not None}
-    context = {"provider": {k: v for k, v in (provider or {}).items() if isinstance(v, str)}}
+    context = {
+        "provider": {k: v for k, v in (provider or {}).items() if isinstance(v, str)},
+        # In a stack, a workload may leave onDemandPerHour out: each pool prices it from the catalogue.
+        "catalogue_prices": True,
+    }
     try:
         return StackConfig.model_validate(data, context=context)
     except ValidationError as err:
