@@ -104,7 +104,7 @@ def aws_pool(name: str = "raw-aws", **k: Any) -> None:
               "heartbeat_timeout": 300}] if k.get("hook", True) else None
     aws.autoscaling.Group(
         f"{name}-spot", name=f"{name}-spot", min_size=0, max_size=4, vpc_zone_identifiers=subnets,
-        desired_capacity=k.get("desired", None),
+        desired_capacity=k.get("desired"),
         capacity_rebalance=k.get("capacity_rebalance", True), initial_lifecycle_hooks=hooks,
         tags=[{"key": key, "value": v, "propagate_at_launch": True} for key, v in tags.items()], **spot_share)
     fallback_template = aws.ec2.LaunchTemplate(
