@@ -42,6 +42,16 @@ class Prices(SpotModel):
         json_schema_extra=fix_hint("set a non-negative USD/hour penalty, 0 for none"),
     )
 
+    @property
+    def on_demand(self) -> float:
+        """The on-demand USD/hour, resolved: in a stack, read it from ``StackConfig.workload_for(pool)``."""
+        if self.on_demand_per_hour is None:
+            raise ValueError(
+                "onDemandPerHour is not resolved; take the workload from StackConfig.workload_for(pool), "
+                "which prices it from the GPU catalogue"
+            )
+        return self.on_demand_per_hour
+
     @model_validator(mode="after")
     def _spot_cheaper(self, info: ValidationInfo) -> Prices:
         if self.on_demand_per_hour is None and not (info.context or {}).get("catalogue_prices"):

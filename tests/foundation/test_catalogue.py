@@ -66,3 +66,18 @@ def test_closest_matches_and_prices_with_their_source() -> None:
     n1 = catalogue.on_demand_price("gcp", "n1-standard-8", "us-central1", ("nvidia-tesla-t4", 1))
     assert n1 is not None and n1.usd_per_hour == pytest.approx(8 * 0.0475 + 0.35, abs=0.01)
     assert catalogue.on_demand_price("aws", "g5.xlarge", "eu-west-1") is None  # no figure: no guess
+
+
+def test_preview_economics_say_where_each_price_came_from() -> None:
+    from spotgpu.config import parse_stack_config, read_stack_file
+    from spotgpu.economics.report import render_economics, stack_economics
+
+    raw, _ = read_stack_file(str(REPO / "stacks" / "Pulumi.dev.yaml"))
+    del raw["workloads"]["smoke-train"]["prices"]["onDemandPerHour"]
+    report = stack_economics(parse_stack_config(raw))
+    aws = report["pools"]["dev-aws"]["prices"]
+    assert aws["onDemandPerHour"] == pytest.approx(1.006)
+    assert aws["onDemandSource"].startswith("catalogue list price for us-east-1")
+    assert aws["spotSource"] == "workloads.smoke-train.prices.spotPerHour"
+    text = render_economics(report)
+    assert "on-demand $1.006/h (catalogue list price for us-east-1" in text
