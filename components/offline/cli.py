@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -73,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
         result = run_preview(program, args.stack, policy_pack, policy_config)
     except (ProgramError, ConfigError) as err:
         print(f"spotgpu preview: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a bug in the program: still exit 2, never 1 (1 means a mandatory violation)
+        if os.environ.get("SPOTGPU_TRACEBACK"):
+            raise
+        print(f"spotgpu preview: the program failed: {type(err).__name__}: {_one_line(err)}; fix: correct the "
+              "program (set SPOTGPU_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         return 2
     if args.json:
         json.dump(to_document(result), sys.stdout, indent=1, sort_keys=False)

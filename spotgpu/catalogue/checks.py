@@ -53,9 +53,9 @@ def aws_region_of_zones(zones: tuple[str, ...], stated: str | None) -> str | Non
             return region
         raise FieldProblem(f"subnet zones are in region {region}, which AWS does not have", at="subnets",
                            value=list(zones), fix=f"{_suggest(region, list(regions), 'region')}, {_STATE_IT}")
-    for zone in zones:
+    for i, zone in enumerate(zones):
         if zone not in regions[region] and not stated:
-            raise FieldProblem(f"zone is not an availability zone of {region}", at="subnets", value=zone,
+            raise FieldProblem(f"is not an availability zone of {region}", at=f"subnets[{i}].zone", value=zone,
                                fix=f"use one of {', '.join(regions[region])}, {_STATE_IT}")
     return region
 
