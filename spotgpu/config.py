@@ -174,6 +174,8 @@ def did_you_mean(word: str, known: list[str] | tuple[str, ...]) -> str | None:
     lowered = {k.lower(): k for k in known}
     match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
     return lowered[match[0]] if match else None
+
+
 def _join(path: str, namespace: str, at: str) -> str:
     if not at:
         return path
