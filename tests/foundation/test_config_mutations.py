@@ -85,9 +85,11 @@ def tree_mutants(draw: st.DrawFn) -> str:
             new = draw(st.sampled_from([key + "s", key[:-1], key.upper(), key.replace(":", ""), "extraThing"]))
             parent[new] = parent.pop(key)
         elif op == "duplicate" and isinstance(parent, list):
-            parent.append(copy.deepcopy(parent[key]))
+            parent.append(copy.deepcopy(parent[key]))  # a second pool, step or subnet just like this one
         elif op == "duplicate":
-            parent[f"{key}"] = copy.deepcopy(parent[key])
+            # The value pasted under a sibling key too (YAML-level duplicate keys: see text_mutants' dup-line).
+            sibling = draw(st.sampled_from(sorted(parent, key=str)))
+            parent[sibling] = copy.deepcopy(parent[key])
     return yaml.safe_dump(doc, sort_keys=False)
 
 
