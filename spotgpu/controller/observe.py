@@ -75,6 +75,8 @@ class PoolObservation:
     interruptions: tuple[Interruption, ...] = ()
     #: vm id -> Unix time of its last *committed* checkpoint, as the node agent reports it.
     commits: dict[str, float] = field(default_factory=dict)
+    #: vm id -> the training step of that commit, when the agent reports one (progress = committed work).
+    steps: dict[str, int] = field(default_factory=dict)
     #: Opaque receipts the adapter acknowledges after the state record is saved.
     receipts: tuple[object, ...] = ()
 
