@@ -94,15 +94,19 @@ class PoolPlan:
             + 2 * w.checkpoint_write_seconds + self.tick_seconds
         )  # fmt: skip
 
+    def __post_init__(self) -> None:
+        others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
+        object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
+        object.__setattr__(self, "_growable", tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name))))
+
     @property
     def primary(self) -> GroupSpec:
-        return next(g for g in self.groups if g.role is StepKind.SAME_POOL)
+        return self._primary  # type: ignore[attr-defined, no-any-return]
 
     @property
     def growable(self) -> tuple[GroupSpec, ...]:
         """Non-primary groups, cheapest rung first."""
-        others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
-        return tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name)))
+        return self._growable  # type: ignore[attr-defined, no-any-return]
 
 
 @dataclass(frozen=True)
@@ -279,13 +283,26 @@ def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
     behind = state.work_done_hours < work.work_hours and (
         state.work_done_hours < work.work_hours * min(1.0, elapsed_h / work.deadline_hours)
     )
-    return StrategyContext(waited, status.at_risk, behind)
+    return StrategyContext(waited, _at_risk(plan, status), behind)
+
+
+def _at_risk(plan: PoolPlan, status: DeadlineStatus | None) -> bool:
+    """The deadline is at risk once its slack would not survive losing spot (once more) now.
+
+    Slack is counted on committed work, so it falls while no commit lands: on spot it can
+    drop by one interval and a write before the next commit, and regaining spot costs a
+    restart first. Escalating (and refusing to drain on-demand) at ``slack <= reserve``
+    rather than at ``slack <= 0`` keeps the slack at any later loss non-negative, so the
+    move to on-demand then still finishes in time.
+    """
+    if status is None or status.work_left_hours <= 0:
+        return False
+    return status.slack_hours * 3600.0 <= plan.loss_reserve_seconds
 
 
 def can_give_back(plan: PoolPlan, state: PoolState, now: float) -> bool:
     """Whether draining now leaves a slack that survives losing spot again (always, without a deadline)."""
-    status = deadline(plan, state, now)
-    return status is None or status.work_left_hours <= 0 or status.slack_hours * 3600.0 > plan.loss_reserve_seconds
+    return not _at_risk(plan, deadline(plan, state, now))
 
 
 def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None) -> list[Action]:
