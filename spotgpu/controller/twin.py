@@ -51,6 +51,7 @@ from spotgpu.controller.observe import (
 )
 from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, next_wake, reconcile
 from spotgpu.controller.state import PoolState
+from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import Capacity
@@ -107,6 +108,7 @@ class TwinGroup:
     quota: int | None = None
     desired: int = 0
     vms: dict[str, TwinVm] = field(default_factory=dict)
+    last_cap: int = -1  # capacity at the last change processed (a change with the request open retries it)
     version: int = 0  # bumped on every change, so an unchanged group's observation is reused
     seen: tuple[int, int, GroupObservation] | None = None  # (version, ready count, observation)
 
@@ -164,10 +166,14 @@ class TwinCloud:
         quota: dict[str, int] | None = None,
         notice_seconds: float = 0.0,
         initial: bool = True,
+        drain_store: JsonStore | None = None,
     ) -> None:
         self.plan, self.job, self.gap = plan, job, float(gap_seconds)
         self.start = start
         self.notice_seconds = notice_seconds
+        #: With a store, the agents read drain requests where a real controller writes them
+        #: (``drains/<pool>/<vm>.json``) and report commits there too (``agents/<pool>/<vm>.json``).
+        self.drain_store = drain_store
         self.groups: dict[str, TwinGroup] = {}
         for g in plan.groups:
             avail = traces.get(g.name)
@@ -361,7 +367,9 @@ class TwinCloud:
                 for vm in sorted(g.vms.values(), key=lambda v: (-v.launched_at, v.id))[:extra]:
                     self._interrupt(g, vm, t)
             if g.desired > len(g.vms):
-                self._fill(g, t, quiet=True)
+                # the cloud retries an open request when capacity changes; still short is a failure
+                self._fill(g, t, quiet=cap == g.last_cap)
+            g.last_cap = cap
         # 3. a gang on new capacity
         self._form_gang(t)
 
@@ -381,6 +389,8 @@ class TwinCloud:
 
     # --- CloudAdapter ----------------------------------------------------------
     def observe(self, now: float) -> PoolObservation:
+        if self.drain_store is not None:
+            self._read_drains(now)
         self.advance(now)
         if self.phase == "running":
             self._settle_commits(now)
@@ -402,6 +412,18 @@ class TwinCloud:
         )
         self._events, self._failures = [], []
         return obs
+
+    def _read_drains(self, now: float) -> None:
+        """The agents' drain monitor: a request the controller wrote is acted on from its time."""
+        assert self.drain_store is not None
+        for g in self.groups.values():
+            for vm in list(g.vms.values()):
+                if vm.drain_at is not None:
+                    continue
+                doc = self.drain_store.get(f"drains/{self.plan.name}/{vm.id}.json")
+                if doc and isinstance(doc.get("requestedAt"), int | float):
+                    self.advance(float(doc["requestedAt"]))
+                    self.request_drain(vm.id, float(doc["requestedAt"]))
 
     def apply(self, action: SetDesired | RemoveInstance, now: float | None = None) -> None:
         t = self.t if now is None else now
