@@ -18,11 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from spotgpu.controller.sim import SimCloud, replay
+
 from spotgpu.controller.config import ControllerConfig, GroupSpec
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult
 from spotgpu.controller.runner import RECORD_KEY, Controller
-from spotgpu.controller.sim import SimCloud, replay
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.store import MemoryJsonStore
 from spotgpu.controller.strategies import make_strategy

@@ -42,6 +42,8 @@ from spotgpu.models.workload import WorkloadProfile
 LOSS_KINDS = frozenset({"interruption", "preempted", "evicted", "terminated"})
 #: A notice that never turned into lost capacity is forgotten after this long.
 NOTICE_EXPIRY_SECONDS = 900.0
+#: Most VM ids remembered from the last tick (their commit reports are read once more after they left).
+SEEN_MEMBERS = 256
 #: Default for ``eventMaxAgeSeconds``: an interruption event older than this is recorded, never acted on.
 EVENT_MAX_AGE_SECONDS = 1800.0
 
@@ -135,6 +137,8 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     actions.extend(_scale_in(plan, obs, state, ready - target, events))
     if ready >= target and state.whole_since is None:
         state.whole_since = now
+    if plan.tracks_deadline:
+        state.members = sorted(v.id for g in obs.groups.values() for v in g.vms)[:SEEN_MEMBERS]
     state.last_tick = now
     return TickResult(tuple(actions), tuple(events), step)
 

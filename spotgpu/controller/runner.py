@@ -152,7 +152,8 @@ class Controller:
     def _with_reports(self, name: str, plan: PoolPlan, state: PoolState, obs: PoolObservation) -> PoolObservation:
         """Add the agents' commit reports: every VM's when the pool tracks a deadline, else drained ones."""
         vm_ids = sorted(v.id for g in obs.groups.values() for v in g.vms)
-        wanted = vm_ids if plan.tracks_deadline else [v for v in vm_ids if v in state.drains]
+        # with a deadline: every VM's progress, and the last tick's VMs too (a VM that committed, then was lost)
+        wanted = sorted({*vm_ids, *state.members}) if plan.tracks_deadline else [v for v in vm_ids if v in state.drains]
         reports = self.drains.reports(name, wanted)
         commits = {**{vm: at for vm, (at, _) in reports.items()}, **obs.commits}
         steps = {**{vm: step for vm, (_, step) in reports.items() if step is not None}, **obs.steps}

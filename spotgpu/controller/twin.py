@@ -187,6 +187,7 @@ class TwinCloud:
         self._seq = 0
         self._events: list[Interruption] = []
         self._failures: list[LaunchFailure] = []
+        self._departed: dict[str, tuple[float, int | None]] = {}
         self.removals: list[Removal] = []
         self.interruptions = 0
         self.failures_by_reason: dict[str, int] = {}
@@ -245,11 +246,13 @@ class TwinCloud:
             self.spot_seconds += seconds
 
     def _remove(self, group: TwinGroup, vm: TwinVm, t: float) -> None:
+        if vm.id in self.gang:
+            self._gang_lost(t)  # first: the commits it made up to now are its agent's last reports
         del group.vms[vm.id]
         group.version += 1
+        if vm.report is not None:
+            self._departed[vm.id] = vm.report  # its agent's report stays in the store
         self._bill(vm, t)
-        if vm.id in self.gang:
-            self._gang_lost(t)
 
     # --- the job -------------------------------------------------------------
     def work_at(self, t: float) -> tuple[float, float]:
@@ -395,12 +398,9 @@ class TwinCloud:
         if self.phase == "running":
             self._settle_commits(now)
         groups = {g.name: g.observation(now) for g in self.groups.values()}
-        reports = {
-            v.id: v.report
-            for g in self.groups.values()
-            for v in g.vms.values()
-            if v.report is not None and v.report[0] <= now + _EPS
-        }
+        live = {v.id: v.report for g in self.groups.values() for v in g.vms.values() if v.report is not None}
+        reports = {vm: r for vm, r in {**self._departed, **live}.items() if r[0] <= now + _EPS}
+        self._departed = {}
         obs = PoolObservation(
             self.plan.name,
             now,

@@ -79,7 +79,7 @@ class PolicyRow:
             "lostComputeHours": round(self.lost_compute_hours, 3),
             "spotHours": round(self.spot_hours, 3),
             "onDemandHours": round(self.on_demand_hours, 3),
-            "idleHours": round(self.idle_hours, 3),
+            "idleHours": round(self.idle_hours, 3) if math.isfinite(self.idle_hours) else None,
             "preemptions": round(self.preemptions, 3),
         }
 

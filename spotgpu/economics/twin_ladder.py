@@ -35,7 +35,7 @@ def workload_for(job: Job, policy: str = "ladder") -> WorkloadProfile:
         checkpoint_load_seconds=job.load_seconds,
         restart_seconds=boot,
         expected_reacquisition_seconds=900,
-        checkpoint_interval_seconds=max(int(round(job.interval_seconds)), int(job.checkpoint_write_seconds) + 1),
+        checkpoint_interval_seconds=max(round(job.interval_seconds), int(job.checkpoint_write_seconds) + 1),
         interruptions_per_hour=0.0,
         work_hours=job.work_hours,
         deadline_hours=job.deadline_hours,
@@ -69,7 +69,7 @@ class ControllerLadder:
     ladder: FallbackLadder
     policy: str = "ladder"
     tick_seconds: float = TWIN_TICK_SECONDS
-    name: str = "spotgpu ladder (controller, twin)"
+    name: str = "spotgpu ladder"
 
     def run(
         self,
