@@ -322,13 +322,17 @@ def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: L
             actions.append(SetDesired(primary.name, want, why))
     nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
     deficit = max(0, plan.capacity.target - obs.ready_count() - nonprimary_pending)
+    whole_gang = _escalated(plan, obs, state, step)
     for group in plan.growable:
         seen = obs.groups.get(group.name)
         if seen is None:
             continue
         live = len(seen.vms)
         add = 0
-        if step is not None and _allowed(plan, group, step, state, obs.now):
+        if whole_gang is not None and group.role is StepKind.ON_DEMAND:
+            if _allowed(plan, group, whole_gang, state, obs.now):
+                add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
+        elif step is not None and _allowed(plan, group, step, state, obs.now):
             add = max(0, min(deficit, plan.limit(group) - live))
             deficit -= add
         want = live + add
@@ -338,8 +342,28 @@ def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: L
     return actions
 
 
+def _escalated(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None) -> LadderStep | None:
+    """The on-demand rung, when the deadline is at risk and the job is (being) moved there for good.
+
+    Then the whole gang goes to on-demand, not only the missing nodes: a gang that keeps
+    some spot nodes is still stopped by each of their losses, which the slack can no
+    longer absorb. It applies once escalation has begun (on the on-demand rung, or
+    on-demand VMs already held), never to a pool that is whole on spot.
+    """
+    ladder = plan.strategy.ladder
+    od = ladder.step(StepKind.ON_DEMAND)
+    if od is None or not ladder.deadline_escalation or can_give_back(plan, state, obs.now):
+        return None
+    held = sum(len(obs.groups[g.name].vms) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+    return od if (step is not None and step.kind is StepKind.ON_DEMAND) or held > 0 else None
+
+
 def _on_demand_ready(plan: PoolPlan, obs: PoolObservation) -> int:
     return sum(len(obs.groups[g.name].ready) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+
+
+def plan_group(plan: PoolPlan, name: str) -> GroupSpec:
+    return next(g for g in plan.groups if g.name == name)
 
 
 def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolState, now: float) -> bool:
@@ -363,13 +387,24 @@ def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: i
     else:
         state.surplus_since = None
     stable = state.surplus_since is not None and now - state.surplus_since >= plan.stable_spot_seconds
-    if stable and can_give_back(plan, state, now):
-        need = surplus - len(state.drains)
+    candidates: list[Vm] = []
+    if surplus > 0 and not can_give_back(plan, state, now):
+        # at risk: on-demand is never drained; once it carries the whole gang, spot VMs (primary
+        # included) are given back so no spot loss can stop the job again
+        if _on_demand_ready(plan, obs) >= plan.capacity.target:
+            spot = [g for g in plan.groups if g.role is not StepKind.ON_DEMAND and g.name in obs.groups]
+            candidates = sorted(
+                (v for g in spot for v in obs.groups[g.name].ready if v.id not in state.drains),
+                key=lambda v: (-plan.price(plan_group(plan, v.group)), v.id),
+            )
+    elif stable:
         rank = {g.name: (-g.role.rank, -plan.price(g)) for g in plan.growable}
         candidates = sorted(
             (v for g in plan.growable if g.name in obs.groups for v in obs.groups[g.name].ready if v.id not in state.drains),
             key=lambda v: (rank[v.group], v.id),
         )
+    if candidates:
+        need = surplus - len(state.drains)
         for vm in candidates[: max(0, need)]:
             state.drains[vm.id] = now
             actions.append(RequestDrain(vm.group, vm.id))

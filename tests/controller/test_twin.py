@@ -79,14 +79,14 @@ def test_loss_costs_uncommitted_work_then_the_ladder_reaches_on_demand() -> None
 
 
 def test_progress_is_the_committed_step_not_time_at_capacity() -> None:
-    plan = _plan(deadline=2.0, work=1.5)
+    plan = _plan(deadline=4.0, work=1.5)
     seen: list[float] = []
 
     def watch(now: float, obs: PoolObservation, st_: PoolState, res: TickResult) -> None:
         seen.append(st_.work_done_hours)
 
     ones = np.ones(400, dtype=np.int64)
-    cloud = TwinCloud(plan, _job(work_seconds=5400, deadline_seconds=7200), {"spot-a": ones, "spot-b": ones}, 60, 0.0)
+    cloud = TwinCloud(plan, _job(work_seconds=5400, deadline_seconds=14400), {"spot-a": ones, "spot-b": ones}, 60, 0.0)
     run_twin(plan, cloud, horizon_seconds=7200, jump=False, on_tick=watch)
     # first commit at 300 + 1200 + 60 = 1560 s carries 1200 s of work: nothing counts before it
     assert seen[25] == 0.0  # 1500 s: whole for 25 minutes, nothing committed yet
