@@ -42,6 +42,8 @@ from spotgpu.models.workload import WorkloadProfile
 LOSS_KINDS = frozenset({"interruption", "preempted", "evicted", "terminated"})
 #: A notice that never turned into lost capacity is forgotten after this long.
 NOTICE_EXPIRY_SECONDS = 900.0
+#: The controller's padding on work left (the loss reserve carries the rest of the margin).
+CONTROLLER_SAFETY_FACTOR = 1.05
 #: Most VM ids remembered from the last tick (their commit reports are read once more after they left).
 SEEN_MEMBERS = 256
 #: Default for ``eventMaxAgeSeconds``: an interruption event older than this is recorded, never acted on.
@@ -66,6 +68,10 @@ class PoolPlan:
     #: The controller's tick: a decision is acted on up to one tick late.
     tick_seconds: float = 30.0
     event_max_age_seconds: float = EVENT_MAX_AGE_SECONDS
+    #: Padding on the work left in the deadline test. The loss reserve is the main margin (see
+    #: ``_at_risk``); 5% more covers what it does not: the move off spot when escalating (a write
+    #: and a load) and stragglers. (The cost model's 1.1 plus the reserve escalates needlessly early.)
+    deadline_safety_factor: float = CONTROLLER_SAFETY_FACTOR
 
     def price(self, group: GroupSpec) -> float:
         if group.price_per_hour is not None:
@@ -273,7 +279,7 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
     left = max(0.0, work.work_hours - state.work_done_hours) * stall
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
-    return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h)
+    return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
 
 def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
@@ -444,6 +450,8 @@ def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
         times += [now + slack, now + slack - plan.loss_reserve_seconds]
         work = plan.workload
         assert plan.job_started_at is not None and work.deadline_hours is not None
-        times.append(plan.job_started_at + state.work_done_hours / work.work_hours * work.deadline_hours * 3600.0)
+        behind_at = plan.job_started_at + state.work_done_hours / work.work_hours * work.deadline_hours * 3600.0
+        if behind_at >= now:  # at exactly now the line is met; any later instant is behind it
+            times.append(max(behind_at, now + 1e-6))
     later = [t for t in times if t > now]
     return min(later) if later else math.inf
