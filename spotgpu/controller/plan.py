@@ -135,12 +135,13 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     _account(plan, obs, state, ready, events)
     _count_failures(plan, obs, state, events)
     step = _walk(plan, obs, state, ready, events, actions)
-    actions.extend(_size_groups(plan, obs, state, step))
+    at_risk = not can_give_back(plan, state, now)  # progress is this tick's (counted in _account)
+    actions.extend(_size_groups(plan, obs, state, step, ready, at_risk))
     if step is not None and step.kind is StepKind.QUEUE_DEFER and not state.deferred:
         state.deferred = True
         actions.append(Defer(plan.name, f"no capacity within the ladder after {now - (state.lost_since or now):.0f} s"))
         events.append(Event("deferred", plan.name, now, {"waitedSeconds": now - (state.lost_since or now)}))
-    actions.extend(_scale_in(plan, obs, state, ready - target, events))
+    actions.extend(_scale_in(plan, obs, state, ready - target, events, at_risk))
     if ready >= target and state.whole_since is None:
         state.whole_since = now
     if plan.tracks_deadline:
@@ -315,20 +316,22 @@ def can_give_back(plan: PoolPlan, state: PoolState, now: float) -> bool:
     return not _at_risk(plan, deadline(plan, state, now))
 
 
-def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None) -> list[Action]:
+def _size_groups(
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None, ready: int, at_risk: bool
+) -> list[Action]:
     """Primary at target; others grow only within the rung, the ceiling and their backoff."""
     actions: list[Action] = []
     primary = plan.primary
     seen = obs.groups.get(primary.name)
     if seen is not None:
-        held = _on_demand_ready(plan, obs) >= plan.capacity.target and not can_give_back(plan, state, obs.now)
+        held = at_risk and _on_demand_ready(plan, obs) >= plan.capacity.target
         want = len(seen.vms) if held else max(plan.capacity.target, len(seen.vms))
         if seen.desired != want:
             why = "on-demand carries the job to its deadline: no new spot" if held else "keep retrying the same pool at target"
             actions.append(SetDesired(primary.name, want, why))
     nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
-    deficit = max(0, plan.capacity.target - obs.ready_count() - nonprimary_pending)
-    whole_gang = _escalated(plan, obs, state, step)
+    deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
+    whole_gang = _escalated(plan, obs, step) if at_risk else None
     for group in plan.growable:
         seen = obs.groups.get(group.name)
         if seen is None:
@@ -348,7 +351,7 @@ def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: L
     return actions
 
 
-def _escalated(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None) -> LadderStep | None:
+def _escalated(plan: PoolPlan, obs: PoolObservation, step: LadderStep | None) -> LadderStep | None:
     """The on-demand rung, when the deadline is at risk and the job is (being) moved there for good.
 
     Then the whole gang goes to on-demand, not only the missing nodes: a gang that keeps
@@ -358,7 +361,7 @@ def _escalated(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: Lad
     """
     ladder = plan.strategy.ladder
     od = ladder.step(StepKind.ON_DEMAND)
-    if od is None or not ladder.deadline_escalation or can_give_back(plan, state, obs.now):
+    if od is None or not ladder.deadline_escalation:
         return None
     held = sum(len(obs.groups[g.name].vms) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
     return od if (step is not None and step.kind is StepKind.ON_DEMAND) or held > 0 else None
@@ -381,7 +384,9 @@ def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolStat
     return not (backoff and backoff.blocked(now))
 
 
-def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: int, events: list[Event]) -> list[Action]:
+def _scale_in(
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: int, events: list[Event], at_risk: bool
+) -> list[Action]:
     """Drain extra non-primary VMs, most expensive first; remove each only after a later commit."""
     now = obs.now
     actions: list[Action] = []
@@ -394,7 +399,7 @@ def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: i
         state.surplus_since = None
     stable = state.surplus_since is not None and now - state.surplus_since >= plan.stable_spot_seconds
     candidates: list[Vm] = []
-    if surplus > 0 and not can_give_back(plan, state, now):
+    if surplus > 0 and at_risk:
         # at risk: on-demand is never drained; once it carries the whole gang, spot VMs (primary
         # included) are given back so no spot loss can stop the job again
         if _on_demand_ready(plan, obs) >= plan.capacity.target:
@@ -439,7 +444,8 @@ def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
         left = plan.strategy.walker.seconds_left(max(0.0, now - state.lost_since))
         if left is not None:
             times.append(now + max(left, 1e-6))
-    times += [b.until for b in state.backoff.values() if b.until > now]
+    # the primary is kept at target whatever its backoff, so only the other groups' backoffs are timers
+    times += [b.until for name, b in state.backoff.items() if b.until > now and name != plan.primary.name]
     if state.surplus_since is not None:
         times.append(state.surplus_since + plan.stable_spot_seconds)
     if state.interrupted_at is not None:

@@ -110,18 +110,16 @@ class TwinGroup:
     vms: dict[str, TwinVm] = field(default_factory=dict)
     last_cap: int = -1  # capacity at the last change processed (a change with the request open retries it)
     version: int = 0  # bumped on every change, so an unchanged group's observation is reused
-    seen: tuple[int, int, GroupObservation] | None = None  # (version, ready count, observation)
+    #: (version, valid until: the next pending VM's ready time, observation)
+    seen: tuple[int, float, GroupObservation] | None = None
 
     def observation(self, now: float) -> GroupObservation:
-        ready = sum(1 for v in self.vms.values() if now + _EPS >= v.ready_at)
-        if self.seen is not None and self.seen[0] == self.version and self.seen[1] == ready:
+        if self.seen is not None and self.seen[0] == self.version and now + _EPS < self.seen[1]:
             return self.seen[2]
-        obs = GroupObservation(
-            self.name,
-            self.desired,
-            tuple(Vm(v.id, self.name, now + _EPS >= v.ready_at, ready_at=v.ready_at) for v in sorted(self.vms.values(), key=lambda v: v.id)),
-        )
-        self.seen = (self.version, ready, obs)
+        vms = sorted(self.vms.values(), key=lambda v: v.id)
+        obs = GroupObservation(self.name, self.desired, tuple(Vm(v.id, self.name, now + _EPS >= v.ready_at, ready_at=v.ready_at) for v in vms))
+        pending = [v.ready_at for v in vms if now + _EPS < v.ready_at]
+        self.seen = (self.version, min(pending) if pending else math.inf, obs)
         return obs
 
 
@@ -201,6 +199,7 @@ class TwinCloud:
         self.finish = math.inf
         self.lost_work = 0.0
         self.restarts = 0
+        self.gang_losses = 0  # times a loss stopped the job (a gang of 16 losing 3 VMs at once: 1)
         self.cost = 0.0
         self.spot_seconds = self.od_seconds = 0.0
         if initial:  # the pool was created at its target: the primary's VMs boot as the job starts
@@ -310,6 +309,8 @@ class TwinCloud:
         return out
 
     def _gang_lost(self, t: float) -> None:
+        if self.phase in ("running", "loading"):
+            self.gang_losses += 1
         if self.phase == "running":
             self._settle_commits(t)
             _, done = self.work_at(t)
@@ -384,6 +385,7 @@ class TwinCloud:
             self._settle_commits(notice_at)
             _, done = self.work_at(notice_at)
             self.committed = done  # the final checkpoint fit the notice
+            self.gang_losses += 1
             for v in self._gang_vms():
                 v.report = (notice_at + self.job.write_seconds, int(done))
             self.phase = "idle"
@@ -455,8 +457,9 @@ class TwinCloud:
         return None
 
     def has_news(self) -> bool:
-        """Events or failures waiting for the next observation."""
-        return bool(self._events or self._failures)
+        """Events, or failures of groups whose backoff the planner acts on, waiting to be observed."""
+        primary = self.plan.primary.name
+        return bool(self._events) or any(f.group != primary for f in self._failures)
 
     def next_change(self, now: float, commits_matter: bool) -> float:
         """When the next observation could differ from this one (for the jump in :func:`run_twin`)."""
@@ -488,7 +491,8 @@ class TwinResult:
     spot_hours: float
     on_demand_hours: float
     lost_work_hours: float
-    interruptions: int
+    interruptions: int  # VMs taken by the cloud
+    gang_losses: int  # times a loss stopped the job (what the baselines call preemptions)
     restarts: int
     ticks: int
     deferrals: int
@@ -534,8 +538,8 @@ def run_twin(
         if on_tick is not None:
             on_tick(now, obs, state, result)
         ticks += 1
-        if not jump or result.actions or cloud.has_news():
-            k += 1  # an action's effect (a launch, a failure) is seen on the very next tick
+        if not jump or cloud.has_news():
+            k += 1  # news (a launch failure, an interruption) is seen on the very next tick
             continue
         matter = plan.tracks_deadline and (
             state.lost_since is not None or state.surplus_since is not None or not can_give_back(plan, state, now)
@@ -556,6 +560,7 @@ def run_twin(
         on_demand_hours=cloud.od_seconds / 3600.0,
         lost_work_hours=cloud.lost_work / 3600.0,
         interruptions=cloud.interruptions,
+        gang_losses=cloud.gang_losses,
         restarts=cloud.restarts,
         ticks=ticks,
         deferrals=deferrals,

@@ -151,7 +151,7 @@ def twin_row(
         spot_hours=float(np.mean([r.spot_hours for r in results])),
         on_demand_hours=float(np.mean([r.on_demand_hours for r in results])),
         idle_hours=math.nan,  # the twin bills VMs, not job states; see spot and on-demand hours
-        preemptions=float(np.mean([r.interruptions for r in results])),
+        preemptions=float(np.mean([r.gang_losses for r in results])),
     )
 
 
