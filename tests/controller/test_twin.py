@@ -224,3 +224,23 @@ def test_skipping_quiet_ticks_gives_the_same_decisions(
         outcomes.append((r.finish_seconds, round(r.cost_usd, 9), r.interruptions, r.restarts, r.lost_work_hours))
     assert logs[0] == logs[1]
     assert outcomes[0] == outcomes[1]
+
+
+def test_an_at_risk_gang_moves_whole_to_on_demand_and_gives_spot_back() -> None:
+    """A gang of 4 with 2 spot nodes left and no slack: on-demand for all 4, then the spot nodes drained."""
+    wl = workload(deadline_hours=10.0, work_hours=9.5).model_copy(update={"nodes": 4})
+    plan = plan_for(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
+    a = np.zeros(400, dtype=np.int64)
+    a[:] = 2  # the home zone holds 2 of the 4 all along; the other zone none
+    cloud = TwinCloud(plan, job_for(wl, 1200), {"spot-a": a, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0)
+    asked: list[int] = []
+    drained: list[str] = []
+
+    def watch(now: float, obs: PoolObservation, state: PoolState, res: TickResult) -> None:
+        asked.extend(x.desired for x in res.actions if isinstance(x, SetDesired) and x.group == "od")
+        drained.extend(x.vm_id for x in res.actions if isinstance(x, RequestDrain))
+
+    r = run_twin(plan, cloud, horizon_seconds=12 * 3600, on_tick=watch)
+    assert asked and asked[0] == 4  # the whole gang, not the 2 missing nodes
+    assert sorted(drained) and all(v.startswith("spot-a") for v in drained)
+    assert r.met
