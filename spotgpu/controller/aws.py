@@ -71,8 +71,12 @@ def parse_event(body: dict[str, Any]) -> Interruption | LaunchFailure | None:
 
 
 class AwsPoolAdapter:
-    def __init__(self, pool: AwsControlledPool, autoscaling: Any, sqs: Any | None = None, ec2: Any | None = None) -> None:
+    def __init__(
+        self, pool: AwsControlledPool, autoscaling: Any, sqs: Any | None = None, ec2: Any | None = None, *, peek: bool = False
+    ) -> None:
         self.pool = pool
+        #: A dry run's peek: receive with VisibilityTimeout 0, so the real controller still gets every message.
+        self.peek = peek
         self.autoscaling = autoscaling
         self.sqs = sqs
         self.ec2 = ec2
@@ -102,7 +106,7 @@ class AwsPoolAdapter:
             failures += [f for a in resp.get("Activities", []) if (f := parse_activity(name, a)) is not None]
         interruptions, receipts = self._drain_queue(failures)
         interruptions = self._ours(interruptions, {v.id for g in groups.values() for v in g.vms})
-        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), {}, tuple(receipts))
+        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts))
 
     def _ours(self, events: list[Interruption], members: set[str]) -> list[Interruption]:
         """Keep events for this pool's instances: the EC2 rules are account-wide.
@@ -126,7 +130,8 @@ class AwsPoolAdapter:
         interruptions: list[Interruption] = []
         receipts: list[str] = []
         for _ in range(MAX_RECEIVES):
-            resp = self.sqs.receive_message(QueueUrl=self.pool.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            extra = {"VisibilityTimeout": 0} if self.peek else {}
+            resp = self.sqs.receive_message(QueueUrl=self.pool.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, **extra)
             messages = resp.get("Messages", [])
             for msg in messages:
                 receipts.append(msg["ReceiptHandle"])
@@ -138,8 +143,8 @@ class AwsPoolAdapter:
                     interruptions.append(parsed)
                 elif isinstance(parsed, LaunchFailure):
                     failures.append(parsed)
-            if len(messages) < 10:
-                break
+            if len(messages) < 10 or self.peek:
+                break  # a peek sees each message once at most: visible messages would come back again
         return interruptions, receipts
 
     def apply(self, action: SetDesired | RemoveInstance) -> None:

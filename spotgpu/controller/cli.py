@@ -24,14 +24,15 @@ from spotgpu.controller.config import (
     GcpControlledPool,
     load_controller_config,
 )
+from spotgpu.controller.events import Event
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller
+from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
 from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
 
-def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledPool) -> CloudAdapter:
-    """Real cloud clients, imported only for the clouds a config uses."""
+def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledPool, *, peek: bool = False) -> CloudAdapter:
+    """Real cloud clients, imported only for the clouds a config uses (``peek``: leave queued events visible)."""
     if isinstance(pool, AwsControlledPool):
         import boto3
 
@@ -39,7 +40,7 @@ def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledP
 
         sqs = boto3.client("sqs", region_name=pool.region) if pool.queue_url else None
         ec2 = boto3.client("ec2", region_name=pool.region)
-        return AwsPoolAdapter(pool, boto3.client("autoscaling", region_name=pool.region), sqs, ec2)
+        return AwsPoolAdapter(pool, boto3.client("autoscaling", region_name=pool.region), sqs, ec2, peek=peek)
     if isinstance(pool, GcpControlledPool):
         from google.cloud import compute_v1
 
@@ -56,19 +57,30 @@ def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledP
 
 
 class DryRun:
-    """Observes for real, prints actions instead of applying them, never acknowledges events."""
+    """Belt and braces around a dry run's adapters: observe for real, never apply, never acknowledge."""
 
-    def __init__(self, inner: CloudAdapter, out: IO[str]) -> None:
-        self.inner, self.out = inner, out
+    def __init__(self, inner: CloudAdapter) -> None:
+        self.inner = inner
 
     def observe(self, now: float) -> PoolObservation:
         return self.inner.observe(now)
 
     def apply(self, action: SetDesired | RemoveInstance) -> None:
-        print(f"dry-run: would {action}", file=self.out)
+        raise RuntimeError(f"dry run reached the cloud with {action}; this is a bug")
 
     def ack(self, receipts: tuple[object, ...]) -> None:
         return None
+
+
+class _WouldPrinter(Telemetry):
+    """A dry run's telemetry: each "would" action as one readable line on stdout (plus JSON lines)."""
+
+    def emit(self, event: Event) -> None:
+        super().emit(event)
+        if event.kind == "would" and event.data.get("event") == "action":
+            fields = {k: v for k, v in event.data.items() if k not in ("event", "action")}
+            args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+            print(f"dry-run: would {event.data['action']}({args})")
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:
@@ -100,22 +112,33 @@ def _run(args: argparse.Namespace) -> int:
         stream = sys.stdout
     elif spec.json_lines:
         stream = open(spec.json_lines, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    telemetry = Telemetry(json_lines=stream)
+    telemetry = (_WouldPrinter if args.dry_run else Telemetry)(json_lines=stream)
     if spec.prometheus_port and not args.once:
         from prometheus_client import start_http_server
 
         start_http_server(spec.prometheus_port, addr=spec.prometheus_addr, registry=telemetry.registry)
     adapters: dict[str, Any] = {}
     for pool in config.pools:
-        adapter = build_adapter(pool)
-        adapters[pool.name] = DryRun(adapter, sys.stdout) if args.dry_run else adapter
+        adapter = build_adapter(pool, peek=args.dry_run)
+        adapters[pool.name] = DryRun(adapter) if args.dry_run else adapter
     store = ObjectJsonStore(config.state_url)
-    controller = Controller(config, adapters, store, telemetry)
-    if args.once:
+    controller = Controller(config, adapters, store, telemetry, dry_run=args.dry_run)
+    prefix = "spotgpu controller" + (" (dry run)" if args.dry_run else "")
+    try:
         results = controller.tick(time.time())
+    except Exception as err:  # the record's store: unreadable, unreachable, refused
+        print(f"{prefix}: cannot read or write the record at {config.state_url}: {describe_observe_error(err)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    if controller.unobserved:
+        for name, why in sorted(controller.unobserved.items()):
+            print(f"{prefix}: cannot observe pool {name}: {why}", file=sys.stderr)
+        return 1
+    if args.once or args.dry_run:
         for name, result in results.items():
             step = result.step.kind.value if result.step else "whole"
-            print(f"{name}: {step}, {len(result.actions)} action(s)")
+            verb = "would take" if args.dry_run else ""
+            print(f"{name}: {step}, {verb + ' ' if verb else ''}{len(result.actions)} action(s)")
         return 0
     controller.run()
     return 0
@@ -142,5 +165,8 @@ def register(subparsers: Any) -> None:
         p.add_argument("--config", required=True, help="controller config file (YAML or JSON)")
         if name == "run":
             p.add_argument("--once", action="store_true", help="one tick, then exit (for a scheduled function)")
-            p.add_argument("--dry-run", action="store_true", help="observe, print actions, change nothing")
+            p.add_argument(
+                "--dry-run", action="store_true",
+                help="one tick: observe, print what would be done; writes nothing (no record, drains, markers)",
+            )  # fmt: skip
         p.set_defaults(func=func)

@@ -65,6 +65,12 @@ class _PoolBase(SpotModel):
         description="Unix time the job was submitted; enables deadline tracking from the workload's deadlineHours.",
         json_schema_extra=fix_hint("set a Unix timestamp in seconds, or leave it out"),
     )
+    total_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="The job's last training step: committed work = the newest committed step / totalSteps * workHours.",
+        json_schema_extra=fix_hint("set the step count at which the job is done (a positive integer)"),
+    )
 
     @model_validator(mode="after")
     def _groups_ok(self) -> _PoolBase:
@@ -79,6 +85,13 @@ class _PoolBase(SpotModel):
         if sum(g.role is StepKind.ON_DEMAND for g in self.groups) > 1:
             raise ValueError(f"pool {self.name} has more than one on_demand group; keep one fallback group")
         return self
+
+    def price(self, group: GroupSpec, workload: WorkloadProfile) -> float:
+        """The group's USD per node-hour (the planner's rule: its own, else the workload's by role)."""
+        if group.price_per_hour is not None:
+            return group.price_per_hour
+        prices = workload.prices
+        return prices.on_demand_per_hour if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
 
     def group(self, name: str) -> GroupSpec:
         return next(g for g in self.groups if g.name == name)
@@ -143,6 +156,12 @@ class ControllerConfig(SpotModel):
         description="Spot must cover the target this long before fallback VMs are drained.",
         json_schema_extra=fix_hint("use a non-negative number of seconds"),
     )
+    event_max_age_seconds: float = Field(
+        default=1800,
+        gt=0,
+        description="An interruption event older than this (or than the pool's last recovery) is recorded, never acted on.",
+        json_schema_extra=fix_hint("use a positive number of seconds, e.g. 1800"),
+    )
     telemetry: TelemetrySpec = TelemetrySpec()
     workloads: dict[str, WorkloadProfile] = Field(min_length=1, json_schema_extra=fix_hint("define at least one workload"))
     ladders: dict[str, FallbackLadder] = Field(min_length=1, json_schema_extra=fix_hint("define at least one ladder"))
@@ -166,14 +185,60 @@ class ControllerConfig(SpotModel):
                     f"pools[{i}] ({pool.name}) uses ladder {pool.ladder!r} with an on_demand step but has no "
                     "on_demand group; add {name: <fallback group>, role: on_demand}"
                 )
+            workload = self.workloads[pool.workload]
+            _rungs_can_act(i, pool, pool.ladder, ladder, workload)
+            if pool.job_started_at is not None and workload.deadline_hours is not None and pool.total_steps is None:
+                raise ValueError(
+                    f"pools[{i}] ({pool.name}) tracks a deadline (jobStartedAt and deadlineHours) but has no totalSteps; "
+                    "progress is committed work (newest committed step / totalSteps), so set totalSteps"
+                )
         return self
+
+
+def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, workload: WorkloadProfile) -> None:
+    """A rung whose ceiling is below the price of every group it may grow could never act."""
+    for step in ladder.steps:
+        if step.kind is StepKind.QUEUE_DEFER:
+            continue
+        groups = [g for g in pool.groups if g.role is step.kind]
+        prices = [pool.price(g, workload) for g in groups]
+        if prices and min(prices) > step.cost_ceiling_per_hour:
+            cheapest = groups[prices.index(min(prices))]
+            raise ValueError(
+                f"pools[{i}] ({pool.name}): ladder {name!r} rung {step.kind.value} has costCeilingPerHour "
+                f"{step.cost_ceiling_per_hour:g}, below ${min(prices):g}/h of its cheapest group {cheapest.name}, "
+                f"so it could never act; raise the ceiling to at least {min(prices):g} or lower the group's price"
+            )
 
 
 def parse_controller_config(data: dict[str, Any]) -> ControllerConfig:
     try:
         return ControllerConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_error(err, namespace="controller", model=ControllerConfig)) from None
+        raise ConfigError(format_error(_without_echoes(err), namespace="controller", model=ControllerConfig)) from None
+
+
+def _without_echoes(err: ValidationError) -> ValidationError:
+    """Drop a list's "too short" error when one of its own items failed: that item is the whole story.
+
+    A misspelt key in the only pool fails the pool, and pydantic then also reports
+    ``pools`` as having fewer than one item; the user should see the key only.
+    """
+    errors = err.errors()
+    failed_items = [tuple(e["loc"]) for e in errors]
+    kept = [
+        e for e in errors
+        if not (e["type"] == "too_short" and any(len(f) > len(e["loc"]) and f[: len(e["loc"])] == tuple(e["loc"])
+                                                 for f in failed_items))
+    ]  # fmt: skip
+    if len(kept) == len(errors):
+        return err
+    details: list[Any] = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"), "ctx": e.get("ctx", {})}
+                          for e in kept]  # fmt: skip
+    try:
+        return ValidationError.from_exception_data(err.title, details)
+    except (TypeError, KeyError, ValueError):
+        return err
 
 
 def load_controller_config(path: str | Path) -> ControllerConfig:

@@ -103,7 +103,7 @@ class GcpPoolAdapter:
                     continue
                 if event is not None:
                     interruptions.append(event)
-        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), {}, tuple(receipts))
+        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts))
 
     def apply(self, action: SetDesired | RemoveInstance) -> None:
         where = self._where(action.group)

@@ -55,15 +55,21 @@ class DrainChannel:
     def report_commit(self, pool: str, vm_id: str, at: float, **detail: Any) -> None:
         """What the node agent calls after a committed checkpoint (also used by simulations).
 
-        ``detail`` (generation, step, basis...) is for people reading the store; the
-        controller reads only ``lastCommittedAt``.
+        The controller reads ``lastCommittedAt`` (drains) and ``step`` (progress: with the
+        pool's ``totalSteps`` it is the committed work the deadline is judged on); the rest
+        of ``detail`` (generation, basis...) is for people reading the store.
         """
         self.store.put(f"agents/{pool}/{vm_id}.json", {**detail, "lastCommittedAt": at})
 
     def commits(self, pool: str, vm_ids: list[str]) -> dict[str, float]:
-        out: dict[str, float] = {}
+        return {vm: at for vm, (at, _) in self.reports(pool, vm_ids).items()}
+
+    def reports(self, pool: str, vm_ids: list[str]) -> dict[str, tuple[float, int | None]]:
+        """vm id -> (lastCommittedAt, the committed step if the agent reported one)."""
+        out: dict[str, tuple[float, int | None]] = {}
         for vm_id in vm_ids:
             doc = self.store.get(f"agents/{pool}/{vm_id}.json")
             if doc and isinstance(doc.get("lastCommittedAt"), int | float):
-                out[vm_id] = float(doc["lastCommittedAt"])
+                step = doc.get("step")
+                out[vm_id] = (float(doc["lastCommittedAt"]), int(step) if isinstance(step, int) else None)
         return out

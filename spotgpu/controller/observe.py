@@ -35,14 +35,13 @@ class GroupObservation:
     name: str
     desired: int
     vms: tuple[Vm, ...] = ()
+    #: Derived once (the planner reads them many times a tick): VMs that can take work, and the rest.
+    ready: tuple[Vm, ...] = field(init=False, repr=False, compare=False)
+    pending: tuple[Vm, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def ready(self) -> tuple[Vm, ...]:
-        return tuple(v for v in self.vms if v.ready)
-
-    @property
-    def pending(self) -> tuple[Vm, ...]:
-        return tuple(v for v in self.vms if not v.ready)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ready", tuple(v for v in self.vms if v.ready))
+        object.__setattr__(self, "pending", tuple(v for v in self.vms if not v.ready))
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,8 @@ class PoolObservation:
     interruptions: tuple[Interruption, ...] = ()
     #: vm id -> Unix time of its last *committed* checkpoint, as the node agent reports it.
     commits: dict[str, float] = field(default_factory=dict)
+    #: vm id -> the training step of that commit, when the agent reports one (progress = committed work).
+    steps: dict[str, int] = field(default_factory=dict)
     #: Opaque receipts the adapter acknowledges after the state record is saved.
     receipts: tuple[object, ...] = ()
 

@@ -2,10 +2,15 @@
 
 Pure: no clock, no I/O. The same observation and record always give the same
 actions, which is what makes the controller safe to run from a cron-style
-function, restart at any point, or replay against a 45-day trace.
+function, restart at any point, or replay against a 45-day trace. The digital
+twin (``spotgpu.controller.twin``, ``spotgpu simulate --policy ladder``) runs
+exactly this function against a trace-driven cloud; :func:`next_wake` tells it
+(and could tell a sleeping controller) when a decision can next change.
 
 Order of reasoning each tick:
-1. account for the interval since the last tick (fallback time and cost, progress);
+1. account for the interval since the last tick (fallback time and cost) and take
+   progress from the commits the agents reported (step and time): committed work,
+   never time at capacity;
 2. count new launch failures (by reason, once each) and back off the failing group;
 3. open or close the capacity-loss episode and pick the rung with the strategy;
 4. size the groups: the primary stays at target (the cloud keeps retrying spot);
@@ -13,11 +18,13 @@ Order of reasoning each tick:
    price is within the rung's cost ceiling; groups of earlier rungs keep the VMs
    they got, and their unfulfilled requests are withdrawn;
 5. when capacity is back above target for long enough, drain the most expensive
-   extra VMs and remove each only after its workload committed a checkpoint.
+   extra VMs and remove each only after its workload committed a checkpoint; while
+   the deadline could not survive losing spot again, nothing is drained.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
@@ -26,7 +33,7 @@ from spotgpu.controller.events import Event
 from spotgpu.controller.observe import FailureReason, PoolObservation, Vm
 from spotgpu.controller.state import Backoff, PoolState
 from spotgpu.controller.strategies import RecoveryStrategy, StrategyContext
-from spotgpu.economics.deadline import deadline_at_risk
+from spotgpu.economics.deadline import DeadlineStatus, deadline_status
 from spotgpu.models.ladder import LadderStep, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import WorkloadProfile
@@ -35,6 +42,12 @@ from spotgpu.models.workload import WorkloadProfile
 LOSS_KINDS = frozenset({"interruption", "preempted", "evicted", "terminated"})
 #: A notice that never turned into lost capacity is forgotten after this long.
 NOTICE_EXPIRY_SECONDS = 900.0
+#: The controller's padding on work left (the loss reserve carries the rest of the margin).
+CONTROLLER_SAFETY_FACTOR = 1.05
+#: Most VM ids remembered from the last tick (their commit reports are read once more after they left).
+SEEN_MEMBERS = 256
+#: Default for ``eventMaxAgeSeconds``: an interruption event older than this is recorded, never acted on.
+EVENT_MAX_AGE_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,17 @@ class PoolPlan:
     strategy: RecoveryStrategy
     stable_spot_seconds: float = 300.0
     job_started_at: float | None = None
+    #: The job's last step: committed work = newest reported step / total_steps * workHours.
+    total_steps: int | None = None
+    #: The workload's periodic checkpoint interval (work lost to one interruption is at most this).
+    checkpoint_interval_seconds: float = 1800.0
+    #: The controller's tick: a decision is acted on up to one tick late.
+    tick_seconds: float = 30.0
+    event_max_age_seconds: float = EVENT_MAX_AGE_SECONDS
+    #: Padding on the work left in the deadline test. The loss reserve is the main margin (see
+    #: ``_at_risk``); 5% more covers what it does not: the move off spot when escalating (a write
+    #: and a load) and stragglers. (The cost model's 1.1 plus the reserve escalates needlessly early.)
+    deadline_safety_factor: float = CONTROLLER_SAFETY_FACTOR
 
     def price(self, group: GroupSpec) -> float:
         if group.price_per_hour is not None:
@@ -61,14 +85,36 @@ class PoolPlan:
         return self.capacity.fallback_limit if group.role is StepKind.ON_DEMAND else self.capacity.max
 
     @property
+    def tracks_deadline(self) -> bool:
+        return self.job_started_at is not None and self.workload.deadline_hours is not None
+
+    @property
+    def loss_reserve_seconds(self) -> float:
+        """Slack that one more spot loss can cost: a move (write + restart + load), the work lost, a tick.
+
+        A spot loss right after a drain throws away up to one interval of work, and the
+        move to spot and back to on-demand pay a checkpoint write and a restart each; the
+        deadline test already counts one restart.
+        """
+        w = self.workload
+        return (
+            w.restart_seconds + w.checkpoint_load_seconds + self.checkpoint_interval_seconds
+            + 2 * w.checkpoint_write_seconds + self.tick_seconds
+        )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
+        object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
+        object.__setattr__(self, "_growable", tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name))))
+
+    @property
     def primary(self) -> GroupSpec:
-        return next(g for g in self.groups if g.role is StepKind.SAME_POOL)
+        return self._primary  # type: ignore[attr-defined, no-any-return]
 
     @property
     def growable(self) -> tuple[GroupSpec, ...]:
         """Non-primary groups, cheapest rung first."""
-        others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
-        return tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name)))
+        return self._growable  # type: ignore[attr-defined, no-any-return]
 
 
 @dataclass(frozen=True)
@@ -89,22 +135,26 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     _account(plan, obs, state, ready, events)
     _count_failures(plan, obs, state, events)
     step = _walk(plan, obs, state, ready, events, actions)
-    actions.extend(_size_groups(plan, obs, state, step))
+    at_risk = not can_give_back(plan, state, now)  # progress is this tick's (counted in _account)
+    actions.extend(_size_groups(plan, obs, state, step, ready, at_risk))
     if step is not None and step.kind is StepKind.QUEUE_DEFER and not state.deferred:
         state.deferred = True
         actions.append(Defer(plan.name, f"no capacity within the ladder after {now - (state.lost_since or now):.0f} s"))
         events.append(Event("deferred", plan.name, now, {"waitedSeconds": now - (state.lost_since or now)}))
-    actions.extend(_scale_in(plan, obs, state, ready - target, events))
+    actions.extend(_scale_in(plan, obs, state, ready - target, events, at_risk))
+    if ready >= target and state.whole_since is None:
+        state.whole_since = now
+    if plan.tracks_deadline:
+        state.members = sorted(v.id for g in obs.groups.values() for v in g.vms)[:SEEN_MEMBERS]
     state.last_tick = now
     return TickResult(tuple(actions), tuple(events), step)
 
 
 def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event]) -> None:
+    _progress(plan, obs, state)
     dt = 0.0 if state.last_tick is None else max(0.0, obs.now - state.last_tick)
     if dt == 0:
         return
-    if plan.capacity.target and ready >= plan.capacity.target:
-        state.work_done_hours += dt / 3600.0
     seconds = cost = 0.0
     for group in plan.groups:
         if group.role is StepKind.ON_DEMAND and group.name in obs.groups:
@@ -115,6 +165,25 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int,
         state.fallback_seconds += seconds
         state.fallback_cost_usd += cost
         events.append(Event("fallback_usage", plan.name, obs.now, {"nodeSeconds": seconds, "costUsd": cost}))
+
+
+def _progress(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> None:
+    """Committed work from the agents' reports: the step of the newest commit (by time) counts.
+
+    Only a newer commit moves it, so a VM that is gone, or a report redelivered, changes
+    nothing; a restore from an older generation (the newest failed to verify) does move
+    it back, because the newest commit then carries the older step.
+    """
+    if not plan.total_steps:
+        return
+    reports = [(at, obs.steps[vm]) for vm, at in obs.commits.items() if vm in obs.steps]
+    if not reports:
+        return
+    at, step = max(reports)
+    if state.committed_at is not None and at <= state.committed_at:
+        return
+    state.committed_at, state.committed_step = at, step
+    state.work_done_hours = min(1.0, max(0, step) / plan.total_steps) * plan.workload.work_hours
 
 
 def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, events: list[Event]) -> None:
@@ -142,7 +211,10 @@ def _walk(
     for i in sorted(obs.interruptions, key=lambda i: (i.at, i.event_id)):
         if not state.remember(f"i:{i.event_id}"):
             continue
-        events.append(Event("interruption", plan.name, i.at, {"vm": i.vm_id, "type": i.kind}))
+        stale = _stale(plan, state, i.at, now)
+        events.append(Event("interruption", plan.name, i.at, {"vm": i.vm_id, "type": i.kind, "stale": stale}))
+        if stale:
+            continue  # recorded, but an event from before this incarnation never moves the ladder
         if i.kind in LOSS_KINDS and state.interrupted_at is None:
             state.interrupted_at = i.at
     if ready < target:
@@ -160,6 +232,7 @@ def _walk(
         )
         state.lost_since = state.interrupted_at = state.step_entered_at = None
         state.step_index = 0
+        state.whole_since = now
         if state.deferred:
             state.deferred = False
             actions.append(Resume(plan.name))
@@ -187,37 +260,88 @@ def _walk(
     return plan.strategy.ladder.steps[state.step_index]
 
 
-def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
-    waited = now - (state.lost_since if state.lost_since is not None else now)
+def _stale(plan: PoolPlan, state: PoolState, at: float, now: float) -> bool:
+    """Older than the window, or than the pool's current incarnation (the last time it was whole)."""
+    if at < now - plan.event_max_age_seconds:
+        return True
+    return state.lost_since is None and state.whole_since is not None and at < state.whole_since
+
+
+def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | None:
+    """The cost model's deadline test on committed work; ``None`` when the pool tracks no deadline.
+
+    Work left is turned into wall time on on-demand (which still checkpoints, so
+    ``1 + C/T``), and the overhead is one restart + load plus one tick of reaction.
+    """
     work = plan.workload
     if plan.job_started_at is None or work.deadline_hours is None:
+        return None
+    elapsed_h = (now - plan.job_started_at) / 3600.0
+    stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
+    left = max(0.0, work.work_hours - state.work_done_hours) * stall
+    overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
+    return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
+
+
+def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
+    waited = now - (state.lost_since if state.lost_since is not None else now)
+    status = deadline(plan, state, now)
+    if status is None:
         return StrategyContext(waited, False, False)
+    work = plan.workload
+    assert plan.job_started_at is not None and work.deadline_hours is not None
     elapsed_h = max(0.0, (now - plan.job_started_at) / 3600.0)
-    left = max(0.0, work.work_hours - state.work_done_hours)
-    restart_h = (work.restart_seconds + work.checkpoint_load_seconds) / 3600.0
-    risk = deadline_at_risk(left, work.deadline_hours - elapsed_h, restart_h)
-    behind = left > 0 and state.work_done_hours < work.work_hours * min(1.0, elapsed_h / work.deadline_hours)
-    return StrategyContext(waited, risk, behind)
+    behind = state.work_done_hours < work.work_hours and (
+        state.work_done_hours < work.work_hours * min(1.0, elapsed_h / work.deadline_hours)
+    )
+    return StrategyContext(waited, _at_risk(plan, status), behind)
 
 
-def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None) -> list[Action]:
+def _at_risk(plan: PoolPlan, status: DeadlineStatus | None) -> bool:
+    """The deadline is at risk once its slack would not survive losing spot (once more) now.
+
+    Slack is counted on committed work, so it falls while no commit lands: on spot it can
+    drop by one interval and a write before the next commit, and regaining spot costs a
+    restart first. Escalating (and refusing to drain on-demand) at ``slack <= reserve``
+    rather than at ``slack <= 0`` keeps the slack at any later loss non-negative, so the
+    move to on-demand then still finishes in time.
+    """
+    if status is None or status.work_left_hours <= 0:
+        return False
+    return status.slack_hours * 3600.0 <= plan.loss_reserve_seconds
+
+
+def can_give_back(plan: PoolPlan, state: PoolState, now: float) -> bool:
+    """Whether draining now leaves a slack that survives losing spot again (always, without a deadline)."""
+    return not _at_risk(plan, deadline(plan, state, now))
+
+
+def _size_groups(
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None, ready: int, at_risk: bool
+) -> list[Action]:
     """Primary at target; others grow only within the rung, the ceiling and their backoff."""
     actions: list[Action] = []
     primary = plan.primary
     seen = obs.groups.get(primary.name)
     if seen is not None:
-        want = max(plan.capacity.target, len(seen.vms))
+        held = at_risk and _on_demand_ready(plan, obs) >= plan.capacity.target
+        want = len(seen.vms) if held else max(plan.capacity.target, len(seen.vms))
         if seen.desired != want:
-            actions.append(SetDesired(primary.name, want, "keep retrying the same pool at target"))
+            why = "on-demand carries the job to its deadline: no new spot" if held else "keep retrying the same pool at target"
+            actions.append(SetDesired(primary.name, want, why))
     nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
-    deficit = max(0, plan.capacity.target - obs.ready_count() - nonprimary_pending)
+    deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
+    whole_gang = _escalated(plan, obs, step) if at_risk else None
     for group in plan.growable:
         seen = obs.groups.get(group.name)
         if seen is None:
             continue
         live = len(seen.vms)
         add = 0
-        if step is not None and _allowed(plan, group, step, state, obs.now):
+        if whole_gang is not None and group.role is StepKind.ON_DEMAND:
+            if _allowed(plan, group, whole_gang, state, obs.now):
+                add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
+        elif step is not None and _allowed(plan, group, step, state, obs.now):
             add = max(0, min(deficit, plan.limit(group) - live))
             deficit -= add
         want = live + add
@@ -225,6 +349,30 @@ def _size_groups(plan: PoolPlan, obs: PoolObservation, state: PoolState, step: L
             why = f"{step.kind.value} step fills {add} node(s)" if step and add else "hold: keep running VMs, withdraw open requests"
             actions.append(SetDesired(group.name, want, why))
     return actions
+
+
+def _escalated(plan: PoolPlan, obs: PoolObservation, step: LadderStep | None) -> LadderStep | None:
+    """The on-demand rung, when the deadline is at risk and the job is (being) moved there for good.
+
+    Then the whole gang goes to on-demand, not only the missing nodes: a gang that keeps
+    some spot nodes is still stopped by each of their losses, which the slack can no
+    longer absorb. It applies once escalation has begun (on the on-demand rung, or
+    on-demand VMs already held), never to a pool that is whole on spot.
+    """
+    ladder = plan.strategy.ladder
+    od = ladder.step(StepKind.ON_DEMAND)
+    if od is None or not ladder.deadline_escalation:
+        return None
+    held = sum(len(obs.groups[g.name].vms) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+    return od if (step is not None and step.kind is StepKind.ON_DEMAND) or held > 0 else None
+
+
+def _on_demand_ready(plan: PoolPlan, obs: PoolObservation) -> int:
+    return sum(len(obs.groups[g.name].ready) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+
+
+def plan_group(plan: PoolPlan, name: str) -> GroupSpec:
+    return next(g for g in plan.groups if g.name == name)
 
 
 def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolState, now: float) -> bool:
@@ -236,7 +384,9 @@ def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolStat
     return not (backoff and backoff.blocked(now))
 
 
-def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: int, events: list[Event]) -> list[Action]:
+def _scale_in(
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: int, events: list[Event], at_risk: bool
+) -> list[Action]:
     """Drain extra non-primary VMs, most expensive first; remove each only after a later commit."""
     now = obs.now
     actions: list[Action] = []
@@ -247,13 +397,25 @@ def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: i
         state.surplus_since = state.surplus_since if state.surplus_since is not None else now
     else:
         state.surplus_since = None
-    if state.surplus_since is not None and now - state.surplus_since >= plan.stable_spot_seconds:
-        need = surplus - len(state.drains)
+    stable = state.surplus_since is not None and now - state.surplus_since >= plan.stable_spot_seconds
+    candidates: list[Vm] = []
+    if surplus > 0 and at_risk:
+        # at risk: on-demand is never drained; once it carries the whole gang, spot VMs (primary
+        # included) are given back so no spot loss can stop the job again
+        if _on_demand_ready(plan, obs) >= plan.capacity.target:
+            spot = [g for g in plan.groups if g.role is not StepKind.ON_DEMAND and g.name in obs.groups]
+            candidates = sorted(
+                (v for g in spot for v in obs.groups[g.name].ready if v.id not in state.drains),
+                key=lambda v: (-plan.price(plan_group(plan, v.group)), v.id),
+            )
+    elif stable:
         rank = {g.name: (-g.role.rank, -plan.price(g)) for g in plan.growable}
         candidates = sorted(
             (v for g in plan.growable if g.name in obs.groups for v in obs.groups[g.name].ready if v.id not in state.drains),
             key=lambda v: (rank[v.group], v.id),
         )
+    if candidates:
+        need = surplus - len(state.drains)
         for vm in candidates[: max(0, need)]:
             state.drains[vm.id] = now
             actions.append(RequestDrain(vm.group, vm.id))
@@ -265,3 +427,37 @@ def _scale_in(plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: i
             events.append(Event("removed", plan.name, now, {"vm": vm_id, "group": by_id[vm_id].group, "commitAt": committed}))
             state.drains[vm_id] = -1.0  # removal issued; never issue it twice
     return actions
+
+
+def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
+    """The earliest time after ``now`` at which :func:`reconcile` could act differently on the same cloud.
+
+    Every timer the planner reads: the next rung boundary, a backoff ending, the stable-spot
+    wait, a notice expiring, and the deadline tests crossing (slack reaching zero or the
+    loss reserve, progress falling below the uniform-progress line) with progress frozen.
+    Commits only raise progress, so a crossing computed without them is never late; a
+    caller that wakes at this time (or on any change in the cloud) makes the same decisions
+    as one that ticks every ``tick_seconds``. ``math.inf`` when nothing is pending.
+    """
+    times: list[float] = []
+    if state.lost_since is not None:
+        left = plan.strategy.walker.seconds_left(max(0.0, now - state.lost_since))
+        if left is not None:
+            times.append(now + max(left, 1e-6))
+    # the primary is kept at target whatever its backoff, so only the other groups' backoffs are timers
+    times += [b.until for name, b in state.backoff.items() if b.until > now and name != plan.primary.name]
+    if state.surplus_since is not None:
+        times.append(state.surplus_since + plan.stable_spot_seconds)
+    if state.interrupted_at is not None:
+        times.append(state.interrupted_at + NOTICE_EXPIRY_SECONDS + 1e-6)
+    status = deadline(plan, state, now)
+    if status is not None and status.work_left_hours > 0:
+        slack = status.slack_hours * 3600.0
+        times += [now + slack, now + slack - plan.loss_reserve_seconds]
+        work = plan.workload
+        assert plan.job_started_at is not None and work.deadline_hours is not None
+        behind_at = plan.job_started_at + state.work_done_hours / work.work_hours * work.deadline_hours * 3600.0
+        if behind_at >= now:  # at exactly now the line is met; any later instant is behind it
+            times.append(max(behind_at, now + 1e-6))
+    later = [t for t in times if t > now]
+    return min(later) if later else math.inf

@@ -6,6 +6,12 @@ invocation from a scheduled function (``spotgpu controller run --once``). Event
 receipts (SQS messages, Pub/Sub acks) are acknowledged only after the record is
 saved: a crash in between redelivers them, and the record's seen-keys make the
 redelivery harmless.
+
+A dry run (``dry_run=True``) observes for real and plans on a copy of the saved
+record, then stops: no record, drain request, deferral marker or cloud call is
+written, no event is acknowledged, and every event comes out as a ``would`` event.
+A pool that cannot be observed (no credentials, endpoint unreachable, permission
+denied) is listed in :attr:`Controller.unobserved` with one line saying why.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
 from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.controller.telemetry import Telemetry
+from spotgpu.economics.interval import choose_interval
+from spotgpu.models.notice import default_notice
 
 RECORD_KEY = "controller/record.json"
 
@@ -50,8 +58,31 @@ def build_plans(config: ControllerConfig) -> dict[str, PoolPlan]:
             strategy=make_strategy(workload.fallback_policy, ladder),
             stable_spot_seconds=config.stable_spot_seconds,
             job_started_at=pool.job_started_at,
+            total_steps=pool.total_steps,
+            checkpoint_interval_seconds=float(choose_interval(workload, default_notice(pool.cloud)).seconds),
+            tick_seconds=config.tick_seconds,
+            event_max_age_seconds=config.event_max_age_seconds,
         )
     return plans
+
+
+def describe_observe_error(err: Exception) -> str:
+    """One line for why a pool could not be observed: credentials, reachability, permission, or other."""
+    name, text = type(err).__name__, str(err).splitlines()[0][:240] if str(err) else type(err).__name__
+    code = ""
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):
+        code = str(response.get("Error", {}).get("Code", ""))
+    lowered = f"{name} {code} {text}".lower()
+    if any(k in lowered for k in ("nocredentials", "credential", "defaultcredentialserror", "clientauthenticationerror")):
+        why = "no usable credentials"
+    elif any(k in lowered for k in ("accessdenied", "unauthorized", "forbidden", "permission", "authorizationfailed")):
+        why = "permission denied"
+    elif any(k in lowered for k in ("endpointconnection", "connect", "timeout", "unreachable", "name resolution")):
+        why = "endpoint unreachable"
+    else:
+        why = "observe failed"
+    return f"{why} ({name}{': ' + code if code else ''}): {text}"
 
 
 class Controller:
@@ -62,6 +93,8 @@ class Controller:
         store: JsonStore,
         telemetry: Telemetry | None = None,
         scheduler: SchedulerHook | None = None,
+        *,
+        dry_run: bool = False,
     ) -> None:
         missing = [p.name for p in config.pools if p.name not in adapters]
         if missing:
@@ -73,6 +106,9 @@ class Controller:
         self.drains = DrainChannel(store)
         self.scheduler = scheduler or StoreSchedulerHook(store)
         self.telemetry = telemetry or Telemetry()
+        self.dry_run = dry_run
+        #: pool -> why it could not be observed on the last tick (one line each).
+        self.unobserved: dict[str, str] = {}
 
     def load_record(self) -> ControllerRecord:
         doc = self.store.get(RECORD_KEY)
@@ -82,30 +118,46 @@ class Controller:
         record = self.load_record()
         results: dict[str, TickResult] = {}
         receipts: list[tuple[str, tuple[object, ...]]] = []
+        self.unobserved = {}
         for name, plan in self.plans.items():
             state = record.pool(name)
             adapter = self.adapters[name]
             try:
                 obs = adapter.observe(now)
             except Exception as err:  # one broken pool must not stop the others
-                self._emit(Event("action_failed", name, now, {"action": "observe", "error": str(err)[:300]}))
+                self.unobserved[name] = describe_observe_error(err)
+                self._emit(Event("action_failed", name, now, {"action": "observe", "error": self.unobserved[name]}))
                 continue
-            vm_ids = sorted(v.id for g in obs.groups.values() for v in g.vms)
-            commits = {**self.drains.commits(name, [v for v in vm_ids if v in state.drains]), **obs.commits}
-            obs = dataclasses.replace(obs, commits=commits)
+            obs = self._with_reports(name, plan, state, obs)
             result = reconcile(plan, obs, state)
             for event in result.events:
                 self._emit(event)
-            self._apply(name, plan, adapter, state, result.actions, now)
-            if result.step is None:
+            if self.dry_run:
+                for action in result.actions:
+                    self._emit(Event("action", name, now, {"action": type(action).__name__, **dataclasses.asdict(action)}))
+            else:
+                self._apply(name, plan, adapter, state, result.actions, now)
+            if result.step is None and not self.dry_run:
                 self.telemetry.pool_whole(name)
             results[name] = result
             receipts.append((name, obs.receipts))
+        if self.dry_run:
+            return results  # nothing saved, nothing acknowledged
         self.store.put(RECORD_KEY, record.to_doc())
         for name, pool_receipts in receipts:
             if pool_receipts:
                 self.adapters[name].ack(pool_receipts)
         return results
+
+    def _with_reports(self, name: str, plan: PoolPlan, state: PoolState, obs: PoolObservation) -> PoolObservation:
+        """Add the agents' commit reports: every VM's when the pool tracks a deadline, else drained ones."""
+        vm_ids = sorted(v.id for g in obs.groups.values() for v in g.vms)
+        # with a deadline: every VM's progress, and the last tick's VMs too (a VM that committed, then was lost)
+        wanted = sorted({*vm_ids, *state.members}) if plan.tracks_deadline else [v for v in vm_ids if v in state.drains]
+        reports = self.drains.reports(name, wanted)
+        commits = {**{vm: at for vm, (at, _) in reports.items()}, **obs.commits}
+        steps = {**{vm: step for vm, (_, step) in reports.items() if step is not None}, **obs.steps}
+        return dataclasses.replace(obs, commits=commits, steps=steps)
 
     def _apply(
         self, pool: str, plan: PoolPlan, adapter: CloudAdapter, state: PoolState, actions: tuple[Action, ...], now: float
@@ -131,6 +183,8 @@ class Controller:
             self._emit(Event("action", pool, now, {"action": kind, **dataclasses.asdict(action)}))
 
     def _emit(self, event: Event) -> None:
+        if self.dry_run:  # only "would" telemetry: no counter moves, nothing looks like it happened
+            event = Event("would", event.pool, event.at, {"event": event.kind, **event.data})
         self.telemetry.emit(event)
 
     def run(self, stop: threading.Event | None = None, clock: Callable[[], float] = time.time) -> None:

@@ -44,7 +44,11 @@ class PoolState:
     drains: dict[str, float] = field(default_factory=dict)  # vm id -> drain requested at
     backoff: dict[str, Backoff] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
-    work_done_hours: float = 0.0
+    work_done_hours: float = 0.0  # committed work: newest reported step / totalSteps * workHours
+    committed_step: int = 0
+    committed_at: float | None = None  # time of the newest commit report counted
+    whole_since: float | None = None  # the pool's current incarnation: when it was last seen whole
+    members: list[str] = field(default_factory=list)  # VM ids seen last tick: a commit a lost VM reported still counts
     fallback_seconds: float = 0.0
     fallback_cost_usd: float = 0.0
     last_tick: float | None = None

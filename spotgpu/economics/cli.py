@@ -21,7 +21,7 @@ from spotgpu.economics.compare import (
     start_grid,
 )
 from spotgpu.economics.cost import effective_cost
-from spotgpu.economics.estimate import aligned_availability, estimate_from_traces
+from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.report import render_terms
 from spotgpu.economics.simulator import Job, Replay
@@ -147,7 +147,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         st = np.tile(starts, len(home_idx))
         homes = np.repeat(np.array(home_idx, dtype=np.int64), len(starts))
         policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0)
-        rows, replays = compare(job, avail, gap, st, homes, policies, record_progress=bool(args.plot))
+        rows, replays = compare(
+            job, avail, gap, st, homes, policies, record_progress=bool(args.plot), counts=aligned_counts(traces), zones=zones
+        )
         results.append({"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]})
         if not args.json:
             print(

@@ -1,9 +1,11 @@
 """Run several policies over the same traces and jobs, and tabulate them side by side.
 
-Shared by ``spotgpu simulate`` and ``bench/policies.py`` so the command and the
+Shared by ``spotgpu simulate`` and ``bench/twin.py`` so the command and the
 benchmark can never disagree about how a comparison is made: every policy sees
 the same job, the same start offsets and home zones, and the same checkpoint
 mechanics; cost is relative to the on-demand-only replay of those same jobs.
+The baselines are the simulator's vectorised policies; ``ladder`` is the
+controller's own planner through the digital twin (``twin_ladder.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.economics.policies import FixedWait, LadderPolicy, OnDemandOnly, UniformProgress
+from spotgpu.economics.policies import FixedWait, OnDemandOnly, UniformProgress
 from spotgpu.economics.simulator import Job, Policy, Replay, replay
+from spotgpu.economics.twin_ladder import ControllerLadder
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
 
 POLICY_NAMES = ("on-demand", "fixed-wait", "uniform-progress", "ladder")
@@ -35,8 +38,10 @@ def default_ladder(spot_per_hour: float, on_demand_per_hour: float) -> FallbackL
     )
 
 
-def build_policies(names: Sequence[str], ladder: FallbackLadder, fixed_wait_seconds: float = 1800.0) -> list[Policy]:
-    out: list[Policy] = []
+def build_policies(
+    names: Sequence[str], ladder: FallbackLadder, fixed_wait_seconds: float = 1800.0
+) -> list[Policy | ControllerLadder]:
+    out: list[Policy | ControllerLadder] = []
     for name in names:
         if name == "on-demand":
             out.append(OnDemandOnly())
@@ -45,7 +50,7 @@ def build_policies(names: Sequence[str], ladder: FallbackLadder, fixed_wait_seco
         elif name == "uniform-progress":
             out.append(UniformProgress())
         elif name == "ladder":
-            out.append(LadderPolicy(ladder))
+            out.append(ControllerLadder(ladder))
         else:
             raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}")
     return out
@@ -74,7 +79,7 @@ class PolicyRow:
             "lostComputeHours": round(self.lost_compute_hours, 3),
             "spotHours": round(self.spot_hours, 3),
             "onDemandHours": round(self.on_demand_hours, 3),
-            "idleHours": round(self.idle_hours, 3),
+            "idleHours": round(self.idle_hours, 3) if math.isfinite(self.idle_hours) else None,
             "preemptions": round(self.preemptions, 3),
         }
 
@@ -85,15 +90,25 @@ def compare(
     gap_seconds: float,
     starts: np.ndarray,
     homes: np.ndarray,
-    policies: Sequence[Policy],
+    policies: Sequence[Policy | ControllerLadder],
     *,
     record_progress: bool = False,
+    counts: np.ndarray | None = None,
+    zones: Sequence[str] | None = None,
 ) -> tuple[list[PolicyRow], list[Replay]]:
-    """Replay each policy on the same jobs; the baseline is an on-demand-only replay of them."""
+    """Replay each policy on the same jobs; the baseline is an on-demand-only replay of them.
+
+    ``counts`` (zones x ticks instances holdable; default: ``avail`` times the gang size)
+    feeds the twin, whose groups hold VMs one by one; ``avail`` says where a whole gang fits.
+    """
     baseline = replay(OnDemandOnly(), job, avail, gap_seconds, starts, homes)
     base_cost = float(baseline.total_cost.mean())
     rows, replays = [], []
     for policy in policies:
+        if isinstance(policy, ControllerLadder):
+            held = counts if counts is not None else avail.astype(np.int64) * job.nodes
+            rows.append(twin_row(policy, job, held, gap_seconds, starts, homes, zones, base_cost))
+            continue
         r = replay(policy, job, avail, gap_seconds, starts, homes, record_progress=record_progress)
         replays.append(r)
         s = r.state
@@ -112,6 +127,32 @@ def compare(
             )
         )
     return rows, replays
+
+
+def twin_row(
+    policy: ControllerLadder,
+    job: Job,
+    counts: np.ndarray,
+    gap_seconds: float,
+    starts: np.ndarray,
+    homes: np.ndarray,
+    zones: Sequence[str] | None,
+    base_cost: float,
+) -> PolicyRow:
+    results = policy.run(job, counts, gap_seconds, starts, homes, zones)
+    cost = float(np.mean([r.cost_usd for r in results]))
+    return PolicyRow(
+        policy=policy.name,
+        jobs=len(results),
+        mean_cost_usd=cost,
+        relative_cost=cost / base_cost if base_cost > 0 else math.nan,
+        deadlines_met=float(np.mean([r.met for r in results])),
+        lost_compute_hours=float(np.mean([r.lost_work_hours for r in results])),
+        spot_hours=float(np.mean([r.spot_hours for r in results])),
+        on_demand_hours=float(np.mean([r.on_demand_hours for r in results])),
+        idle_hours=math.nan,  # the twin bills VMs, not job states; see spot and on-demand hours
+        preemptions=float(np.mean([r.gang_losses for r in results])),
+    )
 
 
 def start_grid(ticks: int, gap_seconds: float, horizon_hours: float, every_hours: float) -> np.ndarray:

@@ -128,6 +128,7 @@ def effective_cost(
     notice_delivery_probability: float = 0.0,
     keep_generations: int = DEFAULT_KEEP_GENERATIONS,
     reacquisition_samples: Sequence[float] | None = None,
+    gang_interruptions_per_hour: float | None = None,
 ) -> CostBreakdown:
     """The expected USD cost of one job of ``profile`` on spot, term by term.
 
@@ -135,13 +136,18 @@ def effective_cost(
     by default, because no provider guarantees a notice and periodic checkpoints
     must carry the protection on their own. ``reacquisition_samples`` (seconds,
     e.g. from telemetry) replace the exponential latency assumption.
+    ``gang_interruptions_per_hour`` (measured on gangs of ``nodes``, e.g. from the
+    16-node traces) replaces ``interruptionsPerHour * nodes``; the interval then
+    uses it too unless ``interval`` is given.
     """
     if not 0.0 <= notice_delivery_probability <= 1.0:
         raise ValueError(f"notice_delivery_probability {notice_delivery_probability!r} must be between 0 and 1")
     if keep_generations < 1:
         raise ValueError(f"keep_generations {keep_generations!r} must be at least 1")
-    decision = interval or choose_interval(profile, notice)
-    e = job_exposure(profile, notice, ladder, decision, notice_delivery_probability, reacquisition_samples)
+    decision = interval or choose_interval(profile, notice, gang_interruptions_per_hour=gang_interruptions_per_hour)
+    e = job_exposure(
+        profile, notice, ladder, decision, notice_delivery_probability, reacquisition_samples, gang_interruptions_per_hour
+    )
     miss_p, late_h = 0.0, 0.0
     if profile.deadline_hours is not None:
         if e.progresses:
@@ -157,7 +163,7 @@ def effective_cost(
         _lost_compute(profile, e, decision, notice_delivery_probability),
         _reacquisition_idle(profile, e),
         _fallback(profile, e),
-        _deadline_penalty(profile, e, miss_p, late_h),
+        _deadline_penalty(profile, e, miss_p, late_h, _escalates(profile, ladder)),
     ]
     spot_total = sum(t.usd for t in terms)
     on_demand_total = profile.work_hours * profile.nodes * profile.prices.on_demand
@@ -295,18 +301,41 @@ def _fallback(p: WorkloadProfile, e: Exposure) -> CostTerm:
     )
 
 
-def _deadline_penalty(p: WorkloadProfile, e: Exposure, miss_p: float, late_h: float) -> CostTerm:
+def _escalates(p: WorkloadProfile, ladder: FallbackLadder | None) -> bool:
+    return (
+        p.deadline_hours is not None
+        and ladder is not None
+        and ladder.deadline_escalation
+        and on_demand_reachable(ladder, p.prices.on_demand_per_hour)
+    )
+
+
+def _deadline_penalty(p: WorkloadProfile, e: Exposure, miss_p: float, late_h: float, escalates: bool) -> CostTerm:
+    """Lateness priced at the penalty; with escalation, the on-demand hours that replace it instead.
+
+    A ladder that escalates moves the job to on-demand once the slack would not survive
+    another loss, so the hours it would have finished late are (about) the hours of
+    on-demand that it buys to finish in time: ``E[hours late] * nodes * on_demand``.
+    """
     rate = p.prices.deadline_penalty_per_hour
+    inputs = {
+        "deadline_hours": p.deadline_hours,
+        "expected_finish_hours": e.finish_hours,
+        "miss_probability": miss_p,
+        "expected_hours_late": late_h,
+        "deadline_penalty_per_hour": rate,
+        "escalates_to_on_demand": escalates,
+    }
+    if escalates and math.isfinite(late_h):
+        usd = late_h * p.nodes * p.prices.on_demand_per_hour if late_h > 0 else 0.0
+        return CostTerm(
+            "deadline_penalty", usd, inputs,
+            "escalation: E[max(0, P + K*(o + idle) - deadline)] * nodes * on_demand_per_hour, K ~ Poisson(interruptions)",
+        )  # fmt: skip
     return CostTerm(
         "deadline_penalty",
         late_h * rate if late_h > 0 and rate > 0 else 0.0,
-        {
-            "deadline_hours": p.deadline_hours,
-            "expected_finish_hours": e.finish_hours,
-            "miss_probability": miss_p,
-            "expected_hours_late": late_h,
-            "deadline_penalty_per_hour": rate,
-        },
+        inputs,
         "E[max(0, P + K*(o + idle) - deadline)] * penalty_per_hour, K ~ Poisson(interruptions)",
     )
 

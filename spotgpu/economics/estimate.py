@@ -28,15 +28,38 @@ def availability(trace: Trace, nodes: int = 1) -> np.ndarray:
     return np.asarray(trace.data) >= nodes
 
 
-def aligned_availability(traces: Sequence[Trace], nodes: int = 1) -> np.ndarray:
-    """(zones, ticks) availability, cut to the shortest trace; all traces must share a tick."""
+def _check_group(traces: Sequence[Trace]) -> None:
+    """One trace per zone and one tick length: a folder mixing instance types is not extra zones."""
     if not traces:
         raise ValueError("no traces given; load a group with spotgpu.traces.load_group")
     gaps = {t.gap_seconds for t in traces}
     if len(gaps) != 1:
         raise ValueError(f"traces mix tick lengths {sorted(gaps)}; replay one group at a time")
+    by_zone: dict[str, list[str]] = {}
+    for t in traces:
+        by_zone.setdefault(t.zone, []).append(t.name)
+    twice = {z: names for z, names in by_zone.items() if len(names) > 1}
+    if twice:
+        zone, names = sorted(twice.items())[0]
+        raise ValueError(
+            f"{traces[0].group}: zone {zone} has {len(names)} traces ({', '.join(sorted(names))}), i.e. several "
+            "instance types in one zone; they are not extra zones. Split the folder by instance type "
+            "(one folder per type) or pass the traces of one type"
+        )
+
+
+def aligned_availability(traces: Sequence[Trace], nodes: int = 1) -> np.ndarray:
+    """(zones, ticks) availability, cut to the shortest trace; all traces must share a tick."""
+    _check_group(traces)
     n = min(len(t.data) for t in traces)
     return np.stack([availability(t, nodes)[:n] for t in traces])
+
+
+def aligned_counts(traces: Sequence[Trace]) -> np.ndarray:
+    """(zones, ticks) instances holdable per zone, cut to the shortest trace (what the twin's groups hold)."""
+    _check_group(traces)
+    n = min(len(t.data) for t in traces)
+    return np.stack([np.asarray(t.data[:n], dtype=np.int64) for t in traces])
 
 
 def any_zone_gaps(avail: np.ndarray, home: int, gap_seconds: float) -> Runs:

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spotgpu.economics.interval import AnyNotice, IntervalDecision
+from spotgpu.economics.interval import AnyNotice, IntervalDecision, gang_rate
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.workload import WorkloadProfile
 
@@ -170,9 +170,10 @@ def job_exposure(
     decision: IntervalDecision,
     notice_delivery_probability: float = 0.0,
     reacquisition_samples: Sequence[float] | None = None,
+    gang_interruptions_per_hour: float | None = None,
 ) -> Exposure:
     t_s, c_s = float(decision.seconds), profile.checkpoint_write_seconds
-    lam = profile.interruptions_per_hour * profile.nodes
+    lam = gang_rate(profile, gang_interruptions_per_hour)
     final_fits = notice.final_checkpoint_fits(c_s)
     lost_s = expected_lost_seconds(t_s, c_s, final_fits, notice_delivery_probability)
     reload_s = profile.restart_seconds + profile.checkpoint_load_seconds

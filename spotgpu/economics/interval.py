@@ -58,11 +58,21 @@ class IntervalDecision:
     reasons: tuple[str, ...]
 
 
-def choose_interval(profile: WorkloadProfile, notice: AnyNotice, *, hazard: Survival | None = None) -> IntervalDecision:
+def choose_interval(
+    profile: WorkloadProfile,
+    notice: AnyNotice,
+    *,
+    hazard: Survival | None = None,
+    gang_interruptions_per_hour: float | None = None,
+) -> IntervalDecision:
     """The periodic checkpoint interval for this workload on this provider.
 
-    ``hazard``: a run-length model fitted from traces or telemetry; when given it
-    replaces the memoryless Daly optimum.
+    ``hazard``: a run-length model fitted from traces or telemetry (for a gang: fitted
+    to runs of the whole gang); when given it replaces the memoryless Daly optimum.
+    Daly uses the *gang's* mean time between interruptions: measured
+    (``gang_interruptions_per_hour``) or ``interruptionsPerHour * nodes``. With a
+    deadline, the interval is also capped by the slack: one loss must not cost more
+    than the slack can absorb.
     """
     reasons: list[str] = []
     fits = notice.final_checkpoint_fits(profile.checkpoint_write_seconds)
@@ -84,11 +94,14 @@ def choose_interval(profile: WorkloadProfile, notice: AnyNotice, *, hazard: Surv
             f"hazard optimum {raw:.0f} s under {hazard.describe()} "
             f"(C={profile.checkpoint_write_seconds:g} s, restart+load={restart:g} s)"
         )
-    elif profile.interruptions_per_hour > 0:
-        mtbi = 3600.0 / profile.interruptions_per_hour
+    elif (gang := gang_rate(profile, gang_interruptions_per_hour)) > 0:
+        mtbi = 3600.0 / gang
         raw = daly_interval(profile.checkpoint_write_seconds, mtbi)
         method = "daly"
-        reasons.append(f"Daly optimum {raw:.0f} s for C={profile.checkpoint_write_seconds:g} s, MTBI={mtbi:.0f} s")
+        who = f"gang of {profile.nodes}" if profile.nodes > 1 else "one node"
+        reasons.append(
+            f"Daly optimum {raw:.0f} s for C={profile.checkpoint_write_seconds:g} s, MTBI={mtbi:.0f} s ({who})"
+        )
     else:
         raw = MAX_INTERVAL_SECONDS
         method = "no-exposure-cap"
@@ -103,5 +116,34 @@ def choose_interval(profile: WorkloadProfile, notice: AnyNotice, *, hazard: Surv
         reasons.append(f"capped at {bound:.0f} s to keep expected loss under {profile.max_lost_work_seconds:g} s")
         raw = bound
         method += "+loss-bound"
+    slack_cap = _slack_cap(profile)
+    if slack_cap is not None and raw > slack_cap:
+        reasons.append(f"capped at {slack_cap:.0f} s so one lost interval plus a restart fits the deadline slack")
+        raw = slack_cap
+        method += "+slack"
     seconds = int(min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, raw, profile.checkpoint_write_seconds * 2)))
     return IntervalDecision(seconds, method, fits, tuple(reasons))
+
+
+def gang_rate(profile: WorkloadProfile, measured_per_hour: float | None = None) -> float:
+    """Interruptions per hour of the whole gang: measured (multi-node traces, telemetry) or N independent nodes.
+
+    A gang stops when any node is taken. Nodes of one pool are not independent (they are
+    reclaimed together when a zone runs dry), so a rate measured on gangs of the same size
+    (``estimate_from_traces(traces, nodes=N).interruptions_per_hour``) replaces
+    ``interruptionsPerHour * N``.
+    """
+    if measured_per_hour is not None:
+        if not math.isfinite(measured_per_hour) or measured_per_hour < 0:
+            raise ValueError(f"gang_interruptions_per_hour {measured_per_hour!r} must be a non-negative number")
+        return measured_per_hour
+    return profile.interruptions_per_hour * profile.nodes
+
+
+def _slack_cap(profile: WorkloadProfile) -> float | None:
+    """Half the deadline slack less one restart: a loss (up to T + C) and its restart must fit twice."""
+    if profile.deadline_hours is None:
+        return None
+    slack = (profile.deadline_hours - profile.work_hours) * 3600.0
+    restart = profile.restart_seconds + profile.checkpoint_load_seconds
+    return max(0.0, slack / 2.0 - restart - profile.checkpoint_write_seconds)

@@ -41,6 +41,8 @@ class Job:
     on_demand_per_hour: float
     nodes: int = 1
     deadline_penalty_per_hour: float = 0.0
+    #: The part of ``restart_seconds`` that is checkpoint load (the twin boots VMs, then loads).
+    load_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("work_hours", "deadline_hours", "interval_seconds", "checkpoint_write_seconds"):
@@ -53,6 +55,8 @@ class Job:
             )
         if self.restart_seconds < 0 or self.nodes < 1:
             raise ValueError("Job.restart_seconds must be >= 0 and Job.nodes >= 1")
+        if not 0 <= self.load_seconds <= self.restart_seconds:
+            raise ValueError(f"Job.load_seconds {self.load_seconds!r} must lie in [0, restart_seconds]")
 
     @property
     def work_seconds(self) -> float:
@@ -75,6 +79,7 @@ class Job:
             "on_demand_per_hour": profile.prices.on_demand,
             "nodes": profile.nodes,
             "deadline_penalty_per_hour": profile.prices.deadline_penalty_per_hour,
+            "load_seconds": profile.checkpoint_load_seconds,
         }
         values.update(overrides)
         return cls(**values)

@@ -76,7 +76,10 @@ class FallbackLadder(SpotModel):
     )
     deadline_escalation: bool = Field(
         default=True,
-        description="Skip ahead to on-demand when the cost model says the deadline is at risk.",
+        description=(
+            "Skip ahead to on-demand when the cost model says the deadline is at risk. Needs an on_demand "
+            "step; a ladder without one has no escalation (setting it true there is an error)."
+        ),
     )
 
     @model_validator(mode="after")
@@ -87,6 +90,13 @@ class FallbackLadder(SpotModel):
                 "ladder has no on_demand and no queue_defer step, so a pool could wait for "
                 "spot forever; add {kind: on_demand, ...} or {kind: queue_defer, ...}"
             )
+        if StepKind.ON_DEMAND not in kinds and self.deadline_escalation:
+            if "deadline_escalation" in self.model_fields_set:
+                raise ValueError(
+                    "deadlineEscalation is true but the ladder has no on_demand step to escalate to; "
+                    "add {kind: on_demand, ...} or set deadlineEscalation: false"
+                )
+            object.__setattr__(self, "deadline_escalation", False)  # the default means "when there is a rung"
         for prev, cur in itertools.pairwise(kinds):
             if cur.rank <= prev.rank:
                 raise ValueError(

@@ -257,3 +257,82 @@ def test_cli_run_once_against_the_local_aws_api(endpoint: str, tmp_path: Any, mo
     assert record["pools"]["pool-a"]["lost_since"] is not None
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["kind"] == "action" and e["action"] == "SetDesired" for e in events)
+
+
+def _snapshot(endpoint: str, bucket: str, groups: list[str], queue: str) -> tuple[object, ...]:
+    """Everything a dry run could touch: every object's key and bytes, the groups as described, the queue."""
+    s3 = _client("s3", endpoint)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+    objects = [(k, s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys]
+    described = _client("autoscaling", endpoint).describe_auto_scaling_groups(AutoScalingGroupNames=groups)
+    asgs = json.dumps(described["AutoScalingGroups"], sort_keys=True, default=str)
+    attrs = _client("sqs", endpoint).get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"])
+    return objects, asgs, attrs["Attributes"]
+
+
+def test_dry_run_changes_no_byte_of_the_bucket_or_the_groups(
+    endpoint: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry run that would drain two on-demand VMs: it says so, and the bucket, groups and queue are untouched."""
+    import yaml
+
+    from spotgpu.cli import main
+
+    _make_groups(endpoint, "dry", spot_desired=2)
+    asg = _client("autoscaling", endpoint)
+    asg.update_auto_scaling_group(AutoScalingGroupName="od-dry", MaxSize=2, DesiredCapacity=2)  # surplus: 4 for 2
+    s3 = _client("s3", endpoint)
+    s3.create_bucket(Bucket="dry-ckpt")
+    prefix = "pool-a/_controller"
+    record = ControllerRecord({"pool-a": PoolState(surplus_since=0.0, last_tick=1.0, whole_since=0.0)})
+    s3.put_object(Bucket="dry-ckpt", Key=f"{prefix}/{RECORD_KEY}", Body=record.dumps())
+    s3.put_object(Bucket="dry-ckpt", Key="pool-a/generations/000000000007/rank0.bin", Body=b"\x00weights")
+    sqs = _client("sqs", endpoint)
+    queue = sqs.create_queue(QueueName="pool-dry-events")["QueueUrl"]
+    spot_ids = [i["InstanceId"] for i in asg.describe_auto_scaling_groups(AutoScalingGroupNames=["spot-dry"])["AutoScalingGroups"][0]["Instances"]]
+    sqs.send_message(QueueUrl=queue, MessageBody=_event("EC2 Instance Rebalance Recommendation", {"instance-id": spot_ids[0]}, "evt-dry"))
+    doc = json.loads(_pool_config(queue, "dry").model_dump_json(by_alias=True))
+    doc["stateUrl"] = f"s3://dry-ckpt/{prefix}"
+    doc["telemetry"] = {"jsonLines": str(tmp_path / "events.jsonl")}
+    path = tmp_path / "controller.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+
+    before = _snapshot(endpoint, "dry-ckpt", ["spot-dry", "od-dry"], queue)
+    assert main(["controller", "run", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("dry-run: would RequestDrain(group='od-dry'") == 2
+    assert "pool-a: whole, would take 2 action(s)" in out
+    assert _snapshot(endpoint, "dry-ckpt", ["spot-dry", "od-dry"], queue) == before
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert events and {e["kind"] for e in events} == {"would"}
+
+    # the real run does what the dry run said
+    assert main(["controller", "run", "--config", str(path), "--once"]) == 0
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="dry-ckpt")["Contents"]}
+    assert sum(k.startswith(f"{prefix}/drains/pool-a/") for k in keys) == 2
+
+
+def test_unobservable_pool_is_one_line_and_non_zero(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    import yaml
+
+    from spotgpu.cli import main
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    doc = json.loads(_pool_config("https://sqs.us-east-1.amazonaws.com/1/q", "gone").model_dump_json(by_alias=True))
+    doc["stateUrl"] = f"file://{tmp_path}/state"
+    path = tmp_path / "controller.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", dead)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    for flags in (["--dry-run"], ["--once"]):
+        assert main(["controller", "run", "--config", str(path), *flags]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot observe pool pool-a: endpoint unreachable" in err[0], err

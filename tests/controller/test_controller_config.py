@@ -95,3 +95,46 @@ def test_cli_validate_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     bad.write_text("stateUrl: file:///x\npools: []\n")
     assert main(["controller", "validate", "--config", str(bad)]) == 2
     assert "controller:" in capsys.readouterr().err
+
+
+def _fails(data: dict[str, object]) -> str:
+    with pytest.raises(ConfigError) as err:
+        parse_controller_config(data)
+    return str(err.value)
+
+
+def test_a_rung_whose_ceiling_is_below_its_groups_price_is_rejected() -> None:
+    data = _example()
+    data["ladders"]["dev"]["steps"][2]["costCeilingPerHour"] = 0.9  # type: ignore[index]  # on-demand costs 1.01
+    msg = _fails(data)
+    assert "rung on_demand has costCeilingPerHour 0.9, below $1.01/h of its cheapest group dev-aws-fallback" in msg
+    assert "\n" not in msg
+
+
+def test_deadline_escalation_without_an_on_demand_rung_is_rejected() -> None:
+    data = _example()
+    ladder = data["ladders"]["dev"]  # type: ignore[index]
+    ladder["steps"] = [s for s in ladder["steps"] if s["kind"] != "on_demand"]
+    ladder["deadlineEscalation"] = True
+    for pool in data["pools"]:  # type: ignore[attr-defined]
+        pool["groups"] = [g for g in pool["groups"] if g["role"] != "on_demand"]
+    assert "deadlineEscalation is true but the ladder has no on_demand step" in _fails(data)
+    del ladder["deadlineEscalation"]
+    assert parse_controller_config(data).ladders["dev"].deadline_escalation is False
+
+
+def test_a_misspelt_key_in_the_only_pool_reports_that_key_only() -> None:
+    data = _example()
+    data["pools"] = data["pools"][:1]  # type: ignore[index]
+    data["pools"][0]["queueURL"] = data["pools"][0].pop("queueUrl")  # type: ignore[index]
+    msg = _fails(data)
+    assert msg.startswith("controller:pools[0].queueURL: Extra inputs are not permitted")
+    assert "at least 1 item" not in msg and "more:" not in msg
+
+
+def test_deadline_tracking_needs_total_steps() -> None:
+    data = _example()
+    data["pools"][0]["jobStartedAt"] = 1_764_000_000  # type: ignore[index]
+    assert "has no totalSteps" in _fails(data)
+    data["pools"][0]["totalSteps"] = 40_000  # type: ignore[index]
+    assert parse_controller_config(data).pools[0].total_steps == 40_000

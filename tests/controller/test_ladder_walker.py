@@ -49,7 +49,15 @@ def test_deadline_at_risk_jumps_to_on_demand() -> None:
 
 def test_escalation_disabled_or_impossible() -> None:
     assert LadderWalker(_ladder(escalate=False)).step_for(0, True).kind is StepKind.SAME_POOL
-    assert LadderWalker(_ladder(with_od=False)).step_for(0, True).kind is StepKind.SAME_POOL
+    assert LadderWalker(_ladder(escalate=False, with_od=False)).step_for(0, True).kind is StepKind.SAME_POOL
+
+
+def test_escalation_without_an_on_demand_rung_is_rejected_and_the_default_is_off() -> None:
+    with pytest.raises(ValueError, match="deadlineEscalation is true but the ladder has no on_demand step"):
+        _ladder(escalate=True, with_od=False)
+    steps = _ladder(with_od=False, escalate=False).steps
+    assert FallbackLadder(steps=steps).deadline_escalation is False  # not set: no rung, no escalation
+    assert FallbackLadder(steps=_ladder().steps).deadline_escalation is True
 
 
 def test_rejects_negative_or_nan_wait() -> None:
@@ -83,7 +91,8 @@ def ladders(draw: st.DrawFn) -> FallbackLadder:
         )
         for k in kinds
     )
-    return FallbackLadder(steps=steps, deadline_escalation=draw(st.booleans()))
+    escalate = draw(st.booleans()) and StepKind.ON_DEMAND in kinds
+    return FallbackLadder(steps=steps, deadline_escalation=escalate)
 
 
 @given(ladders(), st.floats(0, 1e6), st.floats(0, 1e6), st.booleans())
@@ -121,5 +130,5 @@ def test_strategies(policy: str, waited: float, risk: bool, behind: bool, kind: 
 def test_on_demand_only_without_on_demand_defers() -> None:
     from spotgpu.controller.strategies import StrategyContext, make_strategy
 
-    strategy = make_strategy("on-demand-only", _ladder(with_od=False))
+    strategy = make_strategy("on-demand-only", _ladder(escalate=False, with_od=False))
     assert strategy.ladder.steps[strategy.step_index(StrategyContext(0, False, False))].kind is StepKind.QUEUE_DEFER

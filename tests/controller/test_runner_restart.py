@@ -11,10 +11,10 @@ from controller_factories import ladder, workload
 
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
-from spotgpu.controller.runner import RECORD_KEY, Controller
-from spotgpu.controller.sim import SimCloud
+from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
 from spotgpu.controller.store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.traces import load_group
 
 
@@ -23,7 +23,7 @@ def _config(state_url: str) -> ControllerConfig:
         {
             "stateUrl": state_url,
             "stableSpotSeconds": 120,
-            "workloads": {"train": workload().model_dump(by_alias=True)},
+            "workloads": {"train": workload(work_hours=100.0).model_dump(by_alias=True)},
             "ladders": {"main": ladder((300, 300, 300, 3600)).model_dump(by_alias=True, mode="json")},
             "pools": [
                 {
@@ -45,21 +45,21 @@ def _config(state_url: str) -> ControllerConfig:
     )
 
 
-def _sim(store: object) -> SimCloud:
+def _sim(store: object, traces: dict[str, object] | None = None, gap: float | None = None) -> TwinCloud:
+    """The digital twin of pool-a: 1-node traces for its spot groups, the agents reading drains from ``store``."""
     ts = load_group("1-node/aws-02-15-2023")
-    return SimCloud(
-        "pool-a",
-        {"spot-a": ts[0].data * 2, "spot-b": ts[1].data * 2, "spot-sku": ts[2].data * 2, "od": None},
-        ts[0].gap_seconds,
-        initial={"spot-a": 2},
-        drain_store=store,  # type: ignore[arg-type]
+    plan = build_plans(_config("file:///unused"))["pool-a"]
+    data = traces or {"spot-a": ts[0].data * 2, "spot-b": ts[1].data * 2, "spot-sku": ts[2].data * 2}
+    return TwinCloud(
+        plan, job_for(plan.workload, plan.checkpoint_interval_seconds), data,  # type: ignore[arg-type]
+        gap or ts[0].gap_seconds, 0.0, drain_store=store,  # type: ignore[arg-type]
     )
 
 
 class _Recording:
     """Wraps the simulated cloud to log what the controller applied."""
 
-    def __init__(self, sim: SimCloud) -> None:
+    def __init__(self, sim: TwinCloud) -> None:
         self.sim = sim
         self.applied: list[object] = []
 
@@ -75,7 +75,7 @@ class _Recording:
         return None
 
 
-def _run(tmp: Path, fresh_each_tick: bool, ticks: int) -> tuple[dict[str, object], list[object], SimCloud]:
+def _run(tmp: Path, fresh_each_tick: bool, ticks: int) -> tuple[dict[str, object], list[object], TwinCloud]:
     url = f"file://{tmp}"
     config = _config(url)
     store = ObjectJsonStore(url)
@@ -141,7 +141,7 @@ def test_no_capacity_anywhere_defers_through_the_scheduler_hook(tmp_path: Path) 
     store = MemoryJsonStore()
     config = _config(f"file://{tmp_path}")
     zeros = np.zeros(1000, dtype=np.int16)
-    sim = SimCloud("pool-a", {"spot-a": zeros, "spot-b": zeros, "spot-sku": zeros, "od": zeros}, 195, drain_store=store)
+    sim = _sim(store, {"spot-a": zeros, "spot-b": zeros, "spot-sku": zeros, "od": zeros}, 195)
     telemetry = Telemetry()
     controller = Controller(config, {"pool-a": _Recording(sim)}, store, telemetry)
     for i in range(100):  # 100 min > 300 * 3 s of spot + 3600 s on on-demand

@@ -224,3 +224,57 @@ def test_spot_never_costs_less_than_its_compute(rate: float, nodes: int) -> None
         "spot_compute", "checkpoint_storage_io", "restart_reload", "lost_compute",
         "reacquisition_idle", "fallback", "deadline_penalty",
     }  # fmt: skip
+
+
+def _gang_profile(**over: object) -> WorkloadProfile:
+    base = {"checkpointBytes": 10**10, "checkpointWriteSeconds": 60, "checkpointLoadSeconds": 60, "restartSeconds": 240,
+            "expectedReacquisitionSeconds": 900, "interruptionsPerHour": 0.1, "workHours": 24, "nodes": 4,
+            "prices": {"spotPerHour": 1.0, "onDemandPerHour": 3.0}}  # fmt: skip
+    base.update(over)
+    return WorkloadProfile.model_validate(base)
+
+
+def test_gang_interval_uses_the_gangs_time_between_interruptions() -> None:
+    from spotgpu.economics.interval import choose_interval, daly_interval
+
+    gang = choose_interval(_gang_profile(), AwsNoticeContract())
+    assert gang.seconds == int(daly_interval(60, 3600 / 0.4))  # 4 nodes x 0.1/h
+    measured = choose_interval(_gang_profile(), AwsNoticeContract(), gang_interruptions_per_hour=0.2)
+    assert measured.seconds == int(daly_interval(60, 3600 / 0.2)) and measured.seconds > gang.seconds
+
+
+def test_measured_gang_rate_replaces_independent_nodes() -> None:
+    profile = _gang_profile()
+    assumed = effective_cost(profile, AwsNoticeContract())
+    measured = effective_cost(profile, AwsNoticeContract(), gang_interruptions_per_hour=0.2)
+    assert assumed.details["gangInterruptionsPerHour"] == pytest.approx(0.4)
+    assert measured.details["gangInterruptionsPerHour"] == pytest.approx(0.2)
+    assert measured.expected_interruptions < assumed.expected_interruptions
+
+
+def test_interval_is_capped_by_the_deadline_slack() -> None:
+    from spotgpu.economics.interval import choose_interval
+
+    loose = choose_interval(_gang_profile(interruptionsPerHour=0.001, nodes=1), AwsNoticeContract())
+    tight = choose_interval(_gang_profile(interruptionsPerHour=0.001, nodes=1, deadlineHours=25), AwsNoticeContract())
+    assert tight.seconds == 3600 // 2 - 300 - 60 and tight.seconds < loose.seconds
+    assert "slack" in tight.method
+
+
+def test_deadline_penalty_counts_escalation_to_on_demand() -> None:
+    """A tight deadline with a steep penalty: priced as lateness it sinks spot; with escalation it is on-demand hours."""
+    from spotgpu.models import FallbackLadder
+
+    profile = _gang_profile(nodes=1, interruptionsPerHour=0.5, workHours=8, deadlineHours=9,
+                            prices={"spotPerHour": 0.918, "onDemandPerHour": 3.06, "deadlinePenaltyPerHour": 500})  # fmt: skip
+    steps = [{"kind": "same_pool", "maxWaitSeconds": 900, "costCeilingPerHour": 1.5},
+             {"kind": "on_demand", "maxWaitSeconds": 3600, "costCeilingPerHour": 4}]  # fmt: skip
+    no_escalation = FallbackLadder.model_validate({"steps": steps, "deadlineEscalation": False})
+    escalating = FallbackLadder.model_validate({"steps": steps})
+    priced_late = effective_cost(profile, AwsNoticeContract(), no_escalation)
+    escalated = effective_cost(profile, AwsNoticeContract(), escalating)
+    late_h = priced_late.term("deadline_penalty").inputs["expected_hours_late"]
+    assert late_h > 0 and not priced_late.spot_eligible
+    assert escalated.term("deadline_penalty").usd == pytest.approx(late_h * 3.06)
+    assert escalated.term("deadline_penalty").inputs["escalates_to_on_demand"] is True
+    assert escalated.spot_eligible

@@ -100,3 +100,21 @@ def test_bad_lines_name_line_and_field(line: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle) as err:
         parse_lines(["", line], "x.jsonl")
     assert "x.jsonl:2" in str(err.value)
+
+
+def test_a_folder_mixing_instance_types_in_one_zone_is_rejected_not_extra_zones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json as _json
+
+    import pytest as _pytest
+
+    from spotgpu.economics.estimate import aligned_availability, aligned_counts
+    from spotgpu.traces import load_group
+
+    folder = tmp_path / "1-node" / "mixed"
+    folder.mkdir(parents=True)
+    for name in ("us-east-1a_v100_1", "us-east-1a_k80_1", "us-east-1b_v100_1"):
+        (folder / f"{name}.json").write_text(_json.dumps({"metadata": {"gap_seconds": 60}, "data": [1, 0, 1]}))
+    traces = load_group("1-node/mixed", root=tmp_path)
+    for fn in (aligned_availability, aligned_counts):
+        with _pytest.raises(ValueError, match=r"zone us-east-1a has 2 traces .*several instance types in one zone"):
+            fn(traces)

@@ -1,8 +1,8 @@
-"""The closed-form cost model against the simulator on a trace where the model's assumptions hold.
+"""The closed-form cost model against the twin on a trace where the model's assumptions hold.
 
 A synthetic single-zone trace with exponential spot runs and exponential gaps is the
 memoryless world the renewal model assumes; there, its expected interruptions, finish
-time and total must agree with replaying the ladder policy through the trace.
+time and total must agree with replaying the controller's planner through the twin.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.interval import IntervalDecision
-from spotgpu.economics.policies import LadderPolicy
-from spotgpu.economics.simulator import Job, replay
+from spotgpu.economics.simulator import Job
+from spotgpu.economics.twin_ladder import ControllerLadder
 from spotgpu.models import AwsNoticeContract, FallbackLadder, WorkloadProfile
 
 GAP = 60
@@ -48,9 +48,12 @@ def test_model_agrees_with_replay_when_interruptions_are_memoryless() -> None:
     decision = IntervalDecision(2548, "configured", True, ())
     model = effective_cost(profile, AwsNoticeContract(), ladder, interval=decision)
     starts = np.arange(0, 300_000 - 40_000, 2500)
-    sim = replay(LadderPolicy(ladder), Job.from_profile(profile, 2548), avail, GAP, starts, 0).state
-    assert model.expected_interruptions == pytest.approx(sim.preemptions.mean(), rel=0.15)
-    assert model.expected_finish_hours == pytest.approx(sim.finish.mean() / 3600, rel=0.05)
-    assert model.spot_total == pytest.approx(sim.cost.mean(), rel=0.10)
-    # the model is the conservative one: it assumes a fallback holds on-demand for a whole mean run
-    assert model.spot_total >= sim.cost.mean() * 0.98
+    runs = ControllerLadder(ladder).run(
+        Job.from_profile(profile, 2548), avail.astype(np.int64), GAP, starts, np.zeros(len(starts), dtype=np.int64)
+    )
+    interruptions = np.mean([r.interruptions for r in runs])
+    finish = np.mean([r.finish_seconds for r in runs]) / 3600
+    cost = np.mean([r.cost_usd for r in runs])
+    assert model.expected_interruptions == pytest.approx(interruptions, rel=0.15)
+    assert model.expected_finish_hours == pytest.approx(finish, rel=0.05)
+    assert model.spot_total == pytest.approx(cost, rel=0.10)

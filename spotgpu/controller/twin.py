@@ -1,0 +1,620 @@
+"""The digital twin: the production planner against a cloud and a job built from availability traces.
+
+There is one ladder: :func:`spotgpu.controller.plan.reconcile`, the function the
+controller calls every tick. The twin feeds it observations from a simulated cloud
+and applies its actions there, so what ``spotgpu simulate --policy ladder`` and
+``bench/twin.py`` measure is the controller's own decision code.
+
+The simulated cloud (:class:`TwinCloud`, a ``CloudAdapter``):
+
+* one group per trace (``data[i]`` VMs can be held during tick ``i``) plus an
+  unlimited on-demand group; VMs above what the trace allows are interrupted,
+  newest first, and an :class:`Interruption` event is delivered (optionally a
+  notice ``notice_seconds`` earlier, in which the agent writes a final checkpoint
+  when it fits);
+* a launch asks the group; what the trace (or a group's ``quota``) cannot give
+  fails with a capacity (or quota) :class:`LaunchFailure`, and the cloud keeps
+  trying the open request whenever capacity appears, as ASGs, MIGs and scale sets do;
+* a VM is ready ``restart_seconds`` (boot) after its launch and billed from launch
+  to removal or loss, at its group's price, while the job runs.
+
+The job and its agents (:class:`TwinJob`): when the pool holds ``nodes`` ready VMs
+that are not draining, the job forms a gang on the cheapest of them, loads the
+checkpoint (``checkpoint_load_seconds``), then commits every interval of work
+(``interval_seconds`` of work, ``checkpoint_write_seconds`` to write); each gang
+VM's agent reports each commit (time and step, one step = one second of work).
+Losing a gang VM loses the work since the last commit. A drain request makes the
+agent write a final checkpoint and report it ``checkpoint_write_seconds`` later.
+
+:func:`run_twin` drives ``reconcile`` on the controller's tick grid. It skips
+ticks in which neither the cloud changed nor :func:`~spotgpu.controller.plan.next_wake`
+says a decision could; a test checks that the outcome equals ticking every time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
+from spotgpu.controller.config import GroupSpec
+from spotgpu.controller.observe import (
+    FailureReason,
+    GroupObservation,
+    Interruption,
+    LaunchFailure,
+    PoolObservation,
+    Vm,
+)
+from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, next_wake, reconcile
+from spotgpu.controller.state import PoolState
+from spotgpu.controller.store import JsonStore
+from spotgpu.controller.strategies import make_strategy
+from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.pools import Capacity
+from spotgpu.models.workload import WorkloadProfile
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class TwinJob:
+    """The workload's mechanics, in seconds."""
+
+    work_seconds: float
+    deadline_seconds: float
+    interval_seconds: float
+    write_seconds: float
+    boot_seconds: float  # restartSeconds: launch to ready
+    load_seconds: float  # checkpointLoadSeconds: gang formed to working
+    nodes: int = 1
+    penalty_per_hour: float = 0.0
+
+    @property
+    def total_steps(self) -> int:
+        return max(1, math.ceil(self.work_seconds))
+
+
+@dataclass
+class TwinVm:
+    id: str
+    group: str
+    price: float
+    launched_at: float
+    ready_at: float
+    drain_at: float | None = None
+    report: tuple[float, int | None] | None = None  # last commit its agent reported: (time, step or None)
+
+
+@dataclass(frozen=True)
+class Removal:
+    vm_id: str
+    group: str
+    at: float
+    drain_at: float | None
+    last_commit: float | None
+
+
+@dataclass
+class TwinGroup:
+    name: str
+    role: StepKind
+    price: float
+    availability: np.ndarray | None  # None: unlimited (on-demand)
+    next_change: np.ndarray | None  # index of the next tick whose availability differs (len = ticks)
+    quota: int | None = None
+    desired: int = 0
+    vms: dict[str, TwinVm] = field(default_factory=dict)
+    last_cap: int = -1  # capacity at the last change processed (a change with the request open retries it)
+    version: int = 0  # bumped on every change, so an unchanged group's observation is reused
+    #: (version, valid until: the next pending VM's ready time, observation)
+    seen: tuple[int, float, GroupObservation] | None = None
+
+    def observation(self, now: float) -> GroupObservation:
+        if self.seen is not None and self.seen[0] == self.version and now + _EPS < self.seen[1]:
+            return self.seen[2]
+        vms = sorted(self.vms.values(), key=lambda v: v.id)
+        obs = GroupObservation(self.name, self.desired, tuple(Vm(v.id, self.name, now + _EPS >= v.ready_at, ready_at=v.ready_at) for v in vms))
+        pending = [v.ready_at for v in vms if now + _EPS < v.ready_at]
+        self.seen = (self.version, min(pending) if pending else math.inf, obs)
+        return obs
+
+
+_NEXT_CHANGE_CACHE: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _next_change_cached(avail: np.ndarray) -> np.ndarray:
+    """``_next_change`` once per trace array (a bench replays the same traces thousands of times)."""
+    key = (id(avail), len(avail))
+    hit = _NEXT_CHANGE_CACHE.get(key)
+    if hit is None or hit[0] is not avail:
+        if len(_NEXT_CHANGE_CACHE) > 256:
+            _NEXT_CHANGE_CACHE.clear()
+        hit = (avail, _next_change(avail))
+        _NEXT_CHANGE_CACHE[key] = hit
+    return hit[1]
+
+
+def _next_change(avail: np.ndarray) -> np.ndarray:
+    """For each tick i, the first tick j > i with a different value (len(avail) when none)."""
+    n = len(avail)
+    out = np.full(n, n, dtype=np.int64)
+    if n > 1:
+        change = np.flatnonzero(avail[1:] != avail[:-1]) + 1  # ticks that differ from the one before
+        idx = np.searchsorted(change, np.arange(n), side="right")
+        ok = idx < len(change)
+        out[ok] = change[idx[ok]]
+    return out
+
+
+class TwinCloud:
+    """One pool's simulated cloud and job; implements the controller's CloudAdapter protocol."""
+
+    def __init__(
+        self,
+        plan: PoolPlan,
+        job: TwinJob,
+        traces: dict[str, np.ndarray],
+        gap_seconds: float,
+        start: float,
+        *,
+        quota: dict[str, int] | None = None,
+        notice_seconds: float = 0.0,
+        initial: bool = True,
+        drain_store: JsonStore | None = None,
+    ) -> None:
+        self.plan, self.job, self.gap = plan, job, float(gap_seconds)
+        self.start = start
+        self.notice_seconds = notice_seconds
+        #: With a store, the agents read drain requests where a real controller writes them
+        #: (``drains/<pool>/<vm>.json``) and report commits there too (``agents/<pool>/<vm>.json``).
+        self.drain_store = drain_store
+        self.groups: dict[str, TwinGroup] = {}
+        for g in plan.groups:
+            avail = traces.get(g.name)
+            if avail is None and g.role is not StepKind.ON_DEMAND:
+                raise ValueError(f"group {g.name} has no trace; give one per spot group")
+            arr = None if avail is None else avail
+            self.groups[g.name] = TwinGroup(
+                g.name, g.role, plan.price(g), arr, None if arr is None else _next_change_cached(arr), (quota or {}).get(g.name)
+            )
+        self.t = start
+        self._seq = 0
+        self._events: list[Interruption] = []
+        self._failures: list[LaunchFailure] = []
+        self._departed: dict[str, tuple[float, int | None]] = {}
+        self.removals: list[Removal] = []
+        self.interruptions = 0
+        self.failures_by_reason: dict[str, int] = {}
+        # the job
+        self.gang: tuple[str, ...] = ()
+        self.phase = "idle"  # idle | loading | running | stopping | done
+        self.phase_until = math.inf
+        self.run_start = 0.0
+        self.base = 0.0  # committed work (s) when the current run started
+        self.committed = 0.0
+        self.finish = math.inf
+        self.lost_work = 0.0
+        self.restarts = 0
+        self.gang_losses = 0  # times a loss stopped the job (a gang of 16 losing 3 VMs at once: 1)
+        self.cost = 0.0
+        self.spot_seconds = self.od_seconds = 0.0
+        if initial:  # the pool was created at its target: the primary's VMs boot as the job starts
+            primary = plan.primary.name
+            self.groups[primary].desired = plan.capacity.target
+            self._fill(self.groups[primary], start, quiet=True)
+
+    # --- capacity ----------------------------------------------------------
+    def capacity(self, group: TwinGroup, t: float) -> int:
+        if group.availability is None:
+            return 10**6
+        i = int((t + _EPS) // self.gap)
+        return int(group.availability[i]) if 0 <= i < len(group.availability) else 0
+
+    def _launch(self, group: TwinGroup, t: float) -> None:
+        self._seq += 1
+        vm = TwinVm(f"{group.name}-{self._seq}", group.name, group.price, t, t + self.job.boot_seconds)
+        group.vms[vm.id] = vm
+        group.version += 1
+
+    def _fill(self, group: TwinGroup, t: float, *, quiet: bool = False) -> None:
+        """Launch toward desired as far as capacity and quota allow; a shortfall is a launch failure."""
+        want = group.desired - len(group.vms)
+        if want <= 0:
+            return
+        room = self.capacity(group, t) - len(group.vms)
+        quota_room = math.inf if group.quota is None else group.quota - len(group.vms)
+        n = int(max(0, min(want, room, quota_room)))
+        for _ in range(n):
+            self._launch(group, t)
+        if n < want and not quiet:
+            reason = FailureReason.QUOTA if quota_room < min(want, room) else FailureReason.CAPACITY
+            code = "VcpuLimitExceeded" if reason is FailureReason.QUOTA else "InsufficientInstanceCapacity"
+            self._failures.append(LaunchFailure(group.name, reason, code, t, f"{group.name}@{t:.3f}#{self._seq}"))
+            self.failures_by_reason[reason.value] = self.failures_by_reason.get(reason.value, 0) + 1
+
+    def _bill(self, vm: TwinVm, until: float) -> None:
+        seconds = max(0.0, until - vm.launched_at)
+        self.cost += seconds * vm.price / 3600.0
+        if self.groups[vm.group].role is StepKind.ON_DEMAND:
+            self.od_seconds += seconds
+        else:
+            self.spot_seconds += seconds
+
+    def _remove(self, group: TwinGroup, vm: TwinVm, t: float) -> None:
+        if vm.id in self.gang:
+            self._gang_lost(t)  # first: the commits it made up to now are its agent's last reports
+        del group.vms[vm.id]
+        group.version += 1
+        if vm.report is not None:
+            self._departed[vm.id] = vm.report  # its agent's report stays in the store
+        self._bill(vm, t)
+
+    # --- the job -------------------------------------------------------------
+    def work_at(self, t: float) -> tuple[float, float]:
+        """(committed work, work done) at time t of the current run."""
+        if self.phase != "running":
+            return self.committed, self.committed
+        job, elapsed = self.job, max(0.0, t - self.run_start)
+        cycle = job.interval_seconds + job.write_seconds
+        k = int((elapsed + _EPS) // cycle)
+        in_cycle = elapsed - k * cycle
+        committed = min(self.base + k * job.interval_seconds, job.work_seconds)
+        done = min(committed + min(in_cycle, job.interval_seconds), job.work_seconds)
+        return committed, done
+
+    def _last_commit_time(self, t: float) -> float | None:
+        if self.phase != "running":
+            return None
+        cycle = self.job.interval_seconds + self.job.write_seconds
+        k = int((t - self.run_start + _EPS) // cycle)
+        return self.run_start + k * cycle if k > 0 else None
+
+    def _form_gang(self, t: float) -> None:
+        if self.phase != "idle":
+            return
+        ready = [v for g in self.groups.values() for v in g.vms.values() if v.ready_at <= t + _EPS and v.drain_at is None]
+        if len(ready) < self.job.nodes:
+            return
+        ready.sort(key=lambda v: (v.price, v.ready_at, v.id))
+        self.gang = tuple(v.id for v in ready[: self.job.nodes])
+        self.phase, self.phase_until = "loading", t + self.job.load_seconds
+        self.restarts += 1
+
+    def _start_run(self, t: float) -> None:
+        self.phase, self.run_start, self.base = "running", t, self.committed
+        left = self.job.work_seconds - self.base
+        full = max(0, math.ceil(left / self.job.interval_seconds - _EPS) - 1)
+        self.finish = t + full * (self.job.interval_seconds + self.job.write_seconds) + (left - full * self.job.interval_seconds)
+        self.phase_until = self.finish
+
+    def _settle_commits(self, t: float) -> None:
+        """Record the run's commits up to t in the committed total and the gang's agent reports."""
+        committed, _ = self.work_at(t)
+        at = self._last_commit_time(t)
+        if at is not None and committed > self.committed:
+            self.committed = committed
+            for vm in self._gang_vms():
+                vm.report = (at, int(committed))
+
+    def _gang_vms(self) -> list[TwinVm]:
+        out = []
+        for vm_id in self.gang:
+            for g in self.groups.values():
+                if vm_id in g.vms:
+                    out.append(g.vms[vm_id])
+        return out
+
+    def _gang_lost(self, t: float) -> None:
+        if self.phase in ("running", "loading"):
+            self.gang_losses += 1
+        if self.phase == "running":
+            self._settle_commits(t)
+            _, done = self.work_at(t)
+            self.lost_work += done - self.committed
+        self.gang, self.phase, self.phase_until = (), "idle", math.inf
+        self.finish = math.inf
+
+    def _stop_for_drain(self, t: float) -> None:
+        """The agent's final checkpoint: the work done by ``t`` is committed ``write_seconds`` later."""
+        if self.phase == "running":
+            self._settle_commits(t)
+            _, done = self.work_at(t)
+            self.committed = done
+        self.phase, self.phase_until = "stopping", t + self.job.write_seconds
+        self.finish = math.inf
+
+    # --- time ------------------------------------------------------------------
+    def _next_internal(self, after: float) -> float:
+        """The next time the cloud or the job changes by itself (strictly after ``after``)."""
+        best = self.phase_until if self.phase_until > after + _EPS else math.inf
+        i = int((after + _EPS) // self.gap)
+        for g in self.groups.values():
+            for v in g.vms.values():
+                if after + _EPS < v.ready_at < best:
+                    best = v.ready_at
+            if g.next_change is not None and (g.vms or g.desired > 0) and 0 <= i < len(g.next_change):
+                t = float(g.next_change[i]) * self.gap
+                if after + _EPS < t < best:
+                    best = t
+        return best
+
+    def advance(self, t: float) -> None:
+        """Process every change of the cloud and the job up to and including ``t``."""
+        while self.phase != "done":
+            e = self._next_internal(self.t)
+            if e > t + _EPS:
+                break
+            self._at(e)
+            self.t = e
+        self.t = max(self.t, t)
+
+    def _at(self, t: float) -> None:
+        # 1. the job's own transitions
+        if self.phase_until <= t + _EPS:
+            if self.phase == "loading":
+                self._start_run(t)
+            elif self.phase == "running":  # finished
+                self.committed = self.job.work_seconds
+                self.phase, self.phase_until, self.finish = "done", math.inf, t
+                return
+            elif self.phase == "stopping":
+                self.gang, self.phase, self.phase_until = (), "idle", math.inf
+        # 2. capacity: take what the trace no longer allows, launch what it now allows
+        for g in self.groups.values():
+            cap = self.capacity(g, t)
+            extra = len(g.vms) - cap
+            if extra > 0:
+                for vm in sorted(g.vms.values(), key=lambda v: (-v.launched_at, v.id))[:extra]:
+                    self._interrupt(g, vm, t)
+            if g.desired > len(g.vms):
+                # the cloud retries an open request when capacity changes; still short is a failure
+                self._fill(g, t, quiet=cap == g.last_cap)
+            g.last_cap = cap
+        # 3. a gang on new capacity
+        self._form_gang(t)
+
+    def _interrupt(self, group: TwinGroup, vm: TwinVm, t: float) -> None:
+        self.interruptions += 1
+        notice_at = t - self.notice_seconds
+        fits = self.notice_seconds > 0 and self.job.write_seconds <= self.notice_seconds
+        if fits and vm.id in self.gang and self.phase == "running" and notice_at >= self.run_start:
+            self._settle_commits(notice_at)
+            _, done = self.work_at(notice_at)
+            self.committed = done  # the final checkpoint fit the notice
+            self.gang_losses += 1
+            for v in self._gang_vms():
+                v.report = (notice_at + self.job.write_seconds, int(done))
+            self.phase = "idle"
+        self._events.append(Interruption(f"{vm.id}-int", vm.id, "interruption", max(notice_at, vm.launched_at)))
+        self._remove(group, vm, t)
+
+    # --- CloudAdapter ----------------------------------------------------------
+    def observe(self, now: float) -> PoolObservation:
+        if self.drain_store is not None:
+            self._read_drains(now)
+        self.advance(now)
+        if self.phase == "running":
+            self._settle_commits(now)
+        groups = {g.name: g.observation(now) for g in self.groups.values()}
+        live = {v.id: v.report for g in self.groups.values() for v in g.vms.values() if v.report is not None}
+        reports = {vm: r for vm, r in {**self._departed, **live}.items() if r[0] <= now + _EPS}
+        self._departed = {}
+        obs = PoolObservation(
+            self.plan.name,
+            now,
+            groups,
+            tuple(self._failures),
+            tuple(self._events),
+            {vm: r[0] for vm, r in reports.items()},
+            {vm: r[1] for vm, r in reports.items() if r[1] is not None},
+        )
+        self._events, self._failures = [], []
+        return obs
+
+    def _read_drains(self, now: float) -> None:
+        """The agents' drain monitor: a request the controller wrote is acted on from its time."""
+        assert self.drain_store is not None
+        for g in self.groups.values():
+            for vm in list(g.vms.values()):
+                if vm.drain_at is not None:
+                    continue
+                doc = self.drain_store.get(f"drains/{self.plan.name}/{vm.id}.json")
+                if doc and isinstance(doc.get("requestedAt"), int | float):
+                    self.advance(float(doc["requestedAt"]))
+                    self.request_drain(vm.id, float(doc["requestedAt"]))
+
+    def apply(self, action: SetDesired | RemoveInstance, now: float | None = None) -> None:
+        t = self.t if now is None else now
+        group = self.groups[action.group]
+        group.version += 1
+        if isinstance(action, SetDesired):
+            group.desired = action.desired
+            self._fill(group, t)
+            return
+        vm = group.vms[action.vm_id]
+        self.removals.append(Removal(vm.id, group.name, t, vm.drain_at, vm.report[0] if vm.report else None))
+        group.desired = max(0, group.desired - 1)
+        self._remove(group, vm, t)
+        self._form_gang(t)
+
+    def request_drain(self, vm_id: str, t: float) -> None:
+        for g in self.groups.values():
+            vm = g.vms.get(vm_id)
+            if vm is None or vm.drain_at is not None:
+                continue
+            vm.drain_at = t
+            if vm_id in self.gang and self.phase in ("running", "loading"):
+                self._stop_for_drain(t)
+                vm.report = (t + self.job.write_seconds, int(self.committed))  # its final checkpoint
+            else:
+                vm.report = (t + self.job.write_seconds, None)  # no work on it: the agent just acknowledges
+
+    def ack(self, receipts: tuple[object, ...]) -> None:
+        return None
+
+    def has_news(self) -> bool:
+        """Events, or failures of groups whose backoff the planner acts on, waiting to be observed."""
+        primary = self.plan.primary.name
+        return bool(self._events) or any(f.group != primary for f in self._failures)
+
+    def next_change(self, now: float, commits_matter: bool) -> float:
+        """When the next observation could differ from this one (for the jump in :func:`run_twin`)."""
+        e = self._next_internal(now)
+        for g in self.groups.values():
+            for v in g.vms.values():
+                if v.report is not None and v.report[0] > now + _EPS:
+                    e = min(e, v.report[0])
+        if commits_matter and self.phase == "running":
+            cycle = self.job.interval_seconds + self.job.write_seconds
+            k = int((now - self.run_start + _EPS) // cycle) + 1
+            e = min(e, self.run_start + k * cycle)
+        return e
+
+    def close(self, t: float) -> None:
+        """Bill every VM still held up to ``t`` (the end of the job or of the replay)."""
+        for g in self.groups.values():
+            for vm in list(g.vms.values()):
+                self._bill(vm, t)
+                vm.launched_at = t
+
+
+@dataclass
+class TwinResult:
+    start: float
+    finish_seconds: float  # after the job's start; inf when it did not finish
+    cost_usd: float  # billed capacity plus the deadline penalty
+    met: bool
+    spot_hours: float
+    on_demand_hours: float
+    lost_work_hours: float
+    interruptions: int  # VMs taken by the cloud
+    gang_losses: int  # times a loss stopped the job (what the baselines call preemptions)
+    restarts: int
+    ticks: int
+    deferrals: int
+    failures_by_reason: dict[str, int]
+    steps_reached: set[str]
+    removals: list[Removal]
+
+
+def run_twin(
+    plan: PoolPlan,
+    cloud: TwinCloud,
+    *,
+    horizon_seconds: float,
+    jump: bool = True,
+    on_tick: Callable[[float, PoolObservation, PoolState, TickResult], None] | None = None,
+) -> TwinResult:
+    """Drive the controller's planner against ``cloud`` until the job is done or the horizon passes."""
+    start, tick = cloud.start, plan.tick_seconds
+    end = start + horizon_seconds
+    state = PoolState()
+    ticks = deferrals = 0
+    steps: set[str] = set()
+    k = 0
+    while True:
+        now = start + k * tick
+        if now > end or cloud.phase == "done":
+            break
+        obs = cloud.observe(now)
+        if cloud.phase == "done":
+            break
+        result = reconcile(plan, obs, state)
+        for action in result.actions:
+            if isinstance(action, SetDesired | RemoveInstance):
+                cloud.apply(action, now)
+            elif isinstance(action, RequestDrain):
+                cloud.request_drain(action.vm_id, now)
+            elif isinstance(action, Defer):
+                deferrals += 1
+            elif isinstance(action, Resume):
+                pass
+        if result.step is not None:
+            steps.add(result.step.kind.value)
+        if on_tick is not None:
+            on_tick(now, obs, state, result)
+        ticks += 1
+        if not jump or cloud.has_news():
+            k += 1  # news (a launch failure, an interruption) is seen on the very next tick
+            continue
+        matter = plan.tracks_deadline and (
+            state.lost_since is not None or state.surplus_since is not None or not can_give_back(plan, state, now)
+        )
+        wake = min(next_wake(plan, state, now), cloud.next_change(now, matter))
+        k = max(k + 1, math.ceil((wake - start) / tick - 1e-9)) if math.isfinite(wake) else math.ceil((end - start) / tick) + 1
+    done_at = cloud.finish if cloud.phase == "done" else math.inf
+    cloud.close(min(done_at, end) if math.isfinite(done_at) else end)
+    job = cloud.job
+    finish = done_at - start
+    late_h = max(0.0, finish - job.deadline_seconds) / 3600.0 if math.isfinite(finish) else (end - start - job.deadline_seconds) / 3600.0
+    return TwinResult(
+        start=start,
+        finish_seconds=finish,
+        cost_usd=cloud.cost + max(0.0, late_h) * job.penalty_per_hour,
+        met=finish <= job.deadline_seconds + 1e-6,
+        spot_hours=cloud.spot_seconds / 3600.0,
+        on_demand_hours=cloud.od_seconds / 3600.0,
+        lost_work_hours=cloud.lost_work / 3600.0,
+        interruptions=cloud.interruptions,
+        gang_losses=cloud.gang_losses,
+        restarts=cloud.restarts,
+        ticks=ticks,
+        deferrals=deferrals,
+        failures_by_reason=dict(cloud.failures_by_reason),
+        steps_reached=steps,
+        removals=list(cloud.removals),
+    )
+
+
+def zone_groups(zones: Sequence[str], home: int, nodes: int) -> tuple[list[tuple[str, StepKind]], dict[str, int]]:
+    """Group names and roles for a pool whose primary is zone ``home`` and whose alternates are the rest."""
+    names = [(f"spot-{zones[home]}", StepKind.SAME_POOL)]
+    names += [(f"spot-{z}", StepKind.ALTERNATE_ZONE) for i, z in enumerate(zones) if i != home]
+    names.append(("on-demand", StepKind.ON_DEMAND))
+    return names, {f"spot-{z}": i for i, z in enumerate(zones)}
+
+
+def plan_for(
+    workload: WorkloadProfile,
+    ladder: FallbackLadder,
+    groups: Sequence[tuple[str, StepKind]],
+    *,
+    start: float,
+    interval_seconds: float,
+    policy: str = "ladder",
+    tick_seconds: float = 60.0,
+    stable_spot_seconds: float = 300.0,
+) -> PoolPlan:
+    """The PoolPlan the controller would build for this pool (as ``build_plans`` does from a config)."""
+    specs = tuple(GroupSpec(name=n, role=r) for n, r in groups)
+    nodes = workload.nodes
+    return PoolPlan(
+        name="twin",
+        groups=specs,
+        capacity=Capacity(target=nodes, max=nodes),
+        workload=workload,
+        strategy=make_strategy(policy, ladder),
+        stable_spot_seconds=stable_spot_seconds,
+        job_started_at=start if workload.deadline_hours is not None else None,
+        total_steps=max(1, math.ceil(workload.work_hours * 3600.0)),
+        checkpoint_interval_seconds=float(interval_seconds),
+        tick_seconds=tick_seconds,
+    )
+
+
+def job_for(workload: WorkloadProfile, interval_seconds: float) -> TwinJob:
+    deadline = workload.deadline_hours if workload.deadline_hours is not None else 2.0 * workload.work_hours
+    return TwinJob(
+        work_seconds=workload.work_hours * 3600.0,
+        deadline_seconds=deadline * 3600.0,
+        interval_seconds=float(interval_seconds),
+        write_seconds=workload.checkpoint_write_seconds,
+        boot_seconds=workload.restart_seconds,
+        load_seconds=workload.checkpoint_load_seconds,
+        nodes=workload.nodes,
+        penalty_per_hour=workload.prices.deadline_penalty_per_hour,
+    )

@@ -1,0 +1,116 @@
+"""The ladder in simulations is the controller's planner, run through the digital twin.
+
+The economics simulator (``simulator.py``) replays the baselines (on-demand only,
+fixed wait, Uniform Progress) vectorised; there is no second ladder. This module
+turns the simulator's :class:`~spotgpu.economics.simulator.Job` into the pool the
+controller would run (a primary group in the home zone, one ``alternate_zone``
+group per other traced zone, an on-demand group) and replays each job with
+:func:`spotgpu.controller.twin.run_twin`, so the same mechanics (restart, load,
+commits every interval, lost uncommitted work, billing per held VM) apply to both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spotgpu.controller.twin import TwinCloud, TwinJob, TwinResult, plan_for, run_twin, zone_groups
+from spotgpu.economics.simulator import Job
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.workload import Prices, WorkloadProfile
+
+#: The controller's tick in twin replays (the config default is 30 s; a scheduled function runs every minute).
+TWIN_TICK_SECONDS = 60.0
+
+
+def workload_for(job: Job, policy: str = "ladder") -> WorkloadProfile:
+    """The WorkloadProfile the controller would be configured with for this job."""
+    boot = job.restart_seconds - job.load_seconds
+    return WorkloadProfile(
+        checkpoint_bytes=1,
+        checkpoint_write_seconds=job.checkpoint_write_seconds,
+        checkpoint_load_seconds=job.load_seconds,
+        restart_seconds=boot,
+        expected_reacquisition_seconds=900,
+        checkpoint_interval_seconds=max(round(job.interval_seconds), int(job.checkpoint_write_seconds) + 1),
+        interruptions_per_hour=0.0,
+        work_hours=job.work_hours,
+        deadline_hours=job.deadline_hours,
+        nodes=job.nodes,
+        fallback_policy=policy,
+        prices=Prices(
+            spot_per_hour=job.spot_per_hour,
+            on_demand_per_hour=job.on_demand_per_hour,
+            deadline_penalty_per_hour=job.deadline_penalty_per_hour,
+        ),
+    )
+
+
+def twin_job(job: Job) -> TwinJob:
+    return TwinJob(
+        work_seconds=job.work_seconds,
+        deadline_seconds=job.deadline_seconds,
+        interval_seconds=job.interval_seconds,
+        write_seconds=job.checkpoint_write_seconds,
+        boot_seconds=job.restart_seconds - job.load_seconds,
+        load_seconds=job.load_seconds,
+        nodes=job.nodes,
+        penalty_per_hour=job.deadline_penalty_per_hour,
+    )
+
+
+@dataclass
+class ControllerLadder:
+    """A "policy" entry for comparisons: the controller's planner (strategy ``policy``) through the twin."""
+
+    ladder: FallbackLadder
+    policy: str = "ladder"
+    tick_seconds: float = TWIN_TICK_SECONDS
+    name: str = "spotgpu ladder"
+
+    def run(
+        self,
+        job: Job,
+        counts: np.ndarray,
+        gap_seconds: float,
+        starts: Sequence[int] | np.ndarray,
+        homes: Sequence[int] | np.ndarray,
+        zones: Sequence[str] | None = None,
+        horizon_hours: float | None = None,
+    ) -> list[TwinResult]:
+        """One twin replay per (start tick, home zone); ``counts`` is (zones, ticks) instances holdable."""
+        names = list(zones) if zones is not None else [f"z{i}" for i in range(counts.shape[0])]
+        workload = workload_for(job, self.policy)
+        tj = twin_job(job)
+        horizon = (horizon_hours if horizon_hours is not None else 2.0 * job.deadline_hours) * 3600.0
+        rows = [np.ascontiguousarray(counts[i]) for i in range(counts.shape[0])]
+        out: list[TwinResult] = []
+        for start, home in zip(np.asarray(starts), np.asarray(homes), strict=True):
+            groups, index = zone_groups(names, int(home), job.nodes)
+            t0 = float(start) * gap_seconds
+            plan = plan_for(
+                workload, self.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
+                policy=self.policy, tick_seconds=self.tick_seconds,
+            )  # fmt: skip
+            traces = {name: rows[i] for name, i in index.items()}
+            cloud = TwinCloud(plan, tj, traces, gap_seconds, t0)
+            out.append(run_twin(plan, cloud, horizon_seconds=horizon))
+        return out
+
+
+def summarise(results: Sequence[TwinResult]) -> dict[str, float]:
+    cost = np.array([r.cost_usd for r in results])
+    finish = np.array([r.finish_seconds for r in results])
+    return {
+        "jobs": len(results),
+        "meanCostUsd": float(cost.mean()),
+        "deadlinesMet": float(np.mean([r.met for r in results])),
+        "meanFinishHours": float(finish[np.isfinite(finish)].mean() / 3600.0) if np.isfinite(finish).any() else math.inf,
+        "meanLostComputeHours": float(np.mean([r.lost_work_hours for r in results])),
+        "meanSpotHours": float(np.mean([r.spot_hours for r in results])),
+        "meanOnDemandHours": float(np.mean([r.on_demand_hours for r in results])),
+        "meanPreemptions": float(np.mean([r.interruptions for r in results])),
+    }
