@@ -91,7 +91,7 @@ class _PoolBase(SpotModel):
         if group.price_per_hour is not None:
             return group.price_per_hour
         prices = workload.prices
-        return prices.on_demand_per_hour if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
+        return prices.on_demand if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
 
     def group(self, name: str) -> GroupSpec:
         return next(g for g in self.groups if g.name == name)

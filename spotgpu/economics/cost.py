@@ -306,7 +306,7 @@ def _escalates(p: WorkloadProfile, ladder: FallbackLadder | None) -> bool:
         p.deadline_hours is not None
         and ladder is not None
         and ladder.deadline_escalation
-        and on_demand_reachable(ladder, p.prices.on_demand_per_hour)
+        and on_demand_reachable(ladder, p.prices.on_demand)
     )
 
 
@@ -327,7 +327,7 @@ def _deadline_penalty(p: WorkloadProfile, e: Exposure, miss_p: float, late_h: fl
         "escalates_to_on_demand": escalates,
     }
     if escalates and math.isfinite(late_h):
-        usd = late_h * p.nodes * p.prices.on_demand_per_hour if late_h > 0 else 0.0
+        usd = late_h * p.nodes * p.prices.on_demand if late_h > 0 else 0.0
         return CostTerm(
             "deadline_penalty", usd, inputs,
             "escalation: E[max(0, P + K*(o + idle) - deadline)] * nodes * on_demand_per_hour, K ~ Poisson(interruptions)",
