@@ -112,7 +112,7 @@ class ControllerDeploySpec(SpotModel):
         default=1, ge=1, le=60, description="Minutes between ticks.", json_schema_extra=fix_hint("use 1 to 60 minutes")
     )
     timeout_seconds: int = Field(
-        default=120,
+        default=60,
         ge=30,
         le=900,
         description="Longest one tick may run (Lambda timeout, job replica timeout); the lease outlives it.",
