@@ -29,9 +29,8 @@ import pulumi_aws as aws
 from components.aws.documents import assume_role_policy, document
 from components.aws.plan import PoolPlan
 from spotgpu.bootstrap import control_store_url
-from spotgpu.controller.aws_lambda import CONFIG_ENV
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
-from spotgpu.controller.render import config_json, render_controller_config
+from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
 
 TOKEN = "spotgpu:aws:ControllerJob"

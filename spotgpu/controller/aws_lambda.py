@@ -27,11 +27,11 @@ from typing import Any
 
 from spotgpu.controller.config import ControllerConfig, parse_controller_config
 from spotgpu.controller.lease import Lease
+from spotgpu.controller.render import CONFIG_ENV
 from spotgpu.controller.runner import CloudAdapter, Controller
 from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
-CONFIG_ENV = "SPOTGPU_CONTROLLER_CONFIG"
 #: Test and emulator hook: an endpoint URL for every boto3 client and for the S3 state store.
 ENDPOINT_ENV = "SPOTGPU_AWS_ENDPOINT_URL"
 

@@ -75,7 +75,17 @@ class DryRun:
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:
+    """``--config FILE``, or ``--config env:NAME`` for the JSON a deployed job carries in its environment."""
     try:
+        if args.config.startswith("env:"):
+            import os
+
+            from spotgpu.controller.config import parse_controller_config
+
+            name = args.config[4:]
+            if not os.environ.get(name):
+                raise ConfigError(f"--config {args.config}: ${name} is empty; fix: set it to the rendered config JSON")
+            return parse_controller_config(json.loads(os.environ[name]))
         return load_controller_config(args.config)
     except ConfigError as err:
         print(f"spotgpu controller: {err}", file=sys.stderr)
@@ -234,7 +244,7 @@ def register(subparsers: Any) -> None:
         ("status", _status, "Print the controller's saved record."),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--config", required=True, help="controller config file (YAML or JSON)")
+        p.add_argument("--config", required=True, help="controller config file (YAML or JSON), or env:VARIABLE")
         if name == "run":
             p.add_argument("--once", action="store_true", help="one tick, then exit (for a scheduled function)")
             p.add_argument("--dry-run", action="store_true", help="observe, print actions, change nothing")

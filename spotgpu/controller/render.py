@@ -27,6 +27,8 @@ from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
+#: The environment variable a deployed job reads its config from (``--config env:SPOTGPU_CONTROLLER_CONFIG``).
+CONFIG_ENV = "SPOTGPU_CONTROLLER_CONFIG"
 #: Slack the lease keeps over the job's own timeout: a tick killed at its timeout still held a valid lease.
 LEASE_SLACK_SECONDS = 30
 

@@ -8,7 +8,6 @@ resources in a preview; accept an intended change with
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,11 @@ from aws_fixtures import one, policy_of, pool_args, record_pool
 from components.aws.controller_job import ControllerJobError, plan_controller_job
 from components.aws.plan import plan_pool
 from components.offline.mocks import RecordedResource
-from components.offline.testing import children_of, record
+from components.offline.testing import record
 from spotgpu.controller.aws_lambda import CONFIG_ENV
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.tags import POOL, ROLE
+from tests.controller.job_snapshot import check_snapshot
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "controller_job.json"
 FUNCTION = "aws:lambda/function:Function"
@@ -39,10 +39,6 @@ def prod() -> list[RecordedResource]:
 def _mock_arn(r: RecordedResource) -> str:
     """The ARN the mock runtime gives a resource (components/offline/mocks.py)."""
     return f"arn:aws:{r.type.split(':')[1].split('/')[0]}:us-east-1:123456789012:{r.name}"
-
-
-def _job_children(resources: list[RecordedResource]) -> list[RecordedResource]:
-    return sorted(children_of(resources, one(resources, JOB)), key=lambda r: r.name)
 
 
 def test_the_function_runs_one_tick_at_a_time_as_the_controller_role(prod: list[RecordedResource]) -> None:
@@ -93,13 +89,7 @@ def test_preview_snapshot_of_the_controller_resources() -> None:
     from components.aws import GpuPool
 
     args = pool_args("prod")
-    resources = record(lambda: GpuPool(args.spec.name, args), preview=True)
-    shot = {r.name: {"type": r.type, "inputs": r.inputs} for r in _job_children(resources)}
-    text = json.dumps(shot, indent=1, sort_keys=True, default=str) + "\n"
-    if os.environ.get("SPOTGPU_UPDATE_SNAPSHOTS") == "1" or not SNAPSHOT.exists():
-        SNAPSHOT.parent.mkdir(exist_ok=True)
-        SNAPSHOT.write_text(text)
-    assert text == SNAPSHOT.read_text(), "controller job changed; review and update the snapshot"
+    check_snapshot(record(lambda: GpuPool(args.spec.name, args), preview=True), JOB, SNAPSHOT)
 
 
 def test_opting_out_creates_no_job_and_fleet_mode_needs_asg() -> None:
