@@ -54,7 +54,7 @@ def test_one_task_no_retries_as_the_controller_service_account(prod: list[Record
     config = parse_controller_config(json.loads(env[CONFIG_ENV]))
     pool = config.pools[0]
     assert pool.cloud == "gcp" and pool.subscription == "projects/ml-prod-654321/subscriptions/train-gcp-prod-preempted-ctl"
-    assert [g.role.value for g in pool.groups][0] == "same_pool" and pool.groups[-1].role.value == "on_demand"
+    assert pool.groups[0].role.value == "same_pool" and pool.groups[-1].role.value == "on_demand"
     assert config.state_url.startswith("gs://") and config.state_url.endswith("/_controller")
 
 
