@@ -25,8 +25,9 @@ import sys
 import time
 from typing import Any
 
+from spotgpu.config import ConfigError
 from spotgpu.controller.config import ControllerConfig, parse_controller_config
-from spotgpu.controller.lease import Lease
+from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.render import CONFIG_ENV
 from spotgpu.controller.runner import CloudAdapter, Controller
 from spotgpu.controller.store import ObjectJsonStore
@@ -96,23 +97,29 @@ def _store(config: ControllerConfig) -> ObjectJsonStore:
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """One tick. For SQS events, ``batchItemFailures`` lists the messages the tick did not acknowledge."""
-    config = parse_controller_config(json.loads(os.environ[CONFIG_ENV]))
+    try:
+        config = parse_controller_config(json.loads(os.environ.get(CONFIG_ENV) or "null") or {})
+    except (ConfigError, ValueError) as err:  # one line in the function's log, not a traceback
+        raise RuntimeError(f"${CONFIG_ENV}: {err}; fix: redeploy the stack (it renders this config)") from None
     records = sqs_records(event)
     store = _store(config)
     lease = Lease(store, config.lease_ttl_seconds, config.lease.max_clock_skew_seconds)
     shims: list[EventFirstSqs] = []
     adapters = _clients(config, records, shims)
     controller = Controller(config, adapters, store, Telemetry(json_lines=sys.stdout), lease=lease)
+    lost = ""
     try:
         results = controller.tick(time.time())
+    except LeaseLost as err:  # fenced out or past the deadline mid-tick: the record was not written
+        results, lost = {}, str(err)
     finally:
         lease.release()
     verdict = controller.lease_verdict
-    held = verdict is not None and verdict.held
+    held = verdict is not None and verdict.held and not lost
     summary: dict[str, Any] = {
         "trigger": "sqs" if records else "schedule",
         "leaseHeld": held,
-        "reason": verdict.reason if verdict else "",
+        "reason": lost or (verdict.reason if verdict else ""),
         "token": verdict.token if verdict else 0,
         "pools": {
             name: {"step": r.step.kind.value if r.step else "whole", "actions": len(r.actions)}

@@ -26,7 +26,7 @@ from spotgpu.controller.config import (
     GcpControlledPool,
     load_controller_config,
 )
-from spotgpu.controller.lease import Lease
+from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller
 from spotgpu.controller.store import ObjectJsonStore
@@ -128,6 +128,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.once:
         try:
             results = controller.tick(time.time())
+        except LeaseLost as err:  # lease hook: fenced out or past the deadline mid-tick; nothing more was written
+            print(f"spotgpu controller: {err}", file=sys.stderr)
+            return 1
         finally:
             lease.release()  # lease hook: the next scheduled run need not wait for expiry
         verdict = controller.lease_verdict
@@ -137,7 +140,10 @@ def _run(args: argparse.Namespace) -> int:
             step = result.step.kind.value if result.step else "whole"
             print(f"{name}: {step}, {len(result.actions)} action(s)")
         return 0
-    controller.run()
+    try:
+        controller.run()
+    finally:
+        lease.release()
     return 0
 
 

@@ -134,3 +134,10 @@ def test_an_sqs_invocation_that_cannot_take_the_lease_hands_the_message_back(poo
     assert not summary["leaseHeld"] and "held by someone-" in summary["reason"]
     assert summary["batchItemFailures"] == [{"itemIdentifier": msg["MessageId"]}]
     assert pool["store"].get(RECORD_KEY) is None, "a refused tick wrote nothing"
+
+
+def test_a_missing_or_bad_config_is_one_line(pool: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CONFIG_ENV, json.dumps({"stateUrl": "s3://x/y"}))
+    with pytest.raises(RuntimeError, match=r"SPOTGPU_CONTROLLER_CONFIG: .*workloads") as info:
+        handler({"source": "spotgpu.schedule"}, None)
+    assert "\n" not in str(info.value)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
+import pytest
 from controller_factories import ladder, workload
 
 from spotgpu.controller.config import ControllerConfig
@@ -89,3 +91,30 @@ def test_a_released_lease_passes_to_the_next_one_shot_run_with_a_higher_token() 
     second.tick(1060.0)
     assert second_cloud.observed == 1
     assert store.get(RECORD_KEY)[FENCE_FIELD] == 2  # type: ignore[index]
+
+
+def test_cli_once_with_the_lease_held_elsewhere_does_nothing_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import yaml
+
+    from spotgpu.cli import main
+    from spotgpu.controller.config import ControllerConfig
+    from spotgpu.controller.lease import LEASE_KEY
+    from spotgpu.controller.store import ObjectJsonStore
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    doc = _config().model_dump(by_alias=True, mode="json", exclude_none=True)
+    doc["stateUrl"] = (tmp_path / "state").as_uri()
+    ControllerConfig.model_validate(doc)
+    path = tmp_path / "controller.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    store = ObjectJsonStore(doc["stateUrl"])
+    store.write_if(LEASE_KEY, {"holder": "othercontroller", "token": 3, "expiresAt": time.time() + 600}, None)
+    assert main(["controller", "run", "--config", str(path), "--once"]) == 0
+    captured = capsys.readouterr()
+    assert "lease held by othercon (token 3)" in captured.err and "does nothing" in captured.err
+    assert store.get(RECORD_KEY) is None
