@@ -10,9 +10,14 @@
   holds ``roles/run.invoker`` on that job only; no retries (the next tick
   supersedes a missed one).
 
-Two executions can still overlap (a slow tick and the next schedule); the lease in
-the state store makes the second one do nothing. The Pub/Sub subscription is
-drained by every tick; it does not start one by itself (see docs/gcp.md).
+* A wake-up on preemption: an Eventarc trigger on the pool's preemption topic
+  starts a small Workflows workflow that POSTs the same ``:run`` endpoint (the Run
+  Admin API wants an OAuth access token, which Pub/Sub push cannot send, and
+  Workflows' ``http.post`` with ``auth: OAuth2`` does). Eventarc keeps its own
+  subscription on the topic; the tick still reads the controller's subscription.
+
+Executions can overlap (a slow tick, the next schedule, a wake-up); the lease in
+the state store makes the later ones do nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_gcp import cloudrunv2, cloudscheduler
+from pulumi_gcp import cloudrunv2, cloudscheduler, eventarc, projects, workflows
 
 from spotgpu import __version__
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
@@ -30,6 +35,25 @@ from spotgpu.models.pools import GcpPoolSpec
 TOKEN = "spotgpu:gcp:ControllerJob"
 COMMAND_ARGS = ["controller", "run", "--once", "--config", f"env:{CONFIG_ENV}"]
 RUN_API = "https://run.googleapis.com/v2"
+PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
+
+
+def run_url(project: str, region: str, job: str) -> str:
+    return f"{RUN_API}/projects/{project}/locations/{region}/jobs/{job}:run"
+
+
+def wake_workflow_source(project: str, region: str, job: str) -> str:
+    """A one-step workflow: start one execution of the controller job, without waiting for it."""
+    return (
+        "main:\n"
+        "  steps:\n"
+        "    - run_controller:\n"
+        "        call: http.post\n"
+        "        args:\n"
+        f"          url: {run_url(project, region, job)}\n"
+        "          auth:\n"
+        "            type: OAuth2\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -41,6 +65,7 @@ class GcpControllerJobPlan:
     timeout: str
     config: str
     labels: dict[str, str]
+    topic: str
 
 
 def default_image(spec: GcpPoolSpec) -> str:
@@ -58,6 +83,7 @@ def plan_gcp_controller_job(
     spot_migs: list[str],
     fallback_mig: str,
     subscription: str,
+    topic: str,
     labels: dict[str, str],
 ) -> GcpControllerJobPlan:
     deploy = spec.controller
@@ -84,6 +110,7 @@ def plan_gcp_controller_job(
         timeout=f"{deploy.timeout_seconds}s",
         config=config_json(config),
         labels=labels,
+        topic=f"projects/{spec.project}/topics/{topic}",
     )
 
 
@@ -154,15 +181,42 @@ class ControllerJob(pulumi.ComponentResource):
             retry_config=cloudscheduler.JobRetryConfigArgs(retry_count=0),
             http_target=cloudscheduler.JobHttpTargetArgs(
                 http_method="POST",
-                uri=run_job.name.apply(
-                    lambda n: f"{RUN_API}/projects/{spec.project}/locations/{spec.region}/jobs/{n}:run"
-                ),
+                uri=run_job.name.apply(lambda n: run_url(spec.project, spec.region, n)),
                 oauth_token=cloudscheduler.JobHttpTargetOauthTokenArgs(
                     service_account_email=service_account_email,
                     scope="https://www.googleapis.com/auth/cloud-platform",
                 ),
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[invoker]),
+        )
+        # Wake-up on preemption: topic -> Eventarc -> workflow -> jobs/<name>:run, as the same identity.
+        project_roles = [
+            projects.IAMMember(f"{name}-{key}", project=spec.project, role=role, member=invoker_member, opts=child)
+            for key, role in (("event-receiver", "roles/eventarc.eventReceiver"), ("workflow-invoker", "roles/workflows.invoker"))
+        ]
+        workflow = workflows.Workflow(
+            f"{name}-wake",
+            name=f"{job.job_name}-wake",
+            project=spec.project,
+            region=spec.region,
+            description=f"start the spotgpu controller of pool {spec.name} on a preemption",
+            service_account=service_account_email,
+            source_contents=run_job.name.apply(lambda n: wake_workflow_source(spec.project, spec.region, n)),
+            labels=job.labels,
+            deletion_protection=False,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[invoker]),
+        )
+        eventarc.Trigger(
+            f"{name}-on-preemption",
+            name=f"{job.job_name}-preempted",
+            project=spec.project,
+            location=spec.region,
+            matching_criterias=[eventarc.TriggerMatchingCriteriaArgs(attribute="type", value=PUBSUB_EVENT)],
+            transport=eventarc.TriggerTransportArgs(pubsub=eventarc.TriggerTransportPubsubArgs(topic=job.topic)),
+            destination=eventarc.TriggerDestinationArgs(workflow=workflow.id),
+            service_account=service_account_email,
+            labels=job.labels,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=project_roles),
         )
         self.job_name = run_job.name
         self.controller_config = job.config

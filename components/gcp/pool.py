@@ -134,6 +134,7 @@ class GpuPool(pulumi.ComponentResource):
                     spot_migs=spot_migs,
                     fallback_mig=fallback_mig,
                     subscription=names.subscription,
+                    topic=names.topic,
                     labels=links.labels(args, "controller"),
                 ),
                 service_account_email=fallback.controller_email,

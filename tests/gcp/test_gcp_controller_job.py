@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from gcp_fixtures import pool_args
 
 from components.gcp import GpuPool
@@ -70,6 +71,23 @@ def test_cloud_scheduler_runs_the_job_every_minute_with_the_same_identity(prod: 
     assert target["oauthToken"]["serviceAccountEmail"] == _controller_email(prod)
     invoker = _one(prod, INVOKER).inputs
     assert invoker["role"] == "roles/run.invoker" and invoker["member"] == f"serviceAccount:{_controller_email(prod)}"
+
+
+def test_a_preemption_wakes_the_job_through_eventarc_and_a_workflow(prod: list[RecordedResource]) -> None:
+    trigger = _one(prod, "gcp:eventarc/trigger:Trigger").inputs
+    assert trigger["matchingCriterias"] == [{"attribute": "type", "value": "google.cloud.pubsub.topic.v1.messagePublished"}]
+    assert trigger["transport"]["pubsub"]["topic"] == "projects/ml-prod-654321/topics/train-gcp-prod-preempted"
+    assert trigger["serviceAccount"] == _controller_email(prod)
+    workflow = _one(prod, "gcp:workflows/workflow:Workflow")
+    assert trigger["destination"]["workflow"] == f"{workflow.name}-id"
+    source = yaml.safe_load(workflow.inputs["sourceContents"])
+    step = source["main"]["steps"][0]["run_controller"]
+    assert step["call"] == "http.post" and step["args"]["auth"] == {"type": "OAuth2"}
+    assert step["args"]["url"].endswith("/jobs/train-gcp-prod-controller:run")
+    assert workflow.inputs["serviceAccount"] == _controller_email(prod)
+    roles = {r.inputs["role"] for r in prod if r.type == "gcp:projects/iAMMember:IAMMember"
+             and r.inputs["member"] == f"serviceAccount:{_controller_email(prod)}"}
+    assert {"roles/eventarc.eventReceiver", "roles/workflows.invoker"} <= roles
 
 
 def test_preview_snapshot_of_the_controller_resources() -> None:
