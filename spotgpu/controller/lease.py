@@ -134,7 +134,8 @@ class Lease:
         if self._current is None or not self.valid():
             return
         doc = {**self._current.doc, "released": True, "expiresAt": self._wall()}
-        with contextlib.suppress(StaleRecordError):  # someone took it already; nothing of ours to give back
+        # Stale: someone took it already. Any other failure: the next run waits for expiry instead.
+        with contextlib.suppress(Exception):
             self.store.write_if(LEASE_KEY, doc, self._current)
         self._current, self._deadline = None, float("-inf")
 
