@@ -1,38 +1,59 @@
 """Parse stack config into models once, and turn failures into one actionable line.
 
-Every error names the key path as the user wrote it (``spotgpu:pools[0].zones``),
-the offending value, and how to fix it. Pulumi hands structured config to the
-program as JSON strings; :func:`parse_stack_config` accepts either form.
+Every error is one line in one style::
+
+    spotgpu:pools[vision-gcp].zones: <what is wrong> (value: <value>); fix: <how>
+
+naming the key path as the user wrote it (list items that have a ``name`` are
+shown by name, others by index), the offending value and the fix. Unknown keys
+get a "did you mean". Pulumi hands structured config to the program as JSON
+strings; :func:`parse_stack_config` accepts either form. YAML and file-level
+problems (syntax, tabs, a key without namespace) are :class:`ConfigError` too, so
+every command can print ``str(err)`` and exit 2.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import typing
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.stack import StackConfig
 
 #: Config keys the stack program reads, in the project namespace.
 STACK_KEYS = ("environment", "owner", "workloads", "ladders", "pools")
 
+#: Provider config keys validation reads (regions the pools must live in).
+PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
+
 _GENERIC_FIX = {
     "list_type": "write it as a YAML list, e.g. [a, b]",
     "tuple_type": "write it as a YAML list, e.g. [a, b]",
     "dict_type": "write it as a YAML mapping of name: value",
+    "model_type": "write it as a YAML mapping of key: value",
+    "model_attributes_type": "write it as a YAML mapping of key: value",
     "extra_forbidden": "remove the key or fix its spelling",
     "missing": "add the key",
     "int_parsing": "use a whole number",
     "int_from_float": "use a whole number",
+    "int_type": "use a whole number",
     "float_parsing": "use a number",
+    "float_type": "use a number",
     "bool_parsing": "use true or false",
+    "bool_type": "use true or false",
     "string_type": "use a string",
     "greater_than": "use a larger value",
     "greater_than_equal": "use a larger value",
     "less_than": "use a smaller value",
     "less_than_equal": "use a smaller value",
     "too_short": "add more items",
+    "too_long": "remove items",
+    "string_too_short": "write a longer value",
     "string_pattern_mismatch": "match the documented format",
     "literal_error": "use one of the allowed values",
     "enum": "use one of the allowed values",
@@ -40,65 +61,87 @@ _GENERIC_FIX = {
     "union_tag_not_found": "add cloud: aws, gcp or azure",
 }
 
+_MESSAGES = {
+    "missing": "required key is missing",
+    "extra_forbidden": "unknown key",
+}
+
+#: Shown for a key whose real value is withheld (a mapping, a secret).
+_ELIDED = "{...}"
+
 
 class ConfigError(ValueError):
-    """A stack config problem, already formatted as one line for the user."""
+    """A stack config problem, already formatted as one line for the user (exit 2)."""
 
 
-def _loc_to_path(namespace: str, loc: tuple[int | str, ...]) -> str:
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return _ELIDED
+    shown = json.dumps(value, default=str)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _item_label(container: Any, index: int) -> str:
+    """``[vision-gcp]`` for a list item with a string ``name``, else ``[2]``."""
+    if isinstance(container, list | tuple) and 0 <= index < len(container):
+        item = container[index]
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
+            return f"[{item['name']}]"
+    return f"[{index}]"
+
+
+def key_path(namespace: str, loc: tuple[int | str, ...], data: Any = None) -> str:
+    """Render a pydantic location as ``ns:pools[name].field``, stepping over union tags."""
     path = ""
+    node = data
     for i, part in enumerate(loc):
         if isinstance(part, int):
-            path += f"[{part}]"
-        elif i == 0:
-            path = f"{namespace}:{part}"
-        elif part in ("aws", "gcp", "azure") and i > 0 and isinstance(loc[i - 1], int):
+            path += _item_label(node, part)
+            node = node[part] if isinstance(node, list | tuple) and 0 <= part < len(node) else None
+            continue
+        if part in ("aws", "gcp", "azure") and i > 0 and isinstance(loc[i - 1], int):
             continue  # discriminated-union tag pydantic inserts into the location
-        else:
-            path += f".{part}"
+        path = f"{namespace}:{part}" if i == 0 else f"{path}.{part}"
+        node = node.get(part) if isinstance(node, dict) else None
     return path or f"{namespace}:<root>"
 
 
-def _field_fix(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
-    """Walk the model along ``loc`` to the field's own ``fix`` hint, if any.
-
-    List indices, mapping keys (workload and ladder names) and the union tag that
-    pydantic inserts for discriminated pool specs are stepped over. An unknown
-    key has no field, so it gets no field hint (the generic one applies).
-    """
-    import typing
-
+def _union_members() -> dict[str, type[BaseModel]]:
     from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 
-    union_members = {"aws": AwsPoolSpec, "gcp": GcpPoolSpec, "azure": AzurePoolSpec}
+    return {"aws": AwsPoolSpec, "gcp": GcpPoolSpec, "azure": AzurePoolSpec}
+
+
+def _lookup(model: Any, key: int | str) -> Any:
+    if not (isinstance(model, type) and issubclass(model, BaseModel)) or isinstance(key, int):
+        return None
+    return next((f for name, f in model.model_fields.items() if key in (name, f.alias)), None)
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> Any:
+    """The model class ``loc`` points at, stepping over list indices, mapping keys
+    (workload and ladder names) and the union tag pydantic inserts for pool specs."""
+    union = _union_members()
     current: Any = model
-    fix: str | None = None
     skip_mapping_key = False
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             continue
         if skip_mapping_key:
             skip_mapping_key = False
             continue
-        if part in union_members and current is AwsPoolSpec:
-            current = union_members[str(part)]
+        if part in union and i > 0 and isinstance(loc[i - 1], int):
+            current = union[part]
             continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = next((f for name, f in current.model_fields.items() if part in (name, f.alias)), None)
+        field = _lookup(current, part)
         if field is None:
             return None
-        extra = field.json_schema_extra
-        hint = extra.get("fix") if isinstance(extra, dict) else None
-        fix = hint if isinstance(hint, str) else None
         skip_mapping_key = typing.get_origin(field.annotation) is dict
         current = _inner_model(field.annotation)
-    return fix
+    return current
 
 
 def _inner_model(annotation: Any) -> Any:
-    import typing
-
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
@@ -108,23 +151,96 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
-def format_error(err: ValidationError, namespace: str = "spotgpu", model: type[BaseModel] = StackConfig) -> str:
-    """One line per problem; the first problem is what the user sees first."""
-    lines = []
-    for e in err.errors():
+def _field_fix(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """The field's own ``fix`` hint (``fix_hint``), if the location names a known field."""
+    if not loc:
+        return None
+    field = _lookup(_model_at(model, loc[:-1]), loc[-1])
+    extra = getattr(field, "json_schema_extra", None)
+    hint = extra.get("fix") if isinstance(extra, dict) else None
+    return hint if isinstance(hint, str) else None
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the YAML may use next to the last key of ``loc`` (camelCase aliases)."""
+    holder = _model_at(model, loc[:-1])
+    if not (isinstance(holder, type) and issubclass(holder, BaseModel)):
+        return []
+    return [f.alias or name for name, f in holder.model_fields.items()]
+
+
+def did_you_mean(word: str, known: list[str] | tuple[str, ...]) -> str | None:
+    """The closest known key, case-insensitively, or None when nothing is close."""
+    lowered = {k.lower(): k for k in known}
+    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None
+
+
+def _join(path: str, namespace: str, at: str) -> str:
+    if not at:
+        return path
+    if path == f"{namespace}:<root>":
+        return f"{namespace}:{at}"
+    return path + at if at.startswith("[") else f"{path}.{at}"
+
+
+def _line(e: Any, namespace: str, model: type[BaseModel], data: Any) -> str:
+    loc = tuple(e["loc"])
+    etype = e["type"]
+    path = key_path(namespace, loc, data)
+    problem = (e.get("ctx") or {}).get("error")
+    if isinstance(problem, FieldProblem):
+        return f"{_join(path, namespace, problem.at)}: {problem.what} (value: {_show(problem.value)}); fix: {problem.fix}"
+    shown = "not set" if etype == "missing" else _show(e.get("input"))
+    if etype in ("union_tag_invalid", "union_tag_not_found"):
+        ctx = e.get("ctx") or {}
+        path = f"{path}.{ctx.get('discriminator', 'cloud').strip(chr(39))}"
+        shown = _show(ctx["tag"]) if "tag" in ctx else "not set"
+        return f"{path}: names no cloud spotgpu builds (value: {shown}); fix: set cloud to aws, gcp or azure"
+    if etype in ("value_error", "assertion_error"):
+        msg = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        what, sep, fix = msg.partition("; ")
+        if not sep:
+            fix = _field_fix(model, loc) or "see docs/configuration.md"
+        return f"{path}: {what} (value: {shown}); fix: {fix}"
+    msg = _MESSAGES.get(etype, e["msg"].replace("valid tuple", "list").replace("Tuple should", "List should"))
+    if etype == "too_short" and e.get("input") in ([], (), {}):
+        msg = "is empty"
+    fix = _field_fix(model, loc) or _GENERIC_FIX.get(etype, "see docs/configuration.md")
+    if etype == "extra_forbidden" and loc:
+        known = _known_keys(model, loc)
+        guess = did_you_mean(str(loc[-1]), known)
+        prefix = f"{namespace}:" if len(loc) == 1 else ""
+        if guess is not None:
+            fix = f"did you mean {prefix}{guess}? rename the key (unknown keys are errors, not ignored)"
+        elif known:
+            fix = f"remove the key or fix its spelling; known keys: {', '.join(prefix + k for k in known)}"
+    return f"{path}: {msg} (value: {shown}); fix: {fix}"
+
+
+def format_error(
+    err: ValidationError,
+    namespace: str = "spotgpu",
+    model: type[BaseModel] = StackConfig,
+    data: Any = None,
+) -> str:
+    """One line for every problem; the first problem is what the user reads first.
+
+    ``data`` is the validated input: with it, list items that have a ``name``
+    (pools) are shown by name. A required key that is missing only because it was
+    misspelt is reported once, as the misspelt key with its "did you mean".
+    """
+    errors = list(err.errors())
+    guessed: set[tuple[Any, ...]] = set()
+    for e in errors:
         loc = tuple(e["loc"])
-        path = _loc_to_path(namespace, loc)
-        value = e.get("input")
-        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        msg = e["msg"].removeprefix("Value error, ").replace("valid tuple", "list")
-        fix = _field_fix(model, loc) or _GENERIC_FIX.get(e["type"], "see docs/configuration.md")
-        if e["type"] == "value_error":
-            # Our own validators already say what to do.
-            lines.append(f"{path}: {msg} (value: {shown})")
-        else:
-            lines.append(f"{path}: {msg} (value: {shown}); fix: {fix}")
+        if e["type"] == "extra_forbidden" and loc:
+            guess = did_you_mean(str(loc[-1]), _known_keys(model, loc))
+            if guess is not None:
+                guessed.add((*loc[:-1], guess))
+    kept = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) in guessed)] or errors
+    kept.sort(key=lambda e: e["type"] != "extra_forbidden")
+    lines = [_line(e, namespace, model, data) for e in kept]
     return lines[0] if len(lines) == 1 else lines[0] + f" [and {len(lines) - 1} more: " + "; ".join(lines[1:]) + "]"
 
 
@@ -138,35 +254,145 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def parse_stack_config(raw: dict[str, Any], namespace: str = "spotgpu") -> StackConfig:
-    """Validate a ``{key: value}`` mapping (keys without namespace) into a StackConfig."""
+def parse_stack_config(
+    raw: Mapping[str, Any],
+    namespace: str = "spotgpu",
+    provider: Mapping[str, Any] | None = None,
+) -> StackConfig:
+    """Validate a ``{key: value}`` mapping (keys without namespace) into a StackConfig.
+
+    ``provider`` carries the provider keys (``aws:region`` ...) the pools must agree with.
+    """
     data = {k: _decode(v) for k, v in raw.items() if v is not None}
+    context = {
+        "provider": {k: v for k, v in (provider or {}).items() if isinstance(v, str)},
+        # In a stack, a workload may leave onDemandPerHour out: each pool prices it from the catalogue.
+        "catalogue_prices": True,
+    }
     try:
-        return StackConfig.model_validate(data)
+        return StackConfig.model_validate(data, context=context)
     except ValidationError as err:
-        raise ConfigError(format_error(err, namespace)) from None
+        raise ConfigError(format_error(err, namespace, data=data)) from None
 
 
-def read_stack_file(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgpu") -> StackConfig:
+    """Validate every ``<namespace>:*`` key of an engine config map (``{"ns:key": json-or-text}``).
+
+    All keys of the namespace are passed, not only the known ones, so a misspelt
+    key is an error with a "did you mean" instead of being ignored.
+    """
+    prefix = f"{namespace}:"
+    project = {k[len(prefix) :]: v for k, v in engine.items() if k.startswith(prefix)}
+    provider = {k: engine[k] for k in PROVIDER_KEYS if k in engine}
+    return parse_stack_config(project, namespace, provider)
+
+
+def _yaml_error(path: str, err: Exception) -> ConfigError:
+    """A YAML parse failure as one line: file:line:col, what, and the fix."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    problem = str(getattr(err, "problem", None) or err).splitlines()[0]
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} that starts at line {context_mark.line + 1} column {context_mark.column + 1})"
+    snippet = ""
+    if mark is not None and getattr(mark, "buffer", None):
+        lines = str(mark.buffer).rstrip("\0").splitlines()
+        snippet = lines[mark.line] if mark.line < len(lines) else ""
+    if "\t" in problem or "'\\t'" in problem:
+        fix = "indent with spaces; YAML does not allow tabs for indentation"
+    else:
+        fix = "correct the YAML at that line (quote values that contain ': ', ' #', '[', '{' or start with '*', '&', '!')"
+    return ConfigError(f"{where}: YAML syntax error: {problem} (value: {_show(snippet.strip())}); fix: {fix}")
+
+
+def _strict_loader() -> type:
+    """A SafeLoader that refuses duplicate keys, as the Pulumi CLI's YAML parser does."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: Any, node: Any, deep: bool = False) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise _DuplicateKey(key_node, f"a mapping key must be a plain scalar, not {type(key).__name__}",
+                                    key, "write the key as a plain word")
+            if key in out:
+                raise _DuplicateKey(key_node, "key is given twice in one mapping", key,
+                                    "keep one of the two entries (YAML would silently drop the first)")
+            out[key] = loader.construct_object(value_node, deep=deep)
+        return out
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return StrictLoader
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, node: Any, what: str, key: Any, fix: str) -> None:
+        super().__init__(what)
+        self.mark = node.start_mark
+        self.what = what
+        self.key = key
+        self.fix = fix
+
+
+def load_stack_yaml(path: str, text: str | None = None) -> dict[str, Any]:
+    """Parse a stack file; every YAML problem becomes one :class:`ConfigError` line."""
+    import yaml
+
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: cannot read the stack file ({err}); fix: check the path and that it is UTF-8 text") from None
+    try:
+        doc = yaml.load(text, Loader=_strict_loader())  # a SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise ConfigError(
+            f"{path}:{dup.mark.line + 1}:{dup.mark.column + 1}: {dup.what} (value: {_show(dup.key)}); fix: {dup.fix}"
+        ) from None
+    except yaml.YAMLError as err:
+        raise _yaml_error(path, err) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(
+            f"{path}: a stack file must be a mapping with a config: key (value: {_show(doc)}); "
+            "fix: start the file with 'config:' and indent the keys under it"
+        )
+    return doc
+
+
+def read_stack_file(path: str, text: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """Read ``Pulumi.<stack>.yaml`` into (project keys, all keys as the engine passes them).
 
     The second mapping is ``{"ns:key": str}`` exactly as the Pulumi engine gives
     config to a program: objects and lists JSON-encoded, scalars as strings.
     """
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh) or {}
-    config = doc.get("config") or {}
+    doc = load_stack_yaml(path, text)
+    config = doc.get("config")
+    if config is None:
+        config = {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: config must be a mapping of key: value")
+        raise ConfigError(
+            f"config: must be a mapping of namespace:key: value (value: {_show(config)}); "
+            f"fix: write each setting as an indented 'spotgpu:key: value' line under config: in {path}"
+        )
     engine: dict[str, str] = {}
     for key, value in config.items():
-        if ":" not in key:
-            raise ConfigError(f"{path}: config key {key!r} has no namespace; write it as spotgpu:{key}")
+        if not isinstance(key, str) or ":" not in key:
+            raise ConfigError(
+                f"{key}: config key has no namespace (value: {_show(value)}); "
+                f"fix: write it as spotgpu:{key} in {path}"
+            )
         if isinstance(value, dict) and "secure" in value:
             engine[key] = "[secret]"
             continue
-        engine[key] = value if isinstance(value, str) else json.dumps(value)
+        engine[key] = value if isinstance(value, str) else json.dumps(value, default=str)
     project = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("spotgpu:")}
     return project, engine

@@ -23,6 +23,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from components.args import PoolArgs
 from spotgpu import tags as link
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
+from spotgpu.config import ConfigError
 from spotgpu.models.pools import AwsPoolSpec
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
@@ -37,7 +38,7 @@ USER_DATA_LIMIT = 16 * 1024
 CapacityType = Literal["spot", "on-demand"]
 
 
-class PoolPlanError(ValueError):
+class PoolPlanError(ConfigError):
     """A pool the AWS components refuse to build; the message names the field and the fix."""
 
 
@@ -274,7 +275,8 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
     spec = args.spec
     if not isinstance(spec, AwsPoolSpec):
         raise PoolPlanError(
-            f"pool {spec.name} has cloud {spec.cloud!r}; components.aws.GpuPool builds only cloud: aws pools"
+            f"spotgpu:pools[{spec.name}].cloud: components.aws.GpuPool builds only AWS pools (value: {spec.cloud!r}); "
+            f"fix: build it with components.{spec.cloud}.GpuPool, or let components.platform.deploy pick the class"
         )
     check_diversity(spec)
     names = PoolNames.for_pool(args.environment, spec)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from components.azure import naming
 from spotgpu import tags
+from spotgpu.config import ConfigError
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
 
@@ -33,7 +34,7 @@ MAX_TAG_VALUE = 256
 SINGLE_PLACEMENT_GROUP_LIMIT = 100
 
 
-class PlanError(ValueError):
+class PlanError(ConfigError):
     """A pool spec Azure would reject or that would misbehave; one line with the fix."""
 
 

@@ -23,6 +23,7 @@ from typing import Literal
 from pulumi_gcp import compute, storage
 
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
+from spotgpu.config import ConfigError
 from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
@@ -31,7 +32,7 @@ TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
 AUTOSCALING_SHAPES: tuple[TargetShape, ...] = ("EVEN", "BALANCED")
 
 
-class GcpPlanError(ValueError):
+class GcpPlanError(ConfigError):
     """An invalid pool; the message names the field, the value and the fix."""
 
 
@@ -78,7 +79,8 @@ def group_machine_choices(choices: tuple[GcpMachineChoice, ...]) -> tuple[Machin
         key = (choice.machine_type, _signature(choice))
         if key in seen:
             raise GcpPlanError(
-                f"machineTypes lists {choice.machine_type!r} twice with the same accelerator; list each choice once"
+                f"machineTypes: lists a machine type twice with the same accelerator (value: {choice.machine_type!r}); "
+                "fix: list each choice once"
             )
         seen.add(key)
     return tuple(
@@ -104,10 +106,10 @@ def distribution_zones(spec: GcpPoolSpec) -> tuple[str, ...]:
     """The zones the regional MIGs spread over; >= 2 unless the pool states why not."""
     zones = spec.zones
     if len(set(zones)) != len(zones):
-        raise GcpPlanError(f"pools[{spec.name}].zones {list(zones)} lists a zone twice; list each zone once")
+        raise GcpPlanError(f"spotgpu:pools[{spec.name}].zones: lists a zone twice (value: {list(zones)}); fix: list each zone once")
     if len(zones) < 2 and not spec.opt_out.single_zone:
         raise GcpPlanError(
-            f"pools[{spec.name}].zones {list(zones)} is a single zone; list at least 2 zones of "
+            f"spotgpu:pools[{spec.name}].zones: is a single zone (value: {list(zones)}); fix: list at least 2 zones of "
             f"{spec.region}, or set optOut.singleZone to a stated reason"
         )
     return tuple(sorted(zones))
@@ -117,7 +119,7 @@ def check_target_shape(pool: str, shape: TargetShape, autoscaling: GcpAutoscalin
     """Google's regional autoscaler works only with EVEN or BALANCED distribution."""
     if autoscaling is not None and shape not in AUTOSCALING_SHAPES:
         raise GcpPlanError(
-            f"pools[{pool}].targetShape {shape!r} cannot be autoscaled; set targetShape to EVEN or "
+            f"spotgpu:pools[{pool}].targetShape: cannot be autoscaled (value: {shape!r}); fix: set targetShape to EVEN or "
             "BALANCED, or remove autoscaling and size the pool with capacity.target"
         )
 

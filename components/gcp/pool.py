@@ -33,7 +33,11 @@ TOKEN = "spotgpu:gcp:GpuPool"
 
 def _gcp_spec(args: PoolArgs) -> GcpPoolSpec:
     if not isinstance(args.spec, GcpPoolSpec):
-        raise TypeError(f"components.gcp.GpuPool needs a GcpPoolSpec, got {type(args.spec).__name__}")
+        raise plan.GcpPlanError(
+            f"spotgpu:pools[{args.spec.name}].cloud: components.gcp.GpuPool builds only Google Cloud pools "
+            f"(value: {args.spec.cloud!r}); fix: build it with components.{args.spec.cloud}.GpuPool, or let "
+            "components.platform.deploy pick the class"
+        )
     return args.spec
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,9 +37,29 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def check_config(program: Path, stack: str) -> None:
+    """Validate and plan the stack's spotgpu config before any Pulumi machinery runs.
+
+    Raises :class:`~spotgpu.config.ConfigError` (one line) for every YAML, config,
+    model or plan problem. Projects that carry no ``spotgpu:`` keys (a raw program
+    under another namespace) are left to the program itself.
+    """
+    from components.offline.program import load_project, stack_file
+    from components.offline.validate import validate_engine_config
+    from spotgpu.config import read_stack_file
+
+    project = load_project(program)
+    _, engine = read_stack_file(str(stack_file(project, stack)))
+    namespace = "spotgpu"
+    if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
+        validate_engine_config(engine, namespace)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Exit 0: clean; 1: a mandatory policy violation, only; 2: any config, YAML, model or plan error."""
     from components.offline.preview import render_text, run_preview, to_document
     from components.offline.program import ProgramError
+    from spotgpu.config import ConfigError
 
     program = (args.program or REPO_ROOT).resolve()
     policy_pack = None if args.no_policy else args.policy_pack
@@ -49,9 +70,16 @@ def run(args: argparse.Namespace) -> int:
     if policy_config is None and (program / "policy-config.json").exists():
         policy_config = program / "policy-config.json"
     try:
+        check_config(program, args.stack)
         result = run_preview(program, args.stack, policy_pack, policy_config)
-    except ProgramError as err:
-        print(f"spotgpu preview: {err}", file=sys.stderr)
+    except (ProgramError, ConfigError) as err:
+        print(f"spotgpu preview: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a bug in the program: still exit 2, never 1 (1 means a mandatory violation)
+        if os.environ.get("SPOTGPU_TRACEBACK"):
+            raise
+        print(f"spotgpu preview: the program failed: {type(err).__name__}: {_one_line(err)}; fix: correct the "
+              "program (set SPOTGPU_TRACEBACK=1 to see the traceback)", file=sys.stderr)
         return 2
     if args.json:
         json.dump(to_document(result), sys.stdout, indent=1, sort_keys=False)
@@ -62,3 +90,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"spotgpu preview: {len(result.mandatory)} mandatory policy violation(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(err: Exception) -> str:
+    """The first line of an error: a config error is one line already; a program error may not be."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

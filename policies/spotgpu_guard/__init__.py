@@ -9,7 +9,7 @@ loads the very same pack.
 
 from pulumi_policy import Policy
 
-from spotgpu_guard import rules_economics, rules_links, rules_notice, rules_storage
+from spotgpu_guard import rules_crossfield, rules_economics, rules_links, rules_notice, rules_storage
 
 PACK_NAME = "spotgpu-guard"
 DESCRIPTION = "Spot GPU pools checkpoint durably, fall back on-demand, handle notices and stay diversified."
@@ -19,6 +19,7 @@ POLICIES: list[Policy] = [
     *rules_storage.RULES,
     *rules_notice.RULES,
     *rules_economics.RULES,
+    *rules_crossfield.RULES,
 ]
 
 __all__ = ["DESCRIPTION", "PACK_NAME", "POLICIES"]

@@ -1,4 +1,9 @@
-"""``spotgpu agent run|status|demo``: the node agent's commands."""
+"""``spotgpu agent run|status|demo``: the node agent's commands.
+
+``status`` and ``demo`` print a short summary, or the whole document with ``--json``.
+A bad config file is one line on stderr and exit 2 (``spotgpu.config.ConfigError``,
+printed by ``spotgpu``'s ``main()``); ``status`` exits 1 when no agent answers.
+"""
 
 from __future__ import annotations
 
@@ -9,31 +14,64 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
+from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, add_json_flag, error_line, print_json, style
+from spotgpu.config import ConfigError
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
 
 def load_config(path: str) -> AgentConfig:
-    """Read the JSON the bootstrap wrote; errors name the field and the fix."""
+    """Read the JSON the bootstrap wrote; errors name the file, the field and the fix."""
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
-        raise SystemExit(f"spotgpu agent: cannot read {path}: {err.strerror}; fix: pass --config FILE") from err
+        raise ConfigError(f"cannot read {path}: {err.strerror}; fix: pass --config FILE") from None
     except ValueError as err:
-        raise SystemExit(f"spotgpu agent: {path} is not JSON ({err}); fix: re-render the bootstrap") from err
+        raise ConfigError(f"{path} is not JSON ({err}); fix: re-render the bootstrap") from None
     try:
         return AgentConfig.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise SystemExit(
-            f"spotgpu agent: {path}: {where} = {first.get('input')!r}: {first['msg']}; "
-            "fix: correct that key (see docs/agent.md)"
-        ) from err
+        raise ConfigError(
+            f"{path}: {where} = {first.get('input')!r}: {first['msg']}; fix: correct that key (see docs/agent.md)"
+        ) from None
+
+
+def render_status(doc: dict[str, Any]) -> str:
+    """The few lines an operator looks at first; ``--json`` has everything."""
+    identity = doc.get("identity") or {}
+    notice = doc.get("notice") or {}
+    deadline = notice.get("deadline")
+    if isinstance(deadline, (int, float)):
+        left = deadline - float(doc.get("now") or time.time())  # type: ignore[arg-type]
+        deadline = time.strftime("%H:%M:%SZ", time.gmtime(deadline)) + (f" (in {left:.0f} s)" if left > 0 else " (passed)")
+    phase = str(doc.get("phase", "?"))
+    lines = [
+        f"pool:      {doc.get('pool', '?')} ({doc.get('provider', '?')})",
+        f"node:      {identity.get('instance_id') or '?'} {identity.get('instance_type') or ''}".rstrip(),
+        f"phase:     {style(phase, 'green' if phase == 'running' else 'yellow')}"
+        f" (accepting work: {'yes' if doc.get('acceptingWork') else 'no'})",
+        "notice:    "
+        + (f"{notice.get('kind', '?')} from {notice.get('source', '?')}, deadline {deadline or '?'}" if notice else "none"),
+    ]
+    final = doc.get("finalReport")
+    if final:
+        lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())
+    lines.append(f"events:    {len(doc.get('events') or [])} seen, {len(doc.get('acknowledged') or [])} acknowledged")
+    return "\n".join(lines)
+
+
+def _report(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(doc)
+    else:
+        print(render_status(doc))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -57,12 +95,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         status = client._call("GET", "/v1/status")
     except OSError as err:
-        print(
-            f"spotgpu agent status: no agent at {client.address} ({err}); is spotgpu-agent.service running?",
-            file=sys.stderr,
+        error_line(
+            "spotgpu agent status",
+            f"no agent at {client.address} ({err}); is spotgpu-agent.service running? (or pass --control ADDRESS)",
         )
-        return 1
-    print(json.dumps(status, indent=2, default=str))
+        return EXIT_CHECK_FAILED
+    _report(status, args.json)
     return 0
 
 
@@ -82,18 +120,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         checkpoint_interval_seconds=600,
         control_socket="127.0.0.1:0",
         telemetry_port=0,
-        runtime=AgentRuntime(metadata_url=fake.url),
+        # With --json stdout carries one document, so the JSON-lines event log is off.
+        runtime=AgentRuntime(metadata_url=fake.url, events_log=None if args.json else "-"),
     )
     agent = Agent(config).start()
-    time.sleep(1.5)
-    if isinstance(fake, FakeAwsImds):
-        fake.raise_spot(lead=20)
-    elif isinstance(fake, FakeGcpMetadata):
-        fake.raise_preempted()
-    else:
-        fake.raise_event(not_before_in=20)
-    time.sleep(3.0)
-    print(json.dumps(agent.status(), indent=2, default=str))
+    with Progress(f"demo on a fake {args.provider} metadata server") as progress:
+        progress.update("agent starting")
+        time.sleep(1.5)
+        progress.update("notice raised, agent responding")
+        if isinstance(fake, FakeAwsImds):
+            fake.raise_spot(lead=20)
+        elif isinstance(fake, FakeGcpMetadata):
+            fake.raise_preempted()
+        else:
+            fake.raise_event(not_before_in=20)
+        time.sleep(3.0)
+    _report(agent.status(), args.json)
     agent.stop()
     fake.stop()
     return 0
@@ -107,13 +149,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--config", default=DEFAULT_CONFIG, help=f"agent config JSON (default {DEFAULT_CONFIG})")
     run.add_argument("--control", default=None, help="override the control address (Unix socket or 127.0.0.1:PORT)")
     run.add_argument("--metadata-url", default=None, help="override the metadata base URL (testing)")
-    run.add_argument("-v", "--verbose", action="store_true")
+    run.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr (default: warnings only)")
     run.set_defaults(func=cmd_run)
 
     status = cmds.add_parser("status", help="print the running agent's state")
     status.add_argument("--control", default=None, help="control address (default: $SPOTGPU_AGENT or the socket)")
+    add_json_flag(status, "the agent's whole status document")
     status.set_defaults(func=cmd_status)
 
     demo = cmds.add_parser("demo", help="raise one notice against a loopback fake metadata server")
-    demo.add_argument("provider", choices=("aws", "gcp", "azure"))
+    demo.add_argument("provider", choices=("aws", "gcp", "azure"), help="which cloud's metadata server to fake")
+    add_json_flag(demo, "the agent's status after the notice")
     demo.set_defaults(func=cmd_demo)

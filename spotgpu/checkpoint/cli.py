@@ -1,18 +1,28 @@
-"""``spotgpu ckpt list|verify|gc URL``: inspect and maintain a checkpoint store.
+"""``spotgpu ckpt list|verify|gc STORE``: inspect and maintain a checkpoint store.
 
-``verify`` exits 1 when any checked generation fails, so it can gate a restore or a
-CI job. Cloud stores take the usual obstore environment variables for credentials and
-endpoints (``AWS_*``, ``GOOGLE_*``, ``AZURE_STORAGE_*``).
+``STORE`` is a URL (``file://``, ``s3://``, ``gs://``, ``az://``) or a local directory path.
+``verify`` exits 1 when any checked generation fails, so it can gate a restore or a CI job;
+a bad URL, a missing local directory or a store that refuses the credentials is one line on
+stderr and exit 2. Cloud stores take the usual obstore environment variables for credentials
+and endpoints (``AWS_*``, ``GOOGLE_*``, ``AZURE_STORAGE_*``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
-from spotgpu.checkpoint.manager import CheckpointManager
+from spotgpu.cliutil import Progress, UserError, add_json_flag, error_line, print_json, style
+
+if TYPE_CHECKING:  # the manager pulls in numpy and obstore: imported when a command runs, not for --help
+    from spotgpu.checkpoint.manager import CheckpointManager
+
+STORE_HELP = "checkpoint store: a URL (file://, s3://, gs://, az://) or a local directory"
 
 
 def register(subparsers: Any) -> None:
@@ -20,26 +30,68 @@ def register(subparsers: Any) -> None:
     sub = ckpt.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
 
     p = sub.add_parser("list", help="committed generations and uncommitted debris, newest first")
-    p.add_argument("url", help="checkpoint store URL (file://, s3://, gs://, az://)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("url", metavar="STORE", help=STORE_HELP)
+    add_json_flag(p, "the generations")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("verify", help="read and hash every object; exit 1 if any check fails")
-    p.add_argument("url")
+    p.add_argument("url", metavar="STORE", help=STORE_HELP)
     p.add_argument("generation", nargs="?", help="generation name or step (default: every committed one)")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "the verification reports")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("gc", help="apply retention and delete old uncommitted debris")
-    p.add_argument("url")
+    p.add_argument("url", metavar="STORE", help=STORE_HELP)
     p.add_argument("--keep", type=int, default=5, help="committed generations to keep (default 5)")
     p.add_argument("--grace-seconds", type=float, default=3600, help="age before debris is deleted (default 3600)")
-    p.add_argument("--json", action="store_true")
+    add_json_flag(p, "the gc report")
     p.set_defaults(func=cmd_gc)
 
 
-def _manager(args: argparse.Namespace, **kwargs: Any) -> CheckpointManager:
-    return CheckpointManager(args.url, session="cli", **kwargs)
+def store_url(text: str) -> str:
+    """A store URL from what the user typed: bare paths become ``file://`` URLs.
+
+    A local store that does not exist is an error rather than an empty listing: it is
+    almost always a typo, and ``gc`` on it would silently do nothing.
+    """
+    if "://" not in text:
+        path = Path(text).expanduser().resolve()
+        url = path.as_uri()
+    else:
+        url = text
+        parsed = urlparse(text)
+        if parsed.scheme != "file":
+            return url
+        path = Path(unquote(parsed.path))
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise UserError(f"{text}: {what}; fix: pass the directory the checkpoints were saved to, or an s3://, gs://, az:// URL")
+    return url
+
+
+@contextmanager
+def _store_errors(url: str) -> Iterator[None]:
+    """Bad URLs and refused or unreachable stores as one line (exit 2), not a traceback."""
+    from obstore.exceptions import BaseError as ObstoreError
+
+    try:
+        yield
+    except ValueError as err:  # open_store's "has scheme ''; fix: ..." and kin
+        raise UserError(str(err)) from None
+    except ObstoreError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"{url}: {type(err).__name__}: {first}; fix: check the credentials and endpoint "
+            "(AWS_*, GOOGLE_*, AZURE_STORAGE_* environment variables) and the bucket name"
+        ) from None
+
+
+def _with_manager(args: argparse.Namespace, work: Callable[[CheckpointManager], Any], **kwargs: Any) -> Any:
+    from spotgpu.checkpoint.manager import CheckpointManager
+
+    url = store_url(args.url)
+    with _store_errors(url):
+        return work(CheckpointManager(url, session="cli", **kwargs))
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -60,9 +112,9 @@ def _size(n: int | None) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    infos = _manager(args).list()
+    infos = _with_manager(args, lambda mgr: mgr.list())
     if args.json:
-        print(json.dumps([asdict(i) for i in infos], indent=2))
+        print_json([asdict(i) for i in infos])
         return 0
     rows = [
         [
@@ -79,12 +131,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_all(mgr: CheckpointManager, generation: str | None) -> list[Any]:
+    targets: list[str | int] = [generation] if generation else [i.step for i in mgr.list() if i.committed]
+    reports = []
+    with Progress("verifying") as progress:
+        for n, target in enumerate(targets, 1):
+            progress.update(f"{n}/{len(targets)} (step {target})")
+            reports.append(mgr.verify(target))
+    return reports
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    mgr = _manager(args)
-    targets: list[str | int] = [args.generation] if args.generation else [i.step for i in mgr.list() if i.committed]
-    reports = [mgr.verify(t) for t in targets]
+    reports = _with_manager(args, lambda mgr: _verify_all(mgr, args.generation))
     if args.json:
-        print(json.dumps([asdict(r) for r in reports], indent=2))
+        print_json([asdict(r) for r in reports])
     else:
         rows = [
             [
@@ -97,17 +157,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
             ]
             for r in reports
         ]
-        print(_table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows))
+        table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).splitlines()
+        print("\n".join([table[0]] + [style(line, "green" if r.ok else "red") for line, r in zip(table[1:], reports, strict=True)]))
     if not reports:
-        print("no committed generations to verify")
+        error_line("spotgpu ckpt verify", f"{args.url}: no committed generations to verify")
         return 1
     return 0 if all(r.ok for r in reports) else 1
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    report = _manager(args, keep=args.keep, grace_seconds=args.grace_seconds).gc()
+    report = _with_manager(args, lambda mgr: mgr.gc(), keep=args.keep, grace_seconds=args.grace_seconds)
     if args.json:
-        print(json.dumps(asdict(report), indent=2))
+        print_json(asdict(report))
         return 0
     rows = [[g, "kept"] for g in report.kept]
     rows += [[g, "retired"] for g in report.retired]

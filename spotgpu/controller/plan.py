@@ -53,7 +53,7 @@ class PoolPlan:
         if group.price_per_hour is not None:
             return group.price_per_hour
         prices = self.workload.prices
-        return prices.on_demand_per_hour if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
+        return prices.on_demand if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
 
     def limit(self, group: GroupSpec) -> int:
         if group.max_size is not None:

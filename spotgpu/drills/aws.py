@@ -7,6 +7,10 @@ the experiment's and its action's state changes. Exit status: 0 when the
 experiment completed, 1 when it failed, stopped, was cancelled or timed out,
 2 when it could not start (no template, no credentials, no region).
 
+``--dry-run`` reads the template (actions, targets, stop conditions) and resolves its
+targets the way FIS would (resource type, tags or ARNs, path filters) with
+``ec2:DescribeInstances``, then stops: no experiment is started.
+
 boto3 is imported lazily: it is the ``aws`` extra, and the rest of the CLI must
 work without it. Clock and sleep are injectable so tests run instantly.
 """
@@ -14,13 +18,13 @@ work without it. Clock and sleep are injectable so tests run instantly.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
 from spotgpu.tags import POOL
 
 #: FIS experiment states that never change again.
@@ -30,8 +34,7 @@ DEFAULT_POLL_SECONDS = 10.0
 DEFAULT_TIMEOUT_SECONDS = 45 * 60
 
 
-class DrillError(Exception):
-    """The drill could not start; the message says what to fix."""
+__all__ = ["DrillError", "DrillFailed", "plan_drill", "run_drill"]
 
 
 @dataclass
@@ -173,17 +176,111 @@ def resolved_targets(fis: Any, experiment_id: str) -> list[str]:
             return found
 
 
+def _path_values(resource: Any, path: str) -> list[str]:
+    """Values at a FIS filter path (``State.Name``) in a DescribeInstances record; lists fan out."""
+    values = [resource]
+    for part in path.split("."):
+        step: list[Any] = []
+        for value in values:
+            item = value.get(part) if isinstance(value, dict) else None
+            step.extend(item if isinstance(item, list) else [] if item is None else [item])
+        values = step
+    return [str(v) for v in values]
+
+
+def _instance_id(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def resolve_target(ec2: Any, target: dict[str, Any]) -> list[str]:
+    """The instance ids a FIS EC2 target would choose from now (before its selection mode).
+
+    FIS semantics: ``resourceArns`` or ``resourceTags`` (all must match), then every path
+    filter (any of its values matches). ``aws:ec2:spot-instance`` keeps Spot instances only.
+    """
+    resource_type = str(target.get("resourceType", ""))
+    if resource_type not in ("aws:ec2:spot-instance", "aws:ec2:instance"):
+        raise DrillError(f"target resource type {resource_type!r} is not an EC2 instance type; fix: check the template")
+    if target.get("resourceArns"):
+        request: dict[str, Any] = {"InstanceIds": [_instance_id(a) for a in target["resourceArns"]]}
+    else:
+        tags = target.get("resourceTags") or {}
+        request = {"Filters": [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]}
+    found = []
+    for page in ec2.get_paginator("describe_instances").paginate(**request):
+        for reservation in page.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                if resource_type == "aws:ec2:spot-instance" and instance.get("InstanceLifecycle") != "spot":
+                    continue
+                wanted = target.get("filters") or []
+                if all(set(_path_values(instance, f["path"])) & set(f.get("values", [])) for f in wanted):
+                    found.append(str(instance["InstanceId"]))
+    return sorted(found)
+
+
+def plan_drill(
+    fis: Any, pool: str, template_id: str | None = None, *, ec2: Any | None = None, out: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """``--dry-run``: find and read the template and resolve its targets, with read-only calls only.
+
+    Raises :class:`DrillError` when the real drill could not work: no template, a template
+    without the spot-interruption action, or no instance its targets would pick.
+    """
+    template_id = find_template(fis, pool, template_id)
+    template = fis.get_experiment_template(id=template_id)["experimentTemplate"]
+    out(f"dry run: pool {pool}, template {template_id} ({template.get('description') or 'no description'})")
+    out(f"  role {template.get('roleArn', '?')}")
+    actions = template.get("actions") or {}
+    for name, action in sorted(actions.items()):
+        params = ", ".join(f"{k}={v}" for k, v in sorted((action.get("parameters") or {}).items()))
+        out(f"  action {name}: {action.get('actionId')}" + (f" ({params})" if params else ""))
+    if not any(a.get("actionId") == "aws:ec2:send-spot-instance-interruptions" for a in actions.values()):
+        raise DrillError(
+            f"template {template_id} has no aws:ec2:send-spot-instance-interruptions action; "
+            "fix: pass the template the InterruptionDrill component created"
+        )
+    stops = [str(c.get("value") or c.get("source")) for c in template.get("stopConditions") or []]
+    out(f"  stop conditions: {', '.join(stops) or 'none'}")
+    targets: dict[str, Any] = {}
+    for name, target in sorted((template.get("targets") or {}).items()):
+        selection = target.get("selectionMode", "ALL")
+        out(f"  target {name}: {target.get('resourceType')} {selection}")
+        if ec2 is None:
+            targets[name] = {"selectionMode": selection, "candidates": None}
+            continue
+        try:
+            candidates = resolve_target(ec2, target)
+        except Exception as err:
+            if _error_code(err) not in ("UnauthorizedOperation", "AccessDenied", "AccessDeniedException"):
+                raise
+            out(f"    candidates: not resolved (ec2:DescribeInstances denied: {_error_code(err)})")
+            targets[name] = {"selectionMode": selection, "candidates": None}
+            continue
+        targets[name] = {"selectionMode": selection, "candidates": candidates}
+        out(f"    candidates now: {', '.join(candidates) or 'none'}")
+        if not candidates:
+            raise DrillError(
+                f"target {name} of template {template_id} matches no running Spot instance now, so the "
+                "experiment would fail with empty target resolution; fix: scale the pool's spot group up first"
+            )
+    out(f"dry run: would start an experiment from {template_id}; nothing was started")
+    return {"templateId": template_id, "targets": targets}
+
+
 def run_drill(
     fis: Any,
     pool: str,
     template_id: str | None = None,
     *,
     out: Callable[[str], None] = print,
+    on_start: Callable[[str], None] | None = None,
     **follow_options: Any,
 ) -> DrillResult:
     """Find, start and follow one drill, printing as it goes."""
     template = find_template(fis, pool, template_id)
     experiment_id = start_experiment(fis, template, pool)
+    if on_start:
+        on_start(experiment_id)
     out(f"drill: pool {pool}, template {template}, experiment {experiment_id}")
     result = follow(fis, experiment_id, on_event=lambda t, text: out(f"  +{t:7.1f}s  {text}"), **follow_options)
     try:
@@ -199,25 +296,51 @@ def run_drill(
     return result
 
 
+def _body(args: argparse.Namespace, fis: Any, ec2: Any) -> Callable[[DrillOutput], Outcome]:
+    def body(output: DrillOutput) -> Outcome:
+        if args.dry_run:
+            return "dry-run", "", plan_drill(fis, args.pool, args.template_id, ec2=ec2, out=output)
+
+        def started(_experiment_id: str) -> None:
+            output.started = True
+
+        result = run_drill(
+            fis,
+            args.pool,
+            args.template_id,
+            out=output,
+            on_start=started,
+            poll_seconds=args.poll_seconds,
+            timeout_seconds=args.timeout_seconds,
+        )
+        details = {
+            "experimentId": result.experiment_id,
+            "experimentStatus": result.status,
+            "timeline": [{"seconds": round(t, 1), "event": text} for t, text in result.timeline.events],
+        }
+        return ("passed" if result.ok else "failed"), result.reason, details
+
+    return body
+
+
 def run(args: argparse.Namespace) -> int:
+    output = DrillOutput("aws", args.pool, as_json=args.json, dry_run=args.dry_run)
     try:
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
     except ModuleNotFoundError as err:
-        print(f"spotgpu drill aws: needs {err.name}; fix: pip install 'spotgpu[aws]'", file=sys.stderr)
-        return 2
+        return finish(output, raising(err))
     try:
         fis = boto3.client("fis", region_name=args.region)
-        result = run_drill(
-            fis, args.pool, args.template_id, poll_seconds=args.poll_seconds, timeout_seconds=args.timeout
-        )
-    except DrillError as err:
-        print(f"spotgpu drill aws: {err}", file=sys.stderr)
-        return 2
-    except (BotoCoreError, ClientError) as err:
-        print(f"spotgpu drill aws: {err}; fix: check credentials, --region and the FIS permissions", file=sys.stderr)
-        return 2
-    return 0 if result.ok else 1
+        ec2 = boto3.client("ec2", region_name=args.region) if args.dry_run else None
+    except BotoCoreError as err:  # NoRegionError and kin
+        return finish(output, raising(DrillError(f"{err}; fix: pass --region or set AWS_REGION")))
+    return finish(
+        output,
+        _body(args, fis, ec2),
+        sdk_errors=(BotoCoreError, ClientError),
+        sdk_fix="check credentials, --region and the FIS permissions",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -227,9 +350,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Start the pool's AWS FIS experiment template (tagged spotgpu-pool=NAME), "
         "follow it to the end and print a timeline. Exit 0 completed, 1 failed/stopped/timed out, 2 not started.",
     )
-    p.add_argument("--pool", required=True, help="pool name (the spotgpu-pool tag)")
+    add_drill_flags(
+        p,
+        pool_help="pool name (the spotgpu-pool tag)",
+        poll_seconds=DEFAULT_POLL_SECONDS,
+        timeout_seconds=DEFAULT_TIMEOUT_SECONDS,
+        legacy=False,
+    )
     p.add_argument("--region", default=None, help="AWS region (default: the AWS SDK's configured region)")
     p.add_argument("--template-id", default=None, help="experiment template id (default: find it by the pool tag)")
-    p.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_SECONDS, help="seconds between status polls")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="give up after this many seconds")
     p.set_defaults(func=run)

@@ -13,6 +13,7 @@ What it does, with ``azure-mgmt-compute``:
    (Deallocate), then until a replacement Spot VM of the pool is running, and
    prints the timeline with seconds since the eviction request.
 
+``--dry-run`` does steps 1-3 with read-only calls and stops before ``simulate_eviction``.
 The client, clock and sleep are injected so the whole flow is tested offline.
 A replacement only appears if something refills the pool: Spot restore
 (``spotRestoreTimeout``), the fallback controller, or an operator.
@@ -27,13 +28,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
+
+__all__ = ["Drill", "DrillError", "DrillFailed", "run"]
+
 POOL_TAG = "spotgpu-pool"
 ROLE_TAG = "spotgpu-role"
 RUNNING = "running"
-
-
-class DrillError(RuntimeError):
-    """The drill could not run or did not finish; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class DrillResult:
     evicted_vm: str
     replacement_vm: str | None
     timeline: list[Event] = field(default_factory=list)
+    dry_run: bool = False
 
 
 def _tags(resource: Any) -> dict[str, str]:
@@ -147,13 +149,21 @@ class Drill:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     out: TextIO = sys.stdout
+    #: where lines go instead of ``out`` (the CLI's recorder)
+    echo: Callable[[str], None] | None = None
     timeline: list[Event] = field(default_factory=list)
+    #: set once simulate_eviction was accepted
+    started: bool = False
     _start: float = 0.0
 
     def note(self, text: str) -> None:
         event = Event(round(self.clock() - self._start, 1), text)
         self.timeline.append(event)
-        print(f"{event.seconds:8.1f}s  {text}", file=self.out, flush=True)
+        line = f"{event.seconds:8.1f}s  {text}"
+        if self.echo is not None:
+            self.echo(line)
+        else:
+            print(line, file=self.out, flush=True)
 
     def _members(self, scale_sets: dict[str, str]) -> list[Any]:
         return pool_members(self.client, self.resource_group, self.pool, scale_sets)
@@ -161,13 +171,13 @@ class Drill:
     def _wait(self, what: str, done: Callable[[], bool]) -> None:
         while not done():
             if self.clock() - self._start >= self.timeout_seconds:
-                raise DrillError(
+                raise DrillFailed(
                     f"timed out after {self.timeout_seconds:g} s waiting for {what}; "
-                    "check the scale set in the portal (Spot capacity, quota) and raise --timeout"
+                    "check the scale set in the portal (Spot capacity, quota) and raise --timeout-seconds"
                 )
             self.sleep(self.poll_seconds)
 
-    def run(self, vm_name: str | None = None) -> DrillResult:
+    def run(self, vm_name: str | None = None, *, dry_run: bool = False) -> DrillResult:
         self._start = self.clock()
         scale_sets = pool_scale_sets(self.client, self.resource_group, self.pool)
         if not scale_sets:
@@ -179,10 +189,14 @@ class Drill:
         victim = pick_victim(self.client, self.resource_group, members, vm_name)
         before = {vm.name for vm in members}
         self.note(f"picked running Spot VM {victim} ({len(members)} VMs in {len(scale_sets)} scale sets)")
+        if dry_run:
+            self.note(f"dry run: would call simulate_eviction on {victim}; nothing was evicted")
+            return DrillResult(victim, None, self.timeline, dry_run=True)
         try:
             self.client.virtual_machines.simulate_eviction(self.resource_group, victim)
         except Exception as err:
             raise DrillError(f"simulate_eviction({victim}) failed: {err}") from err
+        self.started = True
         self.note("eviction requested (the VM gets a Preempt scheduled event, >= 30 s ahead)")
 
         last = {"state": RUNNING}
@@ -217,41 +231,66 @@ def make_client(subscription: str) -> Any:  # pragma: no cover - needs Azure cre
     return ComputeManagementClient(DefaultAzureCredential(), subscription)
 
 
+def _azure_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from azure.core.exceptions import AzureError
+    except ImportError:
+        return ()
+    return (AzureError,)
+
+
 def run(
     args: argparse.Namespace,
     client_factory: Callable[[str], Any] = make_client,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
+    output = DrillOutput("azure", args.pool, as_json=getattr(args, "json", False), dry_run=getattr(args, "dry_run", False))
+    try:
+        client = client_factory(args.subscription)
+    except ImportError as err:
+        return finish(output, raising(err))
     drill = Drill(
-        client=client_factory(args.subscription),
+        client=client,
         resource_group=args.resource_group,
         pool=args.pool,
-        timeout_seconds=args.timeout,
-        poll_seconds=args.poll,
+        timeout_seconds=args.timeout_seconds,
+        poll_seconds=args.poll_seconds,
         clock=clock,
         sleep=sleep,
+        echo=output,
     )
-    try:
-        result = drill.run(args.vm)
-    except DrillError as err:
-        print(f"spotgpu drill azure: {err}", file=sys.stderr)
-        return 1
-    total = result.timeline[-1].seconds if result.timeline else 0.0
-    print(f"drill passed: {result.evicted_vm} evicted, {result.replacement_vm} running after {total:.1f} s")
-    return 0
+
+    def body(out: DrillOutput) -> Outcome:
+        try:
+            result = drill.run(args.vm, dry_run=out.dry_run)
+        finally:
+            out.started = drill.started
+        details = {
+            "vm": result.evicted_vm,
+            "replacement": result.replacement_vm,
+            "timeline": [{"seconds": e.seconds, "event": e.text} for e in result.timeline],
+        }
+        if result.dry_run:
+            return "dry-run", "", details
+        total = result.timeline[-1].seconds if result.timeline else 0.0
+        out(f"drill passed: {result.evicted_vm} evicted, {result.replacement_vm} running after {total:.1f} s")
+        return "passed", "", details
+
+    fix = "check `az login`, --subscription, --resource-group and the caller's VM read and simulateEviction rights"
+    return finish(output, body, sdk_errors=_azure_errors(), sdk_fix=fix)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "azure",
         help="simulate eviction of one running Spot VM of an Azure pool and follow it to a replacement",
-        description="Needs `az login` (or any DefaultAzureCredential) with VM read and simulateEviction rights.",
+        description="Evict one running Spot VM of the pool's scale sets and follow it to a running replacement. "
+        "Needs `az login` (or any DefaultAzureCredential) with VM read and simulateEviction rights. "
+        "Exit 0 replaced, 1 evicted but not replaced in time, 2 not started.",
     )
-    p.add_argument("--pool", required=True, help="pool name (the spotgpu-pool tag)")
+    add_drill_flags(p, pool_help="pool name (the spotgpu-pool tag)", poll_seconds=10.0, timeout_seconds=1800.0, legacy=True)
     p.add_argument("--subscription", required=True, help="subscription id")
     p.add_argument("--resource-group", required=True, help="resource group of the pool's scale sets")
     p.add_argument("--vm", default=None, help="evict this VM instead of the first running Spot VM")
-    p.add_argument("--timeout", type=float, default=1800.0, help="give up after this many seconds (default 1800)")
-    p.add_argument("--poll", type=float, default=10.0, help="seconds between polls (default 10)")
     p.set_defaults(func=run)

@@ -7,7 +7,8 @@ convention), pick one RUNNING VM with no pending action, call
 Spot VMs handle preemption), then poll ``listManagedInstances`` until that VM has
 left RUNNING and a replacement (a new VM, or the same VM restarted when the
 termination action is STOP) is RUNNING. The timeline is printed as it happens;
-the last line is the reacquisition latency.
+the last line is the reacquisition latency. ``--dry-run`` does every read (MIGs, managed
+instances, the VM it would pick) and stops before ``simulateMaintenanceEvent``.
 
 Clients, clock and sleep are injected so the whole flow is tested offline.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spotgpu import tags
+from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
 
 #: Consecutive failed polls after which the drill gives up (one blip is tolerated).
 MAX_POLL_FAILURES = 3
 
 
-class DrillError(RuntimeError):
-    """The drill could not run; the message says what to check."""
-
-
-class DrillTimeout(DrillError):
+class DrillTimeout(DrillFailed):
     """The VM was not replaced in time (the timeline so far is still printed)."""
+
+
+__all__ = ["DrillError", "DrillFailed", "DrillTimeout", "run_drill"]
 
 
 class MigClient(Protocol):
@@ -98,6 +98,7 @@ class DrillResult:
     replacement: str
     reacquired_after_seconds: float
     events: tuple[tuple[float, str], ...]
+    dry_run: bool = False
 
 
 def _labels(mig: Any) -> dict[str, str]:
@@ -192,8 +193,13 @@ def run_drill(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     out: Callable[[str], None] = print,
-) -> DrillResult | None:
-    """Preempt one RUNNING VM of the pool and follow it until a replacement is RUNNING."""
+    on_start: Callable[[], None] | None = None,
+) -> DrillResult:
+    """Preempt one RUNNING VM of the pool and follow it until a replacement is RUNNING.
+
+    With ``dry_run`` it stops after picking the VM and returns a result with ``dry_run`` set.
+    ``on_start`` is called once the preemption was accepted (the drill has then started).
+    """
     timeline = Timeline(clock, out)
     api_error = _api_error()
     victim = None
@@ -215,13 +221,15 @@ def run_drill(
     zone, name = _zone_and_name(str(victim.instance))
     timeline.add(f"picked {name} in {zone} from {mig} (id {victim.id})")
     if dry_run:
-        timeline.add("dry run: not preempting")
-        return None
+        timeline.add(f"dry run: would call simulateMaintenanceEvent on {name}; nothing was preempted")
+        return DrillResult(mig, name, zone, "", 0.0, tuple(timeline.events), dry_run=True)
     try:
         operation = clients.instances.simulate_maintenance_event(project=project, zone=zone, instance=name)
     except api_error as err:
         raise DrillError(f"simulateMaintenanceEvent on {name} failed: {err}") from err
     timeline.add(f"simulateMaintenanceEvent accepted ({getattr(operation, 'name', 'operation')})")
+    if on_start:
+        on_start()
     follow = _Follow(int(victim.id), {int(m.id) for m in managed if m.id})
     trigger_at = timeline.elapsed()
     failures = 0
@@ -234,7 +242,7 @@ def run_drill(
             failures += 1
             timeline.add(f"poll failed ({failures}/{MAX_POLL_FAILURES}): {err}")
             if failures >= MAX_POLL_FAILURES:
-                raise DrillError(f"listing managed instances of {mig} failed {failures} times in a row") from err
+                raise DrillFailed(f"listing managed instances of {mig} failed {failures} times in a row") from err
             continue
         replacement = follow.step(snapshot, timeline)
         if replacement is not None:
@@ -248,51 +256,64 @@ def run_drill(
     )
 
 
-def _command(args: argparse.Namespace, clients_factory: Callable[[], GcpClients] = default_clients) -> int:
-    try:
-        clients = clients_factory()
-    except ImportError as err:
-        print(
-            f"spotgpu drill gcp: needs {err.name or 'google-cloud-compute'}; fix: pip install 'spotgpu[gcp]'",
-            file=sys.stderr,
-        )
-        return 2
-    except Exception as err:  # google.auth's DefaultCredentialsError and kin: no credentials here
-        print(
-            f"spotgpu drill gcp: cannot create Compute Engine clients ({err}); "
-            "fix: gcloud auth application-default login",
-            file=sys.stderr,
-        )
-        return 1
-    try:
-        run_drill(
+def _body(args: argparse.Namespace, clients: GcpClients) -> Callable[[DrillOutput], Outcome]:
+    def body(output: DrillOutput) -> Outcome:
+        def started() -> None:
+            output.started = True
+
+        result = run_drill(
             clients,
             project=args.project,
             region=args.region,
             pool=args.pool,
             environment=args.environment,
-            timeout_seconds=args.timeout,
-            poll_seconds=args.poll,
+            timeout_seconds=args.timeout_seconds,
+            poll_seconds=args.poll_seconds,
             dry_run=args.dry_run,
+            out=output,
+            on_start=started,
         )
-    except DrillTimeout as err:
-        print(f"spotgpu drill gcp: {err}", file=sys.stderr)
-        return 3
-    except DrillError as err:
-        print(f"spotgpu drill gcp: {err}", file=sys.stderr)
-        return 1
-    return 0
+        details = {
+            "mig": result.mig,
+            "victim": result.victim,
+            "zone": result.zone,
+            "replacement": result.replacement or None,
+            "reacquiredAfterSeconds": None if result.dry_run else round(result.reacquired_after_seconds, 1),
+            "timeline": [{"seconds": round(t, 1), "event": text} for t, text in result.events],
+        }
+        return ("dry-run" if result.dry_run else "passed"), "", details
+
+    return body
+
+
+def _command(args: argparse.Namespace, clients_factory: Callable[[], GcpClients] = default_clients) -> int:
+    output = DrillOutput("gcp", args.pool, as_json=getattr(args, "json", False), dry_run=args.dry_run)
+    try:
+        clients = clients_factory()
+    except ImportError as err:
+        return finish(output, raising(err))
+    except Exception as err:  # google.auth's DefaultCredentialsError and kin: no credentials here
+        return finish(
+            output,
+            raising(DrillError(f"cannot create Compute Engine clients ({err}); fix: gcloud auth application-default login")),
+        )
+    try:
+        api_errors: tuple[type[BaseException], ...] = (_api_error(),)
+    except ImportError:  # stub clients without the SDK (tests)
+        api_errors = ()
+    fix = "check --project and the caller's compute.instanceGroupManagers.list and simulateMaintenanceEvent rights"
+    return finish(output, _body(args, clients), sdk_errors=api_errors, sdk_fix=fix)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "gcp", help="preempt one Spot VM of a GCP pool (simulateMaintenanceEvent) and time its replacement"
+        "gcp",
+        help="preempt one Spot VM of a GCP pool (simulateMaintenanceEvent) and time its replacement",
+        description="Find the pool's spot MIGs, preempt one RUNNING VM and follow the MIG until a replacement "
+        "is RUNNING. Exit 0 replaced, 1 preempted but not replaced in time, 2 not started.",
     )
-    p.add_argument("--pool", required=True, help="pool name from the stack config")
+    add_drill_flags(p, pool_help="pool name from the stack config", poll_seconds=15, timeout_seconds=1800, legacy=True)
     p.add_argument("--project", required=True, help="Google Cloud project id")
     p.add_argument("--region", required=True, help="region of the pool's MIGs, e.g. us-central1")
     p.add_argument("--environment", help="stack environment (dev, prod) when a project holds several")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds to wait for a RUNNING replacement")
-    p.add_argument("--poll", type=float, default=15, help="seconds between listManagedInstances polls")
-    p.add_argument("--dry-run", action="store_true", help="pick the VM and stop before preempting it")
     p.set_defaults(func=_command)

@@ -56,7 +56,7 @@ def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, Fall
     if args.ladder:
         ladder: FallbackLadder = _load_model(args.ladder, FallbackLadder, "ladder")
     else:
-        ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand_per_hour)
+        ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand)
     return profile, ladder
 
 

@@ -160,7 +160,7 @@ def effective_cost(
         _deadline_penalty(profile, e, miss_p, late_h),
     ]
     spot_total = sum(t.usd for t in terms)
-    on_demand_total = profile.work_hours * profile.nodes * profile.prices.on_demand_per_hour
+    on_demand_total = profile.work_hours * profile.nodes * profile.prices.on_demand
     savings = 1.0 - spot_total / on_demand_total if math.isfinite(spot_total) else -math.inf
     eligible, reasons = _verdict(profile, ladder, e, spot_total, on_demand_total, miss_p)
     return CostBreakdown(
@@ -198,7 +198,7 @@ def _spot_compute(p: WorkloadProfile, e: Exposure) -> CostTerm:
 
 def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision, keep_generations: int) -> CostTerm:
     pr, phi = p.prices, e.on_demand_share
-    blended_price = (1.0 - phi) * pr.spot_per_hour + phi * pr.on_demand_per_hour
+    blended_price = (1.0 - phi) * pr.spot_per_hour + phi * pr.on_demand
     gb = p.checkpoint_bytes / 1e9
     checkpoints = p.work_hours * 3600.0 / d.seconds
     writes_per_ckpt = math.ceil(p.checkpoint_bytes / UPLOAD_PART_BYTES) + COMMIT_WRITES_PER_CHECKPOINT
@@ -231,7 +231,7 @@ def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision,
 
 def _restart_reload(p: WorkloadProfile, e: Exposure) -> CostTerm:
     p_fb = e.reacquisition.fallback_probability
-    price = (1.0 - p_fb) * p.prices.spot_per_hour + p_fb * p.prices.on_demand_per_hour
+    price = (1.0 - p_fb) * p.prices.spot_per_hour + p_fb * p.prices.on_demand
     return CostTerm(
         "restart_reload",
         e.times(e.reload_seconds / 3600.0 * p.nodes * price),
@@ -283,13 +283,13 @@ def _reacquisition_idle(p: WorkloadProfile, e: Exposure) -> CostTerm:
 def _fallback(p: WorkloadProfile, e: Exposure) -> CostTerm:
     return CostTerm(
         "fallback",
-        p.work_hours * e.on_demand_share * p.nodes * p.prices.on_demand_per_hour,
+        p.work_hours * e.on_demand_share * p.nodes * p.prices.on_demand,
         {
             "fallback_probability": e.reacquisition.fallback_probability,
             "on_demand_share": e.on_demand_share,
             "work_hours": p.work_hours,
             "nodes": p.nodes,
-            "on_demand_per_hour": p.prices.on_demand_per_hour,
+            "on_demand_per_hour": p.prices.on_demand,
         },
         "work_hours * on_demand_share * nodes * on_demand_per_hour; share = k/(1+k), k = p_fallback/(1 - lam*o)",
     )
@@ -347,7 +347,7 @@ def _verdict(
         escalates = (
             ladder is not None
             and ladder.deadline_escalation
-            and on_demand_reachable(ladder, p.prices.on_demand_per_hour)
+            and on_demand_reachable(ladder, p.prices.on_demand)
         )
         if miss_p > MAX_DEADLINE_MISS_PROBABILITY:
             if escalates:

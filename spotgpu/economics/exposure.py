@@ -178,7 +178,7 @@ def job_exposure(
     reload_s = profile.restart_seconds + profile.checkpoint_load_seconds
     o_h = (lost_s + reload_s) / 3600.0
     reacq = reacquisition_outcome(
-        profile.expected_reacquisition_seconds, ladder, profile.prices.on_demand_per_hour, reacquisition_samples
+        profile.expected_reacquisition_seconds, ladder, profile.prices.on_demand, reacquisition_samples
     )
     p_fb = reacq.fallback_probability
     stall_h = profile.work_hours * c_s / t_s

@@ -11,7 +11,7 @@ from typing import Any
 
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.interval import choose_interval
-from spotgpu.models import StackConfig
+from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 
 
 def stack_economics(config: StackConfig) -> dict[str, Any]:
@@ -39,8 +39,20 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
             "onDemandTotalUsd": round(breakdown.on_demand_total, 2),
             "savingsFraction": round(breakdown.savings_fraction, 4),
             "effectiveCost": breakdown.to_dict(),
+            "prices": _price_sources(config, pool, workload),
         }
     return {"pools": pools}
+
+
+def _price_sources(config: StackConfig, pool: PoolSpec, workload: WorkloadProfile) -> dict[str, Any]:
+    """Each price the estimate used and where it came from (the workload, or the GPU catalogue)."""
+    quote = config.on_demand_quote(pool)
+    return {
+        "spotPerHour": workload.prices.spot_per_hour,
+        "spotSource": f"workloads.{pool.workload}.prices.spotPerHour",
+        "onDemandPerHour": workload.prices.on_demand_per_hour,
+        "onDemandSource": quote.source if quote else "unknown",
+    }
 
 
 def render_terms(cost: dict[str, Any], indent: str = "    ") -> list[str]:
@@ -70,6 +82,12 @@ def render_economics(report: dict[str, Any]) -> str:
             f"    {verdict}: spot ${p['spotTotalUsd']:,.2f} vs on-demand ${p['onDemandTotalUsd']:,.2f} "
             f"per job (saves {p['savingsFraction']:.0%})"
         )
+        if "prices" in p:
+            pr = p["prices"]
+            lines.append(
+                f"      prices: spot ${pr['spotPerHour']:g}/h ({pr['spotSource']}); "
+                f"on-demand ${pr['onDemandPerHour']:g}/h ({pr['onDemandSource']})"
+            )
         lines.extend(render_terms(p["effectiveCost"], indent="      "))
         lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
     return "\n".join(lines)

@@ -72,7 +72,7 @@ class Job:
             "checkpoint_write_seconds": profile.checkpoint_write_seconds,
             "restart_seconds": profile.restart_seconds + profile.checkpoint_load_seconds,
             "spot_per_hour": profile.prices.spot_per_hour,
-            "on_demand_per_hour": profile.prices.on_demand_per_hour,
+            "on_demand_per_hour": profile.prices.on_demand,
             "nodes": profile.nodes,
             "deadline_penalty_per_hour": profile.prices.deadline_penalty_per_hour,
         }

@@ -28,3 +28,19 @@ class SpotModel(BaseModel):
 def fix_hint(text: str) -> JsonDict:
     """Attach a human fix to a field; `spotgpu.config.format_error` prints it."""
     return {"fix": text}
+
+
+class FieldProblem(ValueError):
+    """A validator's finding, pointed at a key below the model that raised it.
+
+    ``at`` is the key path relative to that model (``"zones"``, ``"capacity.fallbackMax"``,
+    ``"[2]"``); :func:`spotgpu.config.format_error` joins it to the model's own path and
+    prints ``<path>: <what> (value: <value>); fix: <fix>``.
+    """
+
+    def __init__(self, what: str, *, fix: str, at: str = "", value: object = None) -> None:
+        super().__init__(f"{what}; {fix}")
+        self.what = what
+        self.fix = fix
+        self.at = at
+        self.value = value

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
@@ -87,6 +87,24 @@ class OptOut(SpotModel):
         default=None,
         min_length=10,
         description="Why one GPU type or size is acceptable.",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+    catalogue: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why a type, size or region the GPU catalogue does not know is right (e.g. launched since).",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+    small_fallback: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why the on-demand fallback may hold fewer nodes than capacity.target (or none).",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+    max_price_above_on_demand: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why an Azure maxPrice above the size's on-demand price is intended.",
         json_schema_extra=fix_hint("write a reason of at least 10 characters"),
     )
 
@@ -169,16 +187,42 @@ class _PoolBase(SpotModel):
             )
         return v
 
-    def _diversity(self, zones: int, types: int) -> None:
+    @model_validator(mode="after")
+    def _fallback_sized(self) -> _PoolBase:
+        """The on-demand fallback must be able to replace the spot nodes it stands in for."""
+        cap, reason = self.capacity, self.opt_out.small_fallback
+        fb = cap.fallback_max
+        if fb is None:
+            return self
+        if fb > cap.max:
+            raise FieldProblem(
+                f"is above capacity.max {cap.max}; the fallback replaces spot nodes, so it never needs more",
+                at="capacity.fallbackMax", value=fb, fix=f"set fallbackMax to at most {cap.max}, or leave it out",
+            )
+        if fb == 0 and not reason:
+            raise FieldProblem(
+                "is 0, so the on_demand rung can never add a node", at="capacity.fallbackMax", value=fb,
+                fix=f"set fallbackMax to at least capacity.target ({cap.target}), or set optOut.smallFallback to a stated reason",
+            )
+        if fb < cap.target and not reason:
+            raise FieldProblem(
+                f"is below capacity.target {cap.target}, so a full spot loss cannot be replaced on-demand",
+                at="capacity.fallbackMax", value=fb,
+                fix=f"set fallbackMax to at least {cap.target}, or set optOut.smallFallback to a stated reason",
+            )
+        return self
+
+    def _diversity(self, zones: int, types: int, zone_key: str = "zones", type_key: str = "types",
+                   zone_value: object = None, type_value: object = None) -> None:
         if zones < 2 and not self.opt_out.single_zone:
-            raise ValueError(
-                f"pool {self.name} spans {zones} zone(s); list at least 2 zones, or set "
-                "optOut.singleZone to a stated reason"
+            raise FieldProblem(
+                f"pool {self.name} spans {zones} zone(s)", at=zone_key, value=zone_value,
+                fix="list at least 2 zones, or set optOut.singleZone to a stated reason",
             )
         if types < 2 and not self.opt_out.single_type:
-            raise ValueError(
-                f"pool {self.name} has {types} GPU type(s); list at least 2, or set "
-                "optOut.singleType to a stated reason"
+            raise FieldProblem(
+                f"pool {self.name} has {types} GPU type(s)", at=type_key, value=type_value,
+                fix="list at least 2, or set optOut.singleType to a stated reason",
             )
 
 
@@ -269,9 +313,27 @@ class AwsPoolSpec(_PoolBase):
     def zones(self) -> tuple[str, ...]:
         return tuple(sorted({s.zone for s in self.subnets}))
 
+    @property
+    def subnet_region(self) -> str | None:
+        """The region the subnets' zones are in (``us-east-1a`` -> ``us-east-1``)."""
+        regions = {z[:-1] for z in self.zones}
+        return next(iter(regions)) if len(regions) == 1 else None
+
+    @model_validator(mode="after")
+    def _in_catalogue(self) -> AwsPoolSpec:
+        from spotgpu.catalogue import checks
+
+        stated = self.opt_out.catalogue
+        checks.aws_instance_types(self.instance_types, stated)
+        region = checks.aws_region_of_zones(tuple(s.zone for s in self.subnets), stated)
+        if region is not None:
+            checks.aws_types_in_region(self.instance_types, region, stated)
+        return self
+
     @model_validator(mode="after")
     def _diverse(self) -> AwsPoolSpec:
-        self._diversity(len(self.zones), len(self.instance_types))
+        self._diversity(len(self.zones), len(self.instance_types), "subnets", "instanceTypes",
+                        list(self.zones), list(self.instance_types))
         return self
 
 
@@ -355,14 +417,34 @@ class GcpPoolSpec(_PoolBase):
     def _checks(self) -> GcpPoolSpec:
         for z in self.zones:
             if not z.startswith(self.region + "-"):
-                raise ValueError(f"zone {z!r} is not in region {self.region}; use zones like {self.region}-a")
+                raise FieldProblem(f"zone is not in region {self.region}", at="zones", value=z,
+                                   fix=f"use zones of the region, like {self.region}-a")
+        if len(set(self.zones)) != len(self.zones):
+            raise FieldProblem("lists a zone twice", at="zones", value=list(self.zones), fix="list each zone once")
+        from spotgpu.catalogue import checks
+
+        checks.gcp_region(self.region, self.opt_out.catalogue)
+        for i, choice in enumerate(self.machine_types):
+            acc = choice.accelerator
+            checks.gcp_machine(i, choice.machine_type, (acc.type, acc.count) if acc else None, self.opt_out.catalogue)
+        signatures = [(c.machine_type, c.accelerator) for c in self.machine_types]
+        if len(set(signatures)) != len(signatures):
+            raise FieldProblem("lists a machine type twice with the same accelerator", at="machineTypes",
+                               value=[c.machine_type for c in self.machine_types], fix="list each choice once")
+        if self.autoscaling is not None and self.target_shape not in ("EVEN", "BALANCED"):
+            raise FieldProblem(
+                "cannot be autoscaled (Google's regional autoscaler needs EVEN or BALANCED)",
+                at="targetShape", value=self.target_shape,
+                fix="set targetShape to EVEN or BALANCED, or remove autoscaling and size the pool with capacity.target",
+            )
         for choice in self.machine_types:
             if choice.machine_type.startswith("n1-") and choice.accelerator is None:
                 raise ValueError(
                     f"machine type {choice.machine_type} is N1 and carries no GPU; add "
                     "accelerator: {type: nvidia-tesla-t4, count: 1} or use an A2/A3/G2 type"
                 )
-        self._diversity(len(self.zones), len(self.machine_types))
+        self._diversity(len(self.zones), len(self.machine_types), "zones", "machineTypes",
+                        list(self.zones), [c.machine_type for c in self.machine_types])
         return self
 
 
@@ -466,13 +548,21 @@ class AzurePoolSpec(_PoolBase):
         for z in v:
             if z not in ("1", "2", "3"):
                 raise ValueError(f"zone {z!r} is not an Azure zone; use '1', '2' or '3'")
+        if len(set(v)) != len(v):
+            raise ValueError(f"zones {list(v)} lists a zone twice; list each zone once")
         return v
 
     @model_validator(mode="after")
     def _checks(self) -> AzurePoolSpec:
         if self.max_price != -1 and self.max_price <= 0:
             raise ValueError(f"maxPrice {self.max_price} must be -1 or a positive USD/hour price")
-        self._diversity(len(self.zones), len(self.vm_sizes))
+        from spotgpu.catalogue import checks
+
+        checks.azure_location(self.location, self.opt_out.catalogue)
+        checks.azure_sizes(self.vm_sizes, "vmSizes", self.opt_out.catalogue)
+        if self.fallback_vm_size is not None:
+            checks.azure_sizes((self.fallback_vm_size,), "fallbackVmSize", self.opt_out.catalogue)
+        self._diversity(len(self.zones), len(self.vm_sizes), "zones", "vmSizes", list(self.zones), list(self.vm_sizes))
         return self
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from spotgpu.models.base import SpotModel, fix_hint
-from spotgpu.models.ladder import FallbackLadder
-from spotgpu.models.pools import PoolSpec
+from spotgpu import catalogue
+from spotgpu.catalogue import PriceQuote
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
+from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
 
@@ -22,43 +24,181 @@ class StackConfig(SpotModel):
         min_length=1, json_schema_extra=fix_hint("define at least one fallback ladder by name")
     )
     pools: tuple[PoolSpec, ...] = Field(
-        default=(), json_schema_extra=fix_hint("list pools, each with cloud: aws, gcp or azure")
+        min_length=1, json_schema_extra=fix_hint("list at least one pool, each with cloud: aws, gcp or azure")
     )
 
     @model_validator(mode="after")
     def _references(self) -> StackConfig:
         seen: set[str] = set()
-        global_names: dict[str, int] = {}
-        for i, pool in enumerate(self.pools):
+        global_names: dict[str, str] = {}
+        for pool in self.pools:
+            at = f"pools[{pool.name}]"
             # Storage account names are global in Azure; two pools cannot share one.
             account = getattr(pool, "storage_account_name", None)
             if account is not None:
                 if account in global_names:
-                    raise ValueError(
-                        f"pools[{i}].storageAccountName {account!r} is already used by "
-                        f"pools[{global_names[account]}]; give each pool its own storage account"
+                    raise FieldProblem(
+                        f"storage account is already used by pool {global_names[account]}",
+                        at=f"{at}.storageAccountName", value=account,
+                        fix="give each pool its own storage account (names are global in Azure)",
                     )
-                global_names[account] = i
+                global_names[account] = pool.name
             if pool.name in seen:
-                raise ValueError(f"pools[{i}].name {pool.name!r} is used twice; pool names must be unique")
+                raise FieldProblem("pool name is used twice", at=f"{at}.name", value=pool.name,
+                                   fix="give every pool a unique name")
             seen.add(pool.name)
             if pool.workload not in self.workloads:
-                raise ValueError(
-                    f"pools[{i}].workload {pool.workload!r} is not defined; use one of "
-                    f"{sorted(self.workloads)} or add it under spotgpu:workloads"
+                raise FieldProblem(
+                    "names no workload profile", at=f"{at}.workload", value=pool.workload,
+                    fix=f"use one of {sorted(self.workloads)} or add it under spotgpu:workloads",
                 )
             if pool.ladder not in self.ladders:
-                raise ValueError(
-                    f"pools[{i}].ladder {pool.ladder!r} is not defined; use one of "
-                    f"{sorted(self.ladders)} or add it under spotgpu:ladders"
+                raise FieldProblem(
+                    "names no fallback ladder", at=f"{at}.ladder", value=pool.ladder,
+                    fix=f"use one of {sorted(self.ladders)} or add it under spotgpu:ladders",
                 )
         return self
 
+    @model_validator(mode="after")
+    def _cross_field(self, info: ValidationInfo) -> StackConfig:
+        """Checks that span a pool, its workload's prices, its ladder and the provider config."""
+        provider = (info.context or {}).get("provider", {})
+        for pool in self.pools:
+            _check_region(pool, provider)
+            quote = self.on_demand_quote(pool)
+            workload = self.workloads[pool.workload]
+            if quote is None:
+                raise FieldProblem(
+                    f"is not set, and the GPU catalogue has no on-demand price for pool {pool.name}'s fallback "
+                    f"({', '.join(fallback_types(pool))} in {pool_region(pool)})",
+                    at=f"workloads.{pool.workload}.prices.onDemandPerHour", value=None,
+                    fix="set the on-demand USD/hour per node of the fallback type",
+                )
+            spot = workload.prices.spot_per_hour
+            if spot > quote.usd_per_hour:
+                raise FieldProblem(
+                    f"is above the on-demand price {quote.usd_per_hour:g} of pool {pool.name} ({quote.source})",
+                    at=f"workloads.{pool.workload}.prices.spotPerHour", value=spot,
+                    fix="check the prices (spot above on-demand is never worth it)",
+                )
+            _check_ceilings(pool, self.ladders[pool.ladder], spot, quote)
+            if isinstance(pool, AzurePoolSpec):
+                _check_max_price(pool, spot, self._size_quotes(pool))
+        return self
+
+    def on_demand_quote(self, pool: PoolSpec) -> PriceQuote | None:
+        """The pool's on-demand USD/hour per node and its source: the workload's figure, else the catalogue's
+        list price of the dearest type its fallback group may grow."""
+        prices = self.workloads[pool.workload].prices
+        if prices.on_demand_per_hour is not None:
+            return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
+        quotes = [_catalogue_price(pool, t) for t in fallback_types(pool)]
+        if not quotes or any(q is None for q in quotes):
+            return None
+        return max((q for q in quotes if q is not None), key=lambda q: q.usd_per_hour)
+
+    def _size_quotes(self, pool: AzurePoolSpec) -> dict[str, PriceQuote | None]:
+        prices = self.workloads[pool.workload].prices
+        if prices.on_demand_per_hour is not None:
+            quote = PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
+            return dict.fromkeys(pool.vm_sizes, quote)
+        return {size: _catalogue_price(pool, size) for size in pool.vm_sizes}
+
     def workload_for(self, pool: PoolSpec) -> WorkloadProfile:
-        return self.workloads[pool.workload]
+        """The pool's workload with its on-demand price resolved (the workload's, else the catalogue's)."""
+        workload = self.workloads[pool.workload]
+        if workload.prices.on_demand_per_hour is not None:
+            return workload
+        quote = self.on_demand_quote(pool)
+        if quote is None:  # validation refuses this; only a model_construct'ed config gets here
+            raise ValueError(f"pool {pool.name} has no on-demand price; set prices.onDemandPerHour")
+        prices = workload.prices.model_copy(update={"on_demand_per_hour": quote.usd_per_hour})
+        return workload.model_copy(update={"prices": prices})
 
     def ladder_for(self, pool: PoolSpec) -> FallbackLadder:
         return self.ladders[pool.ladder]
 
     def pools_for(self, cloud: str) -> list[PoolSpec]:
         return [p for p in self.pools if p.cloud == cloud]
+
+
+def pool_region(pool: PoolSpec) -> str:
+    """Where the pool runs: its region or location (AWS: the subnets' region)."""
+    if isinstance(pool, AwsPoolSpec):
+        return getattr(pool, "region", None) or pool.subnet_region or "?"
+    if isinstance(pool, GcpPoolSpec):
+        return pool.region
+    return pool.location
+
+
+def fallback_types(pool: PoolSpec) -> tuple[str, ...]:
+    """The types the pool's on-demand fallback group may grow (what the on_demand rung pays for)."""
+    if isinstance(pool, AwsPoolSpec):
+        return pool.instance_types  # the fallback ASG uses the same overrides
+    if isinstance(pool, GcpPoolSpec):
+        first = pool.machine_types[0].accelerator
+        return tuple(c.machine_type for c in pool.machine_types if c.accelerator == first)
+    return (pool.fallback_vm_size or pool.vm_sizes[0],)
+
+
+def _catalogue_price(pool: PoolSpec, name: str) -> PriceQuote | None:
+    accelerator = None
+    if isinstance(pool, GcpPoolSpec):
+        choice = next((c for c in pool.machine_types if c.machine_type == name), None)
+        if choice is not None and choice.accelerator is not None:
+            accelerator = (choice.accelerator.type, choice.accelerator.count)
+    return catalogue.on_demand_price(pool.cloud, name, pool_region(pool), accelerator)
+
+
+def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
+    if not isinstance(pool, AwsPoolSpec) or pool.subnet_region is None:
+        return
+    own = getattr(pool, "region", None)
+    region, key = (own, f"pools[{pool.name}].region") if own else (provider.get("aws:region"), "aws:region")
+    if region and region != pool.subnet_region:
+        raise FieldProblem(
+            f"subnets are in {pool.subnet_region}, but the pool deploys to {region} ({key})",
+            at=f"pools[{pool.name}].subnets", value=[s.zone for s in pool.subnets],
+            fix=f"use subnets in {region}, or set {key} to {pool.subnet_region}",
+        )
+
+
+def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: PriceQuote) -> None:
+    for i, step in enumerate(ladder.steps):
+        at = f"ladders.{pool.ladder}.steps[{i}].costCeilingPerHour"
+        if step.kind.uses_spot and step.cost_ceiling_per_hour < spot:
+            raise FieldProblem(
+                f"is below pool {pool.name}'s spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour), "
+                f"so the {step.kind.value} rung can never run",
+                at=at, value=step.cost_ceiling_per_hour,
+                fix=f"raise it to at least {spot:g}, or correct prices.spotPerHour",
+            )
+        if step.kind is StepKind.ON_DEMAND and step.cost_ceiling_per_hour < quote.usd_per_hour:
+            raise FieldProblem(
+                f"is below pool {pool.name}'s on-demand price {quote.usd_per_hour:g} ({quote.source}), so the "
+                "on_demand rung can never run",
+                at=at, value=step.cost_ceiling_per_hour,
+                fix=f"raise it to at least {quote.usd_per_hour:g}, or correct the on-demand price",
+            )
+
+
+def _check_max_price(pool: AzurePoolSpec, spot: float, quotes: dict[str, PriceQuote | None]) -> None:
+    if pool.max_price == -1:
+        return
+    at = f"pools[{pool.name}].maxPrice"
+    if pool.max_price < spot:
+        raise FieldProblem(
+            f"is below the spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour); Azure refuses "
+            "or evicts VMs whose max price is under the current spot price",
+            at=at, value=pool.max_price, fix=f"use -1 (pay up to on-demand) or at least {spot:g}",
+        )
+    if pool.opt_out.max_price_above_on_demand:
+        return
+    for size, quote in quotes.items():
+        if quote is not None and pool.max_price > quote.usd_per_hour:
+            raise FieldProblem(
+                f"is above {size}'s on-demand price {quote.usd_per_hour:g} ({quote.source}); spot would cost "
+                "more than the on-demand fallback",
+                at=at, value=pool.max_price,
+                fix=f"use -1, or at most {quote.usd_per_hour:g}, or set optOut.maxPriceAboveOnDemand to a stated reason",
+            )

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 
 #: Recovery strategies the controller registers (spotgpu.controller).
 FALLBACK_POLICIES = ("ladder", "fixed-wait", "uniform-progress", "on-demand-only")
@@ -22,8 +22,12 @@ class Prices(SpotModel):
     """USD prices the cost model uses; per node-hour unless stated."""
 
     spot_per_hour: float = Field(gt=0, json_schema_extra=fix_hint("set the spot USD/hour per node, e.g. 1.2"))
-    on_demand_per_hour: float = Field(
-        gt=0, json_schema_extra=fix_hint("set the on-demand USD/hour per node, e.g. 4.1")
+    on_demand_per_hour: float | None = Field(
+        default=None,
+        gt=0,
+        description="On-demand USD/hour per node; when left out, each pool takes its fallback type's "
+        "list price from the GPU catalogue (spotgpu/catalogue), and the preview says so.",
+        json_schema_extra=fix_hint("set the on-demand USD/hour per node, e.g. 4.1, or leave it out for the catalogue price"),
     )
     storage_per_gb_month: float = Field(
         default=0.023, ge=0, json_schema_extra=fix_hint("set USD per GB-month, e.g. 0.023")
@@ -38,9 +42,24 @@ class Prices(SpotModel):
         json_schema_extra=fix_hint("set a non-negative USD/hour penalty, 0 for none"),
     )
 
+    @property
+    def on_demand(self) -> float:
+        """The on-demand USD/hour, resolved: in a stack, read it from ``StackConfig.workload_for(pool)``."""
+        if self.on_demand_per_hour is None:
+            raise ValueError(
+                "onDemandPerHour is not resolved; take the workload from StackConfig.workload_for(pool), "
+                "which prices it from the GPU catalogue"
+            )
+        return self.on_demand_per_hour
+
     @model_validator(mode="after")
-    def _spot_cheaper(self) -> Prices:
-        if self.spot_per_hour > self.on_demand_per_hour:
+    def _spot_cheaper(self, info: ValidationInfo) -> Prices:
+        if self.on_demand_per_hour is None and not (info.context or {}).get("catalogue_prices"):
+            raise FieldProblem(
+                "is not set, and a profile outside a stack has no pool to price from the GPU catalogue",
+                at="onDemandPerHour", value=None, fix="set the on-demand USD/hour per node, e.g. 4.1",
+            )
+        if self.on_demand_per_hour is not None and self.spot_per_hour > self.on_demand_per_hour:
             raise ValueError(
                 f"spotPerHour {self.spot_per_hour} is above onDemandPerHour "
                 f"{self.on_demand_per_hour}; check the prices (spot above on-demand is never worth it)"

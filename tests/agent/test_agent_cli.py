@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from agent_testkit import fast_config, wait_until
 
-from spotgpu.agent.cli import load_config
+from spotgpu.agent.cli import load_config, render_status
+from spotgpu.cli import main
+from spotgpu.config import ConfigError
 
 
 def spotgpu(*args: str, **kw: Any) -> subprocess.Popen[str]:
@@ -35,13 +37,19 @@ def test_agent_run_acknowledges_and_status_reports_it(fakes: Any, tmp_path: Path
         wait_until(lambda: os.path.exists(sock), timeout=30)
         eid = fake.raise_event("Preempt", not_before_in=20)
         wait_until(lambda: fake.acks[eid], timeout=10)
-        status = spotgpu("agent", "status", "--control", sock)
+        status = spotgpu("agent", "status", "--control", sock, "--json")
         out, err = status.communicate(timeout=30)
         assert status.returncode == 0, err
         doc = json.loads(out)
         assert doc["phase"] == "drained"
         assert doc["acknowledged"] == [eid]
         assert doc["identity"]["instance_type"] == "Standard_NC4as_T4_v3"
+        summary = spotgpu("agent", "status", "--control", sock)
+        text, err = summary.communicate(timeout=30)
+        assert summary.returncode == 0, err
+        assert "phase:     drained (accepting work: no)" in text
+        assert "Standard_NC4as_T4_v3" in text and "1 seen, 1 acknowledged" in text
+        assert "\033[" not in text  # a pipe is not a terminal: no colour
     finally:
         agent.send_signal(signal.SIGTERM)
         agent.communicate(timeout=15)
@@ -62,7 +70,29 @@ def test_bad_config_names_the_key_and_the_fix(tmp_path: Path) -> None:
             {"provider": "oracle", "pool": "p", "notice": {}, "checkpointStore": "x", "checkpointIntervalSeconds": 60}
         )
     )
-    with pytest.raises(SystemExit, match=r"provider = 'oracle'.*fix:"):
+    with pytest.raises(ConfigError, match=r"provider = 'oracle'.*fix:"):
         load_config(str(path))
-    with pytest.raises(SystemExit, match="cannot read"):
+    with pytest.raises(ConfigError, match="cannot read"):
         load_config(str(tmp_path / "missing.json"))
+
+
+def test_bad_config_is_one_line_and_exit_two(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "agent.json"
+    path.write_text("{not json")
+    assert main(["agent", "run", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"spotgpu agent run: {path} is not JSON")
+    assert "Traceback" not in err
+
+
+def test_status_summary_names_the_notice_and_the_deadline() -> None:
+    doc = {
+        "pool": "train", "provider": "aws", "phase": "final-checkpoint", "acceptingWork": False, "now": 100.0,
+        "identity": {"instance_id": "i-1", "instance_type": "g5.xlarge"},
+        "notice": {"kind": "preempt", "source": "aws/spot-instance-action", "deadline": 130.0},
+        "finalReport": {"committed": True, "generation": "g-000042"}, "events": [{}], "acknowledged": [],
+    }  # fmt: skip
+    text = render_status(doc)
+    assert "pool:      train (aws)" in text
+    assert "preempt from aws/spot-instance-action, deadline 00:02:10Z (in 30 s)" in text
+    assert "final checkpoint: committed g-000042" in text

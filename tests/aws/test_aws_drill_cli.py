@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -314,3 +315,104 @@ def test_start_tags_the_experiment_with_the_pool() -> None:
 class _Any:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, str) and bool(other)
+
+
+# --- --dry-run and --json (moto server) ---------------------------------------------------------
+
+
+READ_ONLY_PREFIXES = ("List", "Get", "Describe")
+
+
+@pytest.fixture
+def recorded_calls(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every API operation the drill's boto3 clients send, by name (the proof of "no mutating call")."""
+    calls: list[str] = []
+    real_client = boto3.client
+
+    def client(*args: Any, **kwargs: Any) -> Any:
+        made = real_client(*args, **kwargs)
+        made.meta.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
+        return made
+
+    monkeypatch.setattr(boto3, "client", client)
+    return calls
+
+
+def _spot_instances(pool: str, count: int = 2) -> list[str]:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    image = "ami-12c6146b"  # one of moto's built-in images (DescribeImages alone costs seconds)
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "spotgpu-pool", "Value": pool}]}]
+    spot = ec2.run_instances(
+        ImageId=image, MinCount=count, MaxCount=count, InstanceMarketOptions={"MarketType": "spot"},
+        TagSpecifications=tags,
+    )  # fmt: skip
+    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=tags)  # on-demand: never a target
+    return sorted(i["InstanceId"] for i in spot["Instances"])
+
+
+def test_dry_run_resolves_template_and_spot_targets_without_starting_anything(
+    recorded_calls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fis = boto3.client("fis", region_name=REGION)
+    template = _template(fis, "dry-pool")
+    spot = _spot_instances("dry-pool")
+    recorded_calls.clear()
+    assert main(["drill", "aws", "--pool", "dry-pool", "--region", REGION, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"dry run: pool dry-pool, template {template}" in out
+    assert "action interrupt-spot: aws:ec2:send-spot-instance-interruptions (durationBeforeInterruption=PT2M)" in out
+    assert f"candidates now: {', '.join(spot)}" in out  # the on-demand instance is not a candidate
+    assert "nothing was started" in out
+    assert recorded_calls and all(name.startswith(READ_ONLY_PREFIXES) for name in recorded_calls), recorded_calls
+    assert "DescribeInstances" in recorded_calls and "GetExperimentTemplate" in recorded_calls
+    assert [e for e in fis.list_experiments()["experiments"] if e["experimentTemplateId"] == template] == []
+
+
+def test_dry_run_json_is_one_document_and_the_log_goes_to_stderr(
+    recorded_calls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fis = boto3.client("fis", region_name=REGION)
+    template = _template(fis, "json-pool")
+    spot = _spot_instances("json-pool", count=1)
+    assert main(["drill", "aws", "--pool", "json-pool", "--region", REGION, "--dry-run", "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["status"] == "dry-run" and doc["dryRun"] is True and doc["started"] is False
+    assert doc["templateId"] == template
+    assert doc["targets"]["pool-spot-nodes"] == {"selectionMode": "COUNT(1)", "candidates": spot}
+    assert "nothing was started" in captured.err
+    assert not any(name.startswith("Start") for name in recorded_calls)
+
+
+def test_dry_run_with_no_spot_instance_says_the_drill_would_fail(
+    recorded_calls: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _template(boto3.client("fis", region_name=REGION), "empty-pool")
+    recorded_calls.clear()
+    assert main(["drill", "aws", "--pool", "empty-pool", "--region", REGION, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "matches no running Spot instance" in err and "fix:" in err and err.count("\n") == 1
+    assert all(name.startswith(READ_ONLY_PREFIXES) for name in recorded_calls)
+
+
+def test_fis_path_filters_are_applied_like_fis() -> None:
+    instance = {"InstanceId": "i-1", "State": {"Name": "stopped"}, "Tags": [{"Key": "a"}, {"Key": "b"}]}
+    assert drill._path_values(instance, "State.Name") == ["stopped"]
+    assert drill._path_values(instance, "Tags.Key") == ["a", "b"]
+    assert drill._path_values(instance, "Placement.AvailabilityZone") == []
+
+
+def test_real_run_json_reports_the_experiment(aws_env: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _template(boto3.client("fis", region_name=REGION), "json-run")
+    code = main(["drill", "aws", "--pool", "json-run", "--region", REGION, "--poll-seconds", "0", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "passed" and doc["started"] is True
+    assert doc["experimentStatus"] == "completed" and any(e["event"].startswith("experiment completed") for e in doc["timeline"])
+
+
+def test_old_timeout_spelling_still_works_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    from spotgpu.cli import build_parser
+
+    args = build_parser(["drill"]).parse_args(["drill", "aws", "--pool", "p", "--timeout", "60"])
+    assert args.timeout_seconds == 60.0
+    assert "--timeout is deprecated; use --timeout-seconds" in capsys.readouterr().err

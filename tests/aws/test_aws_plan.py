@@ -174,7 +174,7 @@ def test_non_aws_spec_is_refused_with_a_clear_error() -> None:
 
     config = parse_stack_config(stack_raw("prod"))
     gcp = next(p for p in config.pools if p.cloud == "gcp")
-    with pytest.raises(PoolPlanError, match="builds only cloud: aws pools"):
+    with pytest.raises(PoolPlanError, match=r"spotgpu:pools\[train-gcp\]\.cloud: components.aws.GpuPool builds only AWS pools"):
         plan_pool(PoolArgs.for_pool(config, gcp))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -233,21 +234,72 @@ def test_instance_view_errors_other_than_not_found_propagate() -> None:
         _drill(client)[0].run()
 
 
-def test_cli_registers_and_returns_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+def _args(*extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     drill_mod.register(parser.add_subparsers())
-    args = parser.parse_args(
-        ["azure", "--pool", "train-az", "--subscription", "s", "--resource-group", RG, "--timeout", "0"]
-    )
-    assert args.func is drill_mod.run and args.poll == 10.0
-    assert drill_mod.run(args, client_factory=lambda sub: FakeCompute([])) == 1
+    return parser.parse_args(["azure", "--pool", "train-az", "--subscription", "s", "--resource-group", RG, *extra])
+
+
+def test_cli_registers_and_returns_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """2: nothing to evict (the drill never started); 1: evicted, then no replacement in time."""
+    args = _args("--timeout-seconds", "0")
+    assert args.func is drill_mod.run and args.poll_seconds == 10.0
+    assert drill_mod.run(args, client_factory=lambda sub: FakeCompute([])) == 2
     assert "the pool has no VMs" in capsys.readouterr().err
+    client = FakeCompute([FakeVm("spot1")])
+    clock = Clock(client)
+    assert drill_mod.run(args, client_factory=lambda sub: client, clock=clock, sleep=clock.sleep) == 1
+    assert client.evicted == ["spot1"] and "timed out after 0 s" in capsys.readouterr().err
+
+
+def test_old_flag_spellings_still_parse() -> None:
+    args = _args("--poll", "3", "--timeout", "9")
+    assert (args.poll_seconds, args.timeout_seconds) == (3.0, 9.0)
 
 
 def test_cli_success_path_prints_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
     client = FakeCompute([FakeVm("spot1")], script=[_delete("spot1"), _set("spot2", "running")])
     clock = Clock(client)
-    args = argparse.Namespace(pool="train-az", subscription="s", resource_group=RG, vm=None, timeout=600.0, poll=5.0)
+    args = _args("--timeout-seconds", "600", "--poll-seconds", "5")
     assert drill_mod.run(args, client_factory=lambda sub: client, clock=clock, sleep=clock.sleep) == 0
     out = capsys.readouterr().out
     assert "drill passed: spot1 evicted, spot2 running after 10.0 s" in out
+
+
+def test_dry_run_picks_the_vm_and_evicts_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    client = FakeCompute([FakeVm("spot1", state="deallocated"), FakeVm("spot2"), FakeVm("od", priority="Regular")])
+    assert drill_mod.run(_args("--dry-run"), client_factory=lambda sub: client) == 0
+    out = capsys.readouterr().out
+    assert "picked running Spot VM spot2" in out and "would call simulate_eviction on spot2" in out
+    assert client.evicted == []
+    assert drill_mod.run(_args("--dry-run", "--json", "--vm", "spot2"), client_factory=lambda sub: client) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "dry-run" and doc["vm"] == "spot2" and doc["started"] is False
+    assert client.evicted == []
+
+
+def test_dry_run_still_validates_the_named_vm(capsys: pytest.CaptureFixture[str]) -> None:
+    client = FakeCompute([FakeVm("od", priority="Regular")])
+    assert drill_mod.run(_args("--dry-run", "--vm", "od"), client_factory=lambda sub: client) == 2
+    assert "simulate eviction works on Spot VMs only" in capsys.readouterr().err
+
+
+def test_sdk_errors_before_the_eviction_are_one_line_and_exit_two(capsys: pytest.CaptureFixture[str]) -> None:
+    client = FakeCompute([FakeVm("spot1")])
+
+    def denied(rg: str) -> list[Any]:
+        raise HttpResponseError("(AuthorizationFailed) no Microsoft.Compute/virtualMachineScaleSets/read\nmore")
+
+    client.virtual_machine_scale_sets.list = denied
+    assert drill_mod.run(_args(), client_factory=lambda sub: client) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "AuthorizationFailed" in err and "fix: check `az login`" in err
+
+
+def test_json_of_a_passed_drill(capsys: pytest.CaptureFixture[str]) -> None:
+    client = FakeCompute([FakeVm("spot1")], script=[_delete("spot1"), _set("spot2", "running")])
+    clock = Clock(client)
+    assert drill_mod.run(_args("--json"), client_factory=lambda sub: client, clock=clock, sleep=clock.sleep) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "passed" and doc["started"] is True and doc["replacement"] == "spot2"
+    assert doc["log"][-1].startswith("drill passed: spot1 evicted")

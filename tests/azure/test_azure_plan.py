@@ -148,7 +148,7 @@ def test_fallback_size_defaults_to_first_size_and_is_checked() -> None:
     assert p.fallback.vm_size == "Standard_NC24ads_A100_v4"
     assert p.fallback.capacity == 0 and p.fallback.name == "train-az-prod-ondemand"
     with pytest.raises(PlanError, match="fallbackVmSize entry 'Standard_B2s' is B-series"):
-        _plan(spec(fallbackVmSize="Standard_B2s"))
+        _plan(unchecked(spec(), fallback_vm_size="Standard_B2s"))
     assert _plan(spec(fallbackVmSize="Standard_NC40ads_H100_v5")).fallback.vm_size == "Standard_NC40ads_H100_v5"
 
 

@@ -85,7 +85,7 @@ def test_bad_config_fails_with_one_line(tmp_path: Path) -> None:
     assert run.returncode == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "spotgpu:pools[1].zones" in lines[0] and "us-central1-a" in lines[0] and "fix:" in lines[0]
+    assert "spotgpu:pools[dev-gcp].zones" in lines[0] and "us-central1-a" in lines[0] and "fix:" in lines[0]
 
 
 def test_unknown_stack_names_the_known_ones() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import warnings
@@ -142,8 +143,11 @@ def test_stop_action_same_vm_restarted_counts_as_replacement() -> None:
 def test_unlabelled_mig_found_by_name_convention() -> None:
     a = vm("train-dev-spot-t4x1-a", 1)
     migs = [mig("train-dev-spot-t4x1", pool=None), mig("training-dev-spot-aopt", pool=None)]
-    result, lines, _ = _run(StubMigs(migs, [[a]]), dry_run=True)
-    assert result is None and "dry run" in lines[-1] and "train-dev-spot-t4x1" in lines[0]
+    instances = StubInstances()
+    result, lines, _ = _run(StubMigs(migs, [[a]]), instances, dry_run=True)
+    assert result.dry_run and result.victim == "train-dev-spot-t4x1-a" and "train-dev-spot-t4x1" in lines[0]
+    assert "dry run: would call simulateMaintenanceEvent on train-dev-spot-t4x1-a" in lines[-1]
+    assert instances.calls == []  # the one mutating call was not made
 
 
 def test_environment_narrows_the_search() -> None:
@@ -177,7 +181,7 @@ def test_one_poll_blip_is_tolerated_but_repeated_failures_abort() -> None:
     result, lines, _ = _run(StubMigs([mig("train-prod-spot-aopt")], blip))
     assert result is not None and any("poll failed (1/3)" in line for line in lines)
     down = [[a], gexc.ServiceUnavailable("down")]
-    with pytest.raises(drill.DrillError, match="failed 3 times in a row"):
+    with pytest.raises(drill.DrillFailed, match="failed 3 times in a row"):
         _run(StubMigs([mig("train-prod-spot-aopt")], down))
 
 
@@ -195,14 +199,52 @@ def test_new_vm_while_victim_still_running_is_not_a_replacement() -> None:
     assert result is not None and result.replacement == "b" and result.reacquired_after_seconds == 20
 
 
-def test_cli_exit_codes() -> None:
+ARGS = ["gcp", "--pool", "train", "--project", "p", "--region", "us-central1"]
+
+
+def _args(*extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     drill.register(parser.add_subparsers())
-    args = parser.parse_args(["gcp", "--pool", "train", "--project", "p", "--region", "us-central1", "--timeout", "0"])
+    return parser.parse_args([*ARGS, *extra])
+
+
+def test_cli_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """2: could not start (nothing was preempted); 1: preempted, then not replaced in time."""
+    args = _args("--timeout-seconds", "0")
     assert args.func is drill._command
-    assert drill._command(args, lambda: drill.GcpClients(StubMigs([], []), StubInstances())) == 1
+    assert drill._command(args, lambda: drill.GcpClients(StubMigs([], []), StubInstances())) == 2
+    assert capsys.readouterr().err.startswith("spotgpu drill gcp: no spot MIG of pool 'train'")
     clients = drill.GcpClients(StubMigs([mig("train-prod-spot-aopt")], [[vm("a", 1)]]), StubInstances())
-    assert drill._command(args, lambda: clients) == 3
+    assert drill._command(args, lambda: clients) == 1
+    assert "was not replaced within 0 s" in capsys.readouterr().err
+
+
+def test_old_flag_spellings_still_parse() -> None:
+    args = _args("--poll", "3", "--timeout", "9")
+    assert (args.poll_seconds, args.timeout_seconds) == (3.0, 9.0)
+    assert (_args().poll_seconds, _args().timeout_seconds) == (15.0, 1800.0)
+
+
+def test_dry_run_cli_prints_the_pick_and_json_has_it(capsys: pytest.CaptureFixture[str]) -> None:
+    instances = StubInstances()
+    clients = drill.GcpClients(StubMigs([mig("train-prod-spot-aopt")], [[vm("train-prod-spot-aopt-a", 1)]]), instances)
+    assert drill._command(_args("--dry-run"), lambda: clients) == 0
+    assert "would call simulateMaintenanceEvent on train-prod-spot-aopt-a" in capsys.readouterr().out
+    assert drill._command(_args("--dry-run", "--json"), lambda: clients) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["status"] == "dry-run" and doc["victim"] == "train-prod-spot-aopt-a" and doc["started"] is False
+    assert "picked train-prod-spot-aopt-a" in captured.err
+    assert instances.calls == []
+
+
+def test_json_of_a_passed_drill_has_the_latency(capsys: pytest.CaptureFixture[str]) -> None:
+    a = vm("a", 1)
+    clients = drill.GcpClients(StubMigs([mig("train-prod-spot-aopt")], [[a], [], [vm("a", 2)]]), StubInstances())
+    args = _args("--json", "--poll-seconds", "0")
+    assert drill._command(args, lambda: clients) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "passed" and doc["started"] is True and doc["replacement"] == "a"
 
 
 def test_spotgpu_cli_knows_the_command() -> None:
@@ -216,8 +258,7 @@ def test_missing_sdk_is_a_clear_message(capsys: pytest.CaptureFixture[str]) -> N
     def no_sdk() -> drill.GcpClients:
         raise ModuleNotFoundError("No module named 'google.cloud.compute_v1'", name="google.cloud.compute_v1")
 
-    args = argparse.Namespace(pool="x", project="p", region="r", environment=None, timeout=1, poll=1, dry_run=True)
-    assert drill._command(args, no_sdk) == 2
+    assert drill._command(_args("--dry-run"), no_sdk) == 2
     assert "pip install 'spotgpu[gcp]'" in capsys.readouterr().err
 
 
@@ -231,8 +272,7 @@ def test_missing_credentials_is_a_clear_message(capsys: pytest.CaptureFixture[st
     def no_credentials() -> drill.GcpClients:
         raise RuntimeError("Your default credentials were not found")
 
-    args = argparse.Namespace(pool="x", project="p", region="r", environment=None, timeout=1, poll=1, dry_run=True)
-    assert drill._command(args, no_credentials) == 1
+    assert drill._command(_args("--dry-run"), no_credentials) == 2
     assert "application-default login" in capsys.readouterr().err
 
 

@@ -52,7 +52,7 @@ def test_n1_groups_by_accelerator_signature_and_primary_is_top_ranked() -> None:
 
 
 def test_duplicate_machine_type_is_rejected() -> None:
-    with pytest.raises(plan.GcpPlanError, match="'g2-standard-8' twice"):
+    with pytest.raises(plan.GcpPlanError, match=r"lists a machine type twice.*'g2-standard-8'"):
         plan.group_machine_choices((_choice("g2-standard-8"), _choice("g2-standard-8")))
 
 
@@ -69,7 +69,7 @@ def test_flexibility_policy_ranks_each_type() -> None:
 def test_zones_sorted_and_single_zone_needs_opt_out() -> None:
     spec = _spec(zones=("us-central1-c", "us-central1-a"))
     assert plan.distribution_zones(spec) == ("us-central1-a", "us-central1-c")
-    with pytest.raises(plan.GcpPlanError, match=r"single zone; list at least 2 zones.*optOut.singleZone"):
+    with pytest.raises(plan.GcpPlanError, match=r"zones: is a single zone.*fix: list at least 2 zones.*optOut.singleZone"):
         plan.distribution_zones(_spec(zones=("us-central1-a",)))
     waived = _spec(zones=("us-central1-a",), opt_out=_spec().opt_out.model_copy(update={"single_zone": "placement"}))
     assert plan.distribution_zones(waived) == ("us-central1-a",)
@@ -79,7 +79,7 @@ def test_zones_sorted_and_single_zone_needs_opt_out() -> None:
 
 @pytest.mark.parametrize("shape", ["ANY", "ANY_SINGLE_ZONE"])
 def test_autoscaling_needs_even_or_balanced(shape: plan.TargetShape) -> None:
-    with pytest.raises(plan.GcpPlanError, match=rf"targetShape '{shape}' cannot be autoscaled"):
+    with pytest.raises(plan.GcpPlanError, match=rf"targetShape: cannot be autoscaled \(value: '{shape}'\)"):
         plan.check_target_shape("p", shape, GcpAutoscaling(max_replicas=3))
     plan.check_target_shape("p", shape, None)
 

@@ -245,7 +245,7 @@ def test_autoscaled_pool_gets_autoscaler_and_no_fixed_size() -> None:
 
 
 def test_autoscaling_with_any_shape_is_a_clear_error() -> None:
-    with pytest.raises(Exception, match=r"targetShape 'ANY' cannot be autoscaled.*EVEN or\s+BALANCED"):
+    with pytest.raises(Exception, match=r"targetShape: cannot be autoscaled.*\(value: .ANY.\).*EVEN or\s+BALANCED"):
         _build("prod", autoscaling={"maxReplicas": 4})
 
 

@@ -28,6 +28,12 @@ EXPECTED_DEFAULTS = {
     "periodic-checkpoint-primary": "mandatory",
     "spot-eligible": "advisory",
     "capacity-diversified": "advisory",
+    "ladder-ceilings-cover-prices": "mandatory",
+    "deadline-escalation-reachable": "advisory",
+    "azure-max-price-covers-spot": "mandatory",
+    "azure-max-price-below-on-demand": "advisory",
+    "fallback-can-replace-pool": "advisory",
+    "gpu-types-known": "advisory",
 }
 RAW_PROGRAM = Path(__file__).resolve().parent / "programs" / "raw"
 

@@ -109,6 +109,7 @@ def aws_pool(name: str = "raw-aws", **k: Any) -> None:
               "heartbeat_timeout": 300}] if k.get("hook", True) else None
     aws.autoscaling.Group(
         f"{name}-spot", name=f"{name}-spot", min_size=0, max_size=4, vpc_zone_identifiers=subnets,
+        desired_capacity=k.get("desired"),
         capacity_rebalance=k.get("capacity_rebalance", True), initial_lifecycle_hooks=hooks,
         tags=[{"key": key, "value": v, "propagate_at_launch": True} for key, v in tags.items()], **spot_share)
     fallback_template = aws.ec2.LaunchTemplate(
@@ -206,7 +207,7 @@ def azure_pool(name: str = "rawaz", **k: Any) -> None:
             f"{name}-{size.lower().replace('_', '-')}", resource_group_name="ml", vm_scale_set_name=f"{name}-{size}",
             orchestration_mode="Flexible", platform_fault_domain_count=1, zones=k.get("zones", ["1", "2"]),
             sku={"name": size, "capacity": 1}, tags=links(name, store, fallback, "azure", k.get("tags")),
-            virtual_machine_profile={"priority": "Spot", "eviction_policy": "Delete", "billing_profile": {"max_price": -1},
+            virtual_machine_profile={"priority": "Spot", "eviction_policy": "Delete", "billing_profile": {"max_price": k.get("max_price", -1)},
                                      "os_profile": {"computer_name_prefix": "gpu", "admin_username": "spotgpu",
                                                     "custom_data": b64(script)}})
     azure_native.compute.VirtualMachineScaleSet(

@@ -1,0 +1,76 @@
+"""The config edge every command shares: stack file -> validated models -> pure plans.
+
+``spotgpu preview`` runs this before it starts Pulumi's mock runtime, so every
+config, YAML, model and plan problem surfaces as one :class:`~spotgpu.config.ConfigError`
+line (exit 2) instead of a traceback from inside a component. The planners run
+here are the same pure functions the components call; nothing is registered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from components.args import PoolArgs
+from spotgpu.config import ConfigError, read_stack_file, stack_config_from_engine
+from spotgpu.models import StackConfig
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+
+
+def _restyle(namespace: str, pool: str, message: str) -> str:
+    """A planner's ``what; how`` message in the one-line style, under the pool's key path."""
+    if message.startswith(f"{namespace}:"):
+        return message
+    what, sep, fix = message.partition("; ")
+    if fix.startswith("fix: "):
+        fix = fix.removeprefix("fix: ")
+    tail = f"; fix: {fix}" if sep else "; fix: see docs/configuration.md"
+    return f"{namespace}:pools[{pool}]: {what}{tail}"
+
+
+def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
+    """Run every pool's pure planner; the first rejection becomes a ConfigError line."""
+    for spec in config.pools:
+        args = PoolArgs.for_pool(config, spec)
+        try:
+            if isinstance(spec, AwsPoolSpec):
+                from components.aws.plan import plan_pool as plan_aws
+
+                plan_aws(args)
+            elif isinstance(spec, GcpPoolSpec):
+                from components.gcp import plan as gcp
+                from components.gcp.naming import PoolNames, check_name
+
+                gcp.distribution_zones(spec)
+                gcp.check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
+                groups = gcp.group_machine_choices(spec.machine_types)
+                names = PoolNames(spec.project, spec.name, args.environment)
+                for group in groups:
+                    check_name(names.spot_mig(group.key), "MIG")
+                check_name(names.fallback_mig, "fallback MIG")
+                gcp.check_bucket_name(names.bucket)
+            elif isinstance(spec, AzurePoolSpec):
+                from components.azure.plan import plan_pool as plan_azure
+
+                plan_azure(
+                    spec,
+                    environment=args.environment,
+                    base_tags=args.base_tags,
+                    ladder=args.ladder,
+                    workload=args.workload,
+                    interval_seconds=args.interval.seconds,
+                )
+        except ValueError as err:  # ConfigError subclasses (plan errors) and naming errors
+            raise ConfigError(_restyle(namespace, spec.name, str(err))) from None
+
+
+def validate_engine_config(engine: dict[str, str], namespace: str = "spotgpu") -> StackConfig:
+    """Validate and plan a stack from its engine config map (``{"ns:key": text}``)."""
+    config = stack_config_from_engine(engine, namespace)
+    plan_all(config, namespace)
+    return config
+
+
+def validate_stack_file(path: Path | str, text: str | None = None, namespace: str = "spotgpu") -> StackConfig:
+    """Read, validate and plan one ``Pulumi.<stack>.yaml``; raises ConfigError with one line."""
+    _, engine = read_stack_file(str(path), text)
+    return validate_engine_config(engine, namespace)

@@ -1,0 +1,233 @@
+"""What every ``spotgpu`` command shares: flag names, ``--json``, one-line errors, progress, colour.
+
+Why one module: the CLI grew per area, and each area spelled the same thing its own way
+(``--poll`` here, ``--poll-seconds`` there; JSON on some commands; tracebacks on others).
+The rules, in one place:
+
+- **Flags.** One spelling per concept (:data:`CANONICAL_FLAGS`). Old spellings stay as hidden,
+  deprecated aliases (:func:`add_seconds_flag`) so scripts keep working; a test walks the whole
+  parser tree and fails on a visible non-canonical spelling.
+- **Output.** A command that reports something takes ``--json`` (:func:`add_json_flag`) and then
+  prints exactly one JSON document on stdout (:func:`print_json`); human text goes to stdout
+  otherwise, progress and diagnostics always to stderr.
+- **Errors.** A user's mistake (bad flag, bad file, bad config, bad URL) is ONE line on stderr and
+  exit 2 (:class:`UserError`, :func:`error_line`); exit 1 is kept for "the check this command
+  performs failed" (a mandatory policy violation, a failed verification, a failed drill).
+- **TTY only.** Progress (:class:`Progress`) and colour (:func:`style`) appear only when the stream
+  is a terminal, and colour honours ``NO_COLOR`` (https://no-color.org), so CI logs stay clean.
+
+This module must stay cheap to import (stdlib only): ``spotgpu --help`` imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NoReturn
+
+#: Exit codes every command uses.
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # policy violation, failed verification, failed drill, no agent answering
+EXIT_USAGE = 2  # the user's input: flags, files, config, URLs
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`)
+
+#: concept -> the one flag spelling every command uses for it.
+CANONICAL_FLAGS: dict[str, str] = {
+    "machine-readable output": "--json",
+    "change nothing, show what would be done": "--dry-run",
+    "seconds between polls": "--poll-seconds",
+    "give up after this many seconds": "--timeout-seconds",
+    "age before debris is deleted": "--grace-seconds",
+    "config file": "--config",
+}
+
+#: Old spellings still accepted (hidden from --help, a note on stderr when used) -> canonical.
+DEPRECATED_ALIASES: dict[str, str] = {
+    "--poll": "--poll-seconds",
+    "--timeout": "--timeout-seconds",
+}
+
+
+class UserError(Exception):
+    """A mistake the user can fix; ``spotgpu`` prints it as one line and exits 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command, the problem and where help is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {one_line(message)}; see `{self.prog} --help`\n")
+
+
+def one_line(text: object) -> str:
+    """Collapse a message to one line (multi-line SDK errors included)."""
+    return "; ".join(part.strip() for part in str(text).strip().splitlines() if part.strip())
+
+
+def error_line(prog: str, message: object, stream: IO[str] | None = None) -> None:
+    """Print ``prog: message`` as one line on stderr."""
+    print(f"{prog}: {one_line(message)}", file=stream or sys.stderr)
+
+
+def fail(message: str) -> NoReturn:
+    """Raise a :class:`UserError` (for code that prefers a call to a raise)."""
+    raise UserError(message)
+
+
+# --- flags ------------------------------------------------------------------------------------
+
+
+class _DeprecatedAlias(argparse.Action):
+    """Stores into the canonical dest and says, once, which spelling to use instead."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        canonical = DEPRECATED_ALIASES.get(option or "", "")
+        print(f"{parser.prog}: {option} is deprecated; use {canonical}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_json_flag(parser: argparse.ArgumentParser, what: str = "the result") -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON document on stdout")
+
+
+def add_dry_run_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--dry-run", action="store_true", help=f"resolve and validate everything, print {what}, change nothing")
+
+
+def add_deprecated_alias(parser: argparse.ArgumentParser, alias: str, canonical: str, **argument: Any) -> None:
+    """Keep ``alias`` working for ``canonical`` (already added): hidden, same dest, a note when used.
+
+    ``argument`` repeats what the value needs (``type=``, ``action="append"`` is not supported).
+    Register the pair in :data:`DEPRECATED_ALIASES` first; the parser-tree test checks it.
+    """
+    if DEPRECATED_ALIASES.get(alias) != canonical:
+        raise ValueError(f"{alias} is not a registered deprecated alias of {canonical}")
+    dest = parser._option_string_actions[canonical].dest
+    parser.add_argument(alias, dest=dest, default=argparse.SUPPRESS, action=_DeprecatedAlias, help=argparse.SUPPRESS, **argument)
+
+
+def add_seconds_flag(
+    parser: argparse.ArgumentParser, canonical: str, default: float, help_text: str, *, aliases: Sequence[str] = ()
+) -> None:
+    """A ``--*-seconds`` float flag, plus hidden deprecated ``aliases`` that store into the same dest."""
+    parser.add_argument(canonical, type=float, default=default, metavar="S", help=f"{help_text} (default {default:g})")
+    for alias in aliases:
+        add_deprecated_alias(parser, alias, canonical, type=float)
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def print_json(doc: Any, stream: IO[str] | None = None) -> None:
+    """One JSON document, indented, with a trailing newline; unknown types via ``str``."""
+    out = stream or sys.stdout
+    json.dump(doc, out, indent=2, default=str)
+    out.write("\n")
+
+
+def is_tty(stream: IO[str] | None) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())
+    except (AttributeError, ValueError):  # closed or not a real file
+        return False
+
+
+def colour_enabled(stream: IO[str] | None) -> bool:
+    """Colour on a terminal only, never with ``NO_COLOR`` set (any value) or ``TERM=dumb``."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return is_tty(stream)
+
+
+_CODES = {"red": "31", "green": "32", "yellow": "33", "bold": "1", "dim": "2"}
+
+
+def style(text: str, colour: str, stream: IO[str] | None = None) -> str:
+    """``text`` in ``colour`` if ``stream`` (default stdout) may have colour, else unchanged."""
+    if not colour_enabled(stream if stream is not None else sys.stdout):
+        return text
+    return f"\033[{_CODES[colour]}m{text}\033[0m"
+
+
+class Progress:
+    """A one-line spinner with elapsed time on stderr, only when stderr is a terminal.
+
+    Use it around work that may take more than a couple of seconds::
+
+        with Progress("verifying") as progress:
+            for i, gen in enumerate(gens):
+                progress.update(f"{i + 1}/{len(gens)} {gen}")
+
+    Off a terminal (CI, pipes, tests) every method is a no-op, so logs stay clean and
+    stdout is never touched.
+    """
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, label: str, stream: IO[str] | None = None, *, interval: float = 0.1, enabled: bool | None = None) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = is_tty(self.stream) if enabled is None else enabled
+        self.interval = interval
+        self.detail = ""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._start = 0.0
+        self._width = 0
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._start = time.monotonic()
+            self._thread = threading.Thread(target=self._spin, name="spotgpu-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def update(self, detail: str) -> None:
+        self.detail = detail
+        if self.enabled:
+            self._draw(0)
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.enabled:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+
+    def _spin(self) -> None:
+        frame = 0
+        while not self._stop.wait(self.interval):
+            frame += 1
+            self._draw(frame)
+
+    def _draw(self, frame: int) -> None:
+        elapsed = time.monotonic() - self._start
+        line = f"{self.FRAMES[frame % len(self.FRAMES)]} {self.label} {elapsed:5.1f}s {self.detail}".rstrip()
+        with self._lock:
+            pad = max(0, self._width - len(line))
+            self._width = len(line)
+            self.stream.write("\r" + line + " " * pad)
+            self.stream.flush()
+
+
+def run_guarded(prog: str, func: Callable[[], int]) -> int:
+    """Run ``func``; a :class:`UserError` becomes one line on stderr and exit 2.
+
+    For areas that dispatch on their own; ``spotgpu``'s ``main()`` already does this (and
+    also for ``spotgpu.config.ConfigError``) around every command.
+    """
+    try:
+        return int(func() or 0)
+    except UserError as err:
+        error_line(prog, err)
+        return EXIT_USAGE
