@@ -17,6 +17,7 @@ import sys
 import time
 from typing import IO, Any
 
+from spotgpu.cliutil import add_json_flag
 from spotgpu.config import ConfigError
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -220,7 +221,7 @@ def _config_cmd(args: argparse.Namespace) -> int:
             print(f"spotgpu controller config: pool {pool}: {err}", file=sys.stderr)
             return 2
         docs.append(doc)
-    if args.format == "json":
+    if args.json:
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, sort_keys=True))
     else:
         print(yaml.safe_dump_all(docs, sort_keys=False), end="")
@@ -237,7 +238,10 @@ def _package_cmd(args: argparse.Namespace) -> int:
     except PackageError as err:
         print(f"spotgpu controller package: {err}", file=sys.stderr)
         return 2
-    print(f"{args.out}: {count} files, handler {HANDLER}, {args.architecture}")
+    if args.json:
+        print(json.dumps({"out": args.out, "files": count, "handler": HANDLER, "architecture": args.architecture}))
+    else:
+        print(f"{args.out}: {count} files, handler {HANDLER}, {args.architecture}")
     return 0
 
 
@@ -259,7 +263,7 @@ def register(subparsers: Any) -> None:
     cfg.add_argument("--stack", "-s", required=True, help="stack name")
     cfg.add_argument("--pool", help="one pool (default: every pool, one YAML document each)")
     cfg.add_argument("--outputs", help="a saved `pulumi stack output --json --show-secrets` file instead of the CLI")
-    cfg.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    add_json_flag(cfg, "the config (one object, or a list for several pools) instead of YAML")
     cfg.set_defaults(func=_config_cmd)
     pkg = sub.add_parser("package", help="Build the AWS Lambda zip of the controller (no Pulumi SDK inside).")
     pkg.add_argument("--out", default="dist/spotgpu-controller-lambda.zip", help="zip to write")
@@ -267,4 +271,5 @@ def register(subparsers: Any) -> None:
     pkg.add_argument("--source", choices=("pip", "env"), default="pip",
                      help="pip: install for the Lambda platform (needs the index); env: copy this environment")
     pkg.add_argument("--requirement", help="what pip installs (default spotgpu[aws]==VERSION)")
+    add_json_flag(pkg, "the zip's path, file count, handler and architecture")
     pkg.set_defaults(func=_package_cmd)

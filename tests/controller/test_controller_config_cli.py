@@ -60,7 +60,7 @@ def test_one_pool_as_json_and_a_missing_pool_is_one_line(
 ) -> None:
     saved = tmp_path / "outputs.json"
     saved.write_text(json.dumps(outputs))
-    assert main(["controller", "config", "-s", "prod", "--outputs", str(saved), "--pool", "train-gcp", "--format", "json"]) == 0
+    assert main(["controller", "config", "-s", "prod", "--outputs", str(saved), "--pool", "train-gcp", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pools"][0]["cloud"] == "gcp"
     assert main(["controller", "config", "-s", "prod", "--outputs", str(saved), "--pool", "nope"]) == 2
     err = capsys.readouterr().err.strip()
