@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
 
 #: Role of the tagged resource: spot-pool | fallback | checkpoint-store | events | drill
@@ -35,6 +36,8 @@ CHECKPOINT_INTERVAL = "spotgpu-checkpoint-interval"
 NOTICE = "spotgpu-notice"
 #: Stated waivers (opt-outs) recorded for reviewers.
 WAIVER = "spotgpu-waiver"
+#: Why no controller job in the stack grows this pool's fallback group (``controller: {enabled: false, waiver}``).
+CONTROLLER_WAIVER = "spotgpu-controller-waiver"
 
 ROLES = ("spot-pool", "fallback", "checkpoint-store", "events", "drill", "controller")
 
@@ -130,6 +133,11 @@ def gcp_label_value(value: str) -> str:
     return _LABEL_BAD.sub("_", value.lower())[:63]
 
 
+def controller_waiver(controller: ControllerDeploySpec) -> str | None:
+    """The stated reason a pool runs without the deployed controller job, if any."""
+    return None if controller.enabled else controller.waiver
+
+
 def pool_links(
     *,
     role: str,
@@ -141,6 +149,7 @@ def pool_links(
     checkpoint_interval_seconds: int | None = None,
     notice: str | None = None,
     waiver: str | None = None,
+    controller_waiver: str | None = None,
 ) -> dict[str, str]:
     """The tag map a pool resource carries; omitted links are left out, not blank."""
     if role not in ROLES:
@@ -154,6 +163,7 @@ def pool_links(
         CHECKPOINT_INTERVAL: str(checkpoint_interval_seconds) if checkpoint_interval_seconds else None,
         NOTICE: notice,
         WAIVER: waiver[:256] if waiver else None,
+        CONTROLLER_WAIVER: controller_waiver[:256] if controller_waiver else None,
     }
     tags.update({k: v for k, v in optional.items() if v})
     return tags

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import assume_role_policy, controller_policy
+from components.aws.controller_job import controller_trust_policy
+from components.aws.documents import controller_policy
 from components.aws.groups import (
     HEALTH_CHECK_GRACE_SECONDS,
     WAIT_FOR_CAPACITY,
@@ -52,6 +53,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
     group_name: pulumi.Output[str]
     group_arn: pulumi.Output[str]
     controller_role_arn: pulumi.Output[str]
+    controller_role_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: FallbackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
@@ -94,7 +96,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
             f"{name}-controller",
             description=f"spotgpu fallback controller for pool {plan.pool}",
             assume_role_policy=args.controller_principal.apply(
-                lambda arn: json.dumps(assume_role_policy(principal_arn=arn))
+                lambda arn: controller_trust_policy(arn, lambda_job=spec.controller.enabled and plan.mode == "asg")
             ),
             tags=plan.role_tags("controller"),
             opts=pulumi.ResourceOptions(parent=self),
@@ -124,6 +126,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
         self.group_name = group.name
         self.group_arn = group.arn
         self.controller_role_arn = role.arn
+        self.controller_role_name = role.name
         self.register_outputs(
             {"groupName": self.group_name, "groupArn": self.group_arn, "controllerRoleArn": self.controller_role_arn}
         )

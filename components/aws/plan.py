@@ -306,6 +306,7 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
             checkpoint_interval_seconds=interval,
             notice="aws",
             waiver=waiver,
+            controller_waiver=link.controller_waiver(spec.controller),
         )
 
     return PoolPlan(

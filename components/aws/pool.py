@@ -21,6 +21,7 @@ import pulumi_aws as aws
 
 from components.args import PoolArgs
 from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+from components.aws.controller_job import ControllerJob, ControllerJobArgs
 from components.aws.drill import InterruptionDrill, InterruptionDrillArgs
 from components.aws.events import InterruptionEvents, InterruptionEventsArgs
 from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
@@ -99,6 +100,28 @@ class GpuPool(pulumi.ComponentResource):
             InterruptionDrillArgs(pool=plan.pool, partition=partition, drill=spec.drill, tags=plan.role_tags("drill")),
             child,
         )
+        job = None
+        if spec.controller.enabled and plan.mode == "fleet":
+            pulumi.log.warn(
+                f"pool {plan.pool}: no controller job in fleet mode (the controller's AWS adapter drives Auto Scaling "
+                "groups); the policy pack fails this pool unless controller.enabled is false with a waiver",
+                resource=self,
+            )
+        elif spec.controller.enabled:
+            job = ControllerJob(
+                f"{name}-controller",
+                ControllerJobArgs(
+                    plan=plan,
+                    workload=args.workload,
+                    ladder=args.ladder,
+                    role_arn=fallback.controller_role_arn,
+                    role_name=fallback.controller_role_name,
+                    queue_arn=events.queue_arn,
+                    queue_url=events.queue_url,
+                    region=aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region,
+                ),
+                child,
+            )
         self.exports = {
             "mode": plan.mode,
             "groupName": spot.group_name,
@@ -111,6 +134,8 @@ class GpuPool(pulumi.ComponentResource):
             "controllerRoleArn": fallback.controller_role_arn,
             "controllerStateUrl": control_store_url(plan.checkpoint_store),
         }
+        if job is not None:
+            self.exports |= {"controllerFunction": job.function_name, "controllerConfig": job.controller_config}
         self.register_outputs(self.exports)
 
 

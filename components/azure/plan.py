@@ -255,6 +255,7 @@ def plan_pool(
             checkpoint_interval_seconds=interval_seconds,
             notice="azure",
             waiver=_waiver(spec),
+            controller_waiver=tags.controller_waiver(spec.controller),
             checkpoint_store=url,
             ladder=ladder,
         ),

@@ -24,6 +24,12 @@ import pulumi_azure_native.managedidentity as managedidentity
 
 from components.args import PoolArgs
 from components.azure.controller import ControllerIdentity, ControllerIdentityArgs
+from components.azure.controller_job import (
+    AzureControllerJobArgs,
+    ControllerJob,
+    azure_config_json,
+    plan_azure_controller_job,
+)
 from components.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
 from components.azure.plan import PoolPlan, plan_pool
 from components.azure.profile import custom_data, scale_set_args, vm_profile
@@ -127,6 +133,30 @@ class GpuPool(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        job = None
+        if spec.controller.enabled:
+            config = subscription_id.apply(
+                lambda sub: azure_config_json(
+                    spec,
+                    args.workload,
+                    args.ladder,
+                    subscription_id=sub,
+                    state_url=control_store_url(plan.storage.url),
+                    spot_sets=[s.name for s in plan.spot],
+                    fallback_set=plan.fallback.name,
+                )
+            )
+            job = ControllerJob(
+                f"{name}-controller-job",
+                AzureControllerJobArgs(
+                    spec=spec,
+                    job=plan_azure_controller_job(spec, plan.environment, plan.controller_tags),
+                    config=config,
+                    identity_id=controller.identity.id,
+                    identity_client_id=controller.client_id,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.exports = {
             "cloud": "azure",
             "resourceGroup": plan.resource_group,
@@ -143,4 +173,6 @@ class GpuPool(pulumi.ComponentResource):
             "controllerClientId": controller.client_id,
             "controllerPrincipalId": controller.principal_id,
         }
+        if job is not None:
+            self.exports |= {"controllerJob": job.job_name, "controllerConfig": job.controller_config}
         self.register_outputs(self.exports)

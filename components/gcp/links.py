@@ -41,6 +41,7 @@ def spot_metadata(args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str, fall
         checkpoint_interval_seconds=args.interval.seconds,
         notice=plan.notice_link(spec),
         waiver=waiver(spec),
+        controller_waiver=tags.controller_waiver(spec.controller),
     )
 
 

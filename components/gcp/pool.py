@@ -19,6 +19,7 @@ import pulumi
 from components.args import PoolArgs
 from components.gcp import links, plan
 from components.gcp.bucket import CheckpointBucket
+from components.gcp.controller_job import ControllerJob, plan_gcp_controller_job
 from components.gcp.events import PreemptionEvents
 from components.gcp.fallback import OnDemandFallbackGroup
 from components.gcp.identity import NodeIdentity
@@ -123,6 +124,26 @@ class GpuPool(pulumi.ComponentResource):
             subscription_name=events.subscription_name,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
         )
+        job = None
+        if spec.controller.enabled:
+            job = ControllerJob(
+                f"{name}-controller",
+                spec=spec,
+                job=plan_gcp_controller_job(
+                    spec,
+                    args.workload,
+                    args.ladder,
+                    base_name=names.prefix,
+                    state_url=control_store_url(store_url),
+                    spot_migs=spot_migs,
+                    fallback_mig=fallback_mig,
+                    subscription=names.subscription,
+                    topic=names.topic,
+                    labels=links.labels(args, "controller"),
+                ),
+                service_account_email=fallback.controller_email,
+                opts=child,
+            )
         self.exports = {
             "project": spec.project,
             "region": spec.region,
@@ -137,4 +158,6 @@ class GpuPool(pulumi.ComponentResource):
             "topic": events.topic_name,
             "subscription": events.subscription_name,
         }
+        if job is not None:
+            self.exports |= {"controllerJob": job.job_name, "controllerConfig": job.controller_config}
         self.register_outputs(self.exports)

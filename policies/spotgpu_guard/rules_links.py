@@ -13,10 +13,10 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import decode_ladder
+from spotgpu.tags import CONTROLLER_WAIVER, decode_ladder
 from spotgpu_guard.catalog import Catalog, parse_store_url
 from spotgpu_guard.ladder import ladder_problems
-from spotgpu_guard.links import CHECKPOINT_STORE, FALLBACK_GROUP, LADDER, describe_missing, links_of
+from spotgpu_guard.links import CHECKPOINT_STORE, FALLBACK_GROUP, LADDER, POOL, ROLE, describe_missing, links_of
 from spotgpu_guard.rule import Finding, stack_rule
 from spotgpu_guard.values import UNKNOWN
 
@@ -64,7 +64,45 @@ def _fallback_problem(catalog: Catalog, pool_urn: str, name: Any) -> str | None:
     return None
 
 
+#: The scheduled jobs that run the fallback controller, per cloud (what the components deploy).
+CONTROLLER_JOB_TYPES = ("aws:lambda/function:Function", "gcp:cloudrunv2/job:Job", "azure-native:app:Job")
+#: A waiver must say why; "ok" is not a reason.
+MIN_WAIVER_CHARS = 10
+
+
+def _controlled_pools(catalog: Catalog) -> set[str]:
+    """Pool names some controller job in this stack targets (its ``spotgpu-role=controller`` + ``spotgpu-pool``)."""
+    out: set[str] = set()
+    for res in catalog.inv.of_type(*CONTROLLER_JOB_TYPES):
+        links = links_of(res)
+        if links.get(ROLE) == "controller" and isinstance(links.get(POOL), str):
+            out.add(str(links.get(POOL)))
+    return out
+
+
+def _growth_problem(catalog: Catalog, pool_links: Any, group_name: Any, controlled: set[str]) -> str | None:
+    """Why the fallback group can never grow, if it cannot: capped at 0, or nothing in the stack resizes it."""
+    group = catalog.group_named(str(group_name)) if isinstance(group_name, str) else None
+    if group is not None and group.res.get("maxSize") == 0:
+        return (f"fallback group {group.res.label()} has maxSize 0, so it can never grow; fix: set maxSize to the "
+                "most on-demand nodes the ladder may use (capacity.fallbackMax)")
+    pool_name = pool_links.get(POOL)
+    if isinstance(pool_name, str) and pool_name in controlled:
+        return None
+    waiver = pool_links.get(CONTROLLER_WAIVER)
+    if isinstance(waiver, str) and len(waiver.strip()) >= MIN_WAIVER_CHARS:
+        return None
+    if waiver is not None and waiver is not UNKNOWN:
+        return (f"{CONTROLLER_WAIVER} {waiver!r} states no reason; fix: say who grows the fallback group instead "
+                f"(at least {MIN_WAIVER_CHARS} characters)")
+    return (f"no controller job in this stack targets pool {pool_name!r}, so its fallback group stays at size 0; "
+            "fix: deploy the controller (GpuPool does unless controller.enabled is false: a Lambda function, Cloud "
+            f"Run job or Container Apps job tagged {ROLE}=controller, {POOL}=<pool>), or state who grows it "
+            f"with controller: {{enabled: false, waiver: <reason>}} ({CONTROLLER_WAIVER} tag)")
+
+
 def check_fallback_link(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
+    controlled = _controlled_pools(catalog)
     for pool in catalog.pools:
         who, name = pool.describe(), pool.links.get(FALLBACK_GROUP)
         if name is UNKNOWN or name is None:
@@ -73,6 +111,8 @@ def check_fallback_link(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
                           "group / managed instance group / scale set declared in this stack")
         elif problem := _fallback_problem(catalog, pool.res.urn, name):
             yield Finding(pool.res.urn, f"{who}: {problem}")
+        elif growth := _growth_problem(catalog, pool.links, name, controlled):
+            yield Finding(pool.res.urn, f"{who}: {growth}")
         group = catalog.group_named(name) if isinstance(name, str) else None
         text = pool.links.get(LADDER)
         if text is None and group is not None:
@@ -108,7 +148,9 @@ RULES = [
     stack_rule(
         "spot-gpu-requires-fallback",
         "Every spot/preemptible GPU pool links (spotgpu-fallback-group) to an on-demand fallback group in the same "
-        "stack, with a ladder of bounded waits and cost ceilings ending on on_demand or queue_defer.",
+        "stack that can grow (max size above 0, and a controller job targeting the pool or a stated "
+        "spotgpu-controller-waiver), with a ladder of bounded waits and cost ceilings ending on on_demand or "
+        "queue_defer.",
         EnforcementLevel.MANDATORY,
         check_fallback_link,
         remediation="Tag the pool with spotgpu-fallback-group=<on-demand group name> and spotgpu-ladder="

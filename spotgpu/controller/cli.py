@@ -5,6 +5,8 @@
     spotgpu controller run --config controller.yaml             # long-lived loop
     spotgpu controller run --config controller.yaml --once --dry-run
     spotgpu controller status --config controller.yaml          # the saved record, as JSON
+    spotgpu controller config --stack prod [--pool NAME]        # the config the stack deployed, as YAML
+    spotgpu controller package [--out dist/spotgpu-controller-lambda.zip]   # the AWS Lambda zip
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import time
 from typing import IO, Any
 
+from spotgpu.cliutil import add_json_flag
 from spotgpu.config import ConfigError
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -25,6 +28,7 @@ from spotgpu.controller.config import (
     load_controller_config,
 )
 from spotgpu.controller.events import Event
+from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
 from spotgpu.controller.store import ObjectJsonStore
@@ -84,7 +88,17 @@ class _WouldPrinter(Telemetry):
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:
+    """``--config FILE``, or ``--config env:NAME`` for the JSON a deployed job carries in its environment."""
     try:
+        if args.config.startswith("env:"):
+            import os
+
+            from spotgpu.controller.config import parse_controller_config
+
+            name = args.config[4:]
+            if not os.environ.get(name):
+                raise ConfigError(f"--config {args.config}: ${name} is empty; fix: set it to the rendered config JSON")
+            return parse_controller_config(json.loads(os.environ[name]))
         return load_controller_config(args.config)
     except ConfigError as err:
         print(f"spotgpu controller: {err}", file=sys.stderr)
@@ -122,25 +136,40 @@ def _run(args: argparse.Namespace) -> int:
         adapter = build_adapter(pool, peek=args.dry_run)
         adapters[pool.name] = DryRun(adapter) if args.dry_run else adapter
     store = ObjectJsonStore(config.state_url)
-    controller = Controller(config, adapters, store, telemetry, dry_run=args.dry_run)
+    # A dry run takes no lease: taking one is a write, and a dry run writes nothing.
+    lease = None if args.dry_run else Lease(store, config.lease_ttl_seconds, config.lease.max_clock_skew_seconds)
+    controller = Controller(config, adapters, store, telemetry, dry_run=args.dry_run, lease=lease)
     prefix = "spotgpu controller" + (" (dry run)" if args.dry_run else "")
-    try:
-        results = controller.tick(time.time())
-    except Exception as err:  # the record's store: unreadable, unreachable, refused
-        print(f"{prefix}: cannot read or write the record at {config.state_url}: {describe_observe_error(err)}",
-              file=sys.stderr)  # fmt: skip
-        return 1
-    if controller.unobserved:
-        for name, why in sorted(controller.unobserved.items()):
-            print(f"{prefix}: cannot observe pool {name}: {why}", file=sys.stderr)
-        return 1
     if args.once or args.dry_run:
+        try:
+            results = controller.tick(time.time())
+        except LeaseLost as err:  # fenced out or past the lease deadline mid-tick; nothing more was written
+            print(f"{prefix}: {err}", file=sys.stderr)
+            return 1
+        except Exception as err:  # the record's store: unreadable, unreachable, refused
+            print(f"{prefix}: cannot read or write the record at {config.state_url}: {describe_observe_error(err)}",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        finally:
+            if lease is not None:
+                lease.release()  # the next scheduled run need not wait for expiry
+        verdict = controller.lease_verdict
+        if verdict is not None and not verdict.held:
+            print(f"{prefix}: {verdict.reason}", file=sys.stderr)
+        if controller.unobserved:
+            for name, why in sorted(controller.unobserved.items()):
+                print(f"{prefix}: cannot observe pool {name}: {why}", file=sys.stderr)
+            return 1
         for name, result in results.items():
             step = result.step.kind.value if result.step else "whole"
             verb = "would take" if args.dry_run else ""
             print(f"{name}: {step}, {verb + ' ' if verb else ''}{len(result.actions)} action(s)")
         return 0
-    controller.run()
+    try:
+        controller.run()
+    finally:
+        if lease is not None:
+            lease.release()
     return 0
 
 
@@ -153,6 +182,94 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def stack_controller_configs(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{pool: config document}`` from a stack's outputs (each pool exports ``controllerConfig``, a JSON string)."""
+    found: dict[str, dict[str, Any]] = {}
+    for pool, exports in sorted(outputs.items()):
+        if isinstance(exports, dict) and exports.get("controllerConfig"):
+            raw = exports["controllerConfig"]
+            found[pool] = json.loads(raw) if isinstance(raw, str) else raw
+    return found
+
+
+def _stack_outputs(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.outputs:
+        try:
+            with open(args.outputs, encoding="utf-8") as fh:
+                return dict(json.load(fh))
+        except (OSError, ValueError) as err:
+            print(f"spotgpu controller config: --outputs {args.outputs}: {err}; fix: pass the file written by "
+                  "`pulumi stack output --json --show-secrets`", file=sys.stderr)
+            return None
+    import shutil
+    import subprocess
+
+    if shutil.which("pulumi") is None:
+        print("spotgpu controller config: no pulumi CLI on PATH; fix: install it, or pass --outputs FILE from "
+              "`pulumi stack output --json --show-secrets -s STACK`", file=sys.stderr)
+        return None
+    done = subprocess.run(
+        ["pulumi", "stack", "output", "--json", "--show-secrets", "-s", args.stack],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        print(f"spotgpu controller config: pulumi stack output -s {args.stack} failed: {done.stderr.strip()[-300:]}",
+              file=sys.stderr)
+        return None
+    return dict(json.loads(done.stdout))
+
+
+def _config_cmd(args: argparse.Namespace) -> int:
+    import yaml
+
+    from spotgpu.controller.config import parse_controller_config
+
+    outputs = _stack_outputs(args)
+    if outputs is None:
+        return 2
+    configs = stack_controller_configs(outputs)
+    if args.pool:
+        if args.pool not in configs:
+            print(f"spotgpu controller config: stack {args.stack} has no controller config for pool {args.pool!r}; "
+                  f"fix: use one of {sorted(configs)}", file=sys.stderr)
+            return 2
+        configs = {args.pool: configs[args.pool]}
+    if not configs:
+        print(f"spotgpu controller config: stack {args.stack} exports no controllerConfig; fix: `pulumi up` a "
+              "version of the stack that deploys the controller", file=sys.stderr)
+        return 2
+    docs = []
+    for pool, doc in configs.items():
+        try:
+            parse_controller_config(doc)  # what the stack exported must still validate here
+        except ConfigError as err:
+            print(f"spotgpu controller config: pool {pool}: {err}", file=sys.stderr)
+            return 2
+        docs.append(doc)
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, sort_keys=True))
+    else:
+        print(yaml.safe_dump_all(docs, sort_keys=False), end="")
+    return 0
+
+
+def _package_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from spotgpu.controller.package import HANDLER, PackageError, build_package
+
+    try:
+        count = build_package(Path(args.out), args.architecture, args.source, args.requirement)
+    except PackageError as err:
+        print(f"spotgpu controller package: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"out": args.out, "files": count, "handler": HANDLER, "architecture": args.architecture}))
+    else:
+        print(f"{args.out}: {count} files, handler {HANDLER}, {args.architecture}")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("controller", help="Run the fallback controller (the replacement ladder).")
     sub = parser.add_subparsers(dest="controller_command", metavar="ACTION", required=True)
@@ -162,7 +279,7 @@ def register(subparsers: Any) -> None:
         ("status", _status, "Print the controller's saved record."),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--config", required=True, help="controller config file (YAML or JSON)")
+        p.add_argument("--config", required=True, help="controller config file (YAML or JSON), or env:VARIABLE")
         if name == "run":
             p.add_argument("--once", action="store_true", help="one tick, then exit (for a scheduled function)")
             p.add_argument(
@@ -170,3 +287,17 @@ def register(subparsers: Any) -> None:
                 help="one tick: observe, print what would be done; writes nothing (no record, drains, markers)",
             )  # fmt: skip
         p.set_defaults(func=func)
+    cfg = sub.add_parser("config", help="Print the controller config a stack deployed (for a long-lived process).")
+    cfg.add_argument("--stack", "-s", required=True, help="stack name")
+    cfg.add_argument("--pool", help="one pool (default: every pool, one YAML document each)")
+    cfg.add_argument("--outputs", help="a saved `pulumi stack output --json --show-secrets` file instead of the CLI")
+    add_json_flag(cfg, "the config (one object, or a list for several pools) instead of YAML")
+    cfg.set_defaults(func=_config_cmd)
+    pkg = sub.add_parser("package", help="Build the AWS Lambda zip of the controller (no Pulumi SDK inside).")
+    pkg.add_argument("--out", default="dist/spotgpu-controller-lambda.zip", help="zip to write")
+    pkg.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64")
+    pkg.add_argument("--source", choices=("pip", "env"), default="pip",
+                     help="pip: install for the Lambda platform (needs the index); env: copy this environment")
+    pkg.add_argument("--requirement", help="what pip installs (default spotgpu[aws]==VERSION)")
+    add_json_flag(pkg, "the zip's path, file count, handler and architecture")
+    pkg.set_defaults(func=_package_cmd)

@@ -143,6 +143,26 @@ class TelemetrySpec(SpotModel):
     prometheus_addr: str = "127.0.0.1"
 
 
+class LeaseSpec(SpotModel):
+    """The one-writer lease on the record (``spotgpu.controller.lease``)."""
+
+    ttl_seconds: float | None = Field(
+        default=None,
+        ge=5,
+        le=86400,
+        description="How long a tick may hold the lease; defaults to max(120, 3 x tickSeconds). Keep it above the "
+        "longest tick (the job's timeout).",
+        json_schema_extra=fix_hint("use 5 to 86400 seconds"),
+    )
+    max_clock_skew_seconds: float = Field(
+        default=10,
+        ge=0,
+        le=600,
+        description="Largest wall-clock difference between two controllers; an expired lease is taken only after it.",
+        json_schema_extra=fix_hint("use 0 to 600 seconds"),
+    )
+
+
 class ControllerConfig(SpotModel):
     state_url: str = Field(
         pattern=r"^(file|s3|gs|az|abfs|https)://",
@@ -163,6 +183,7 @@ class ControllerConfig(SpotModel):
         json_schema_extra=fix_hint("use a positive number of seconds, e.g. 1800"),
     )
     telemetry: TelemetrySpec = TelemetrySpec()
+    lease: LeaseSpec = LeaseSpec()
     workloads: dict[str, WorkloadProfile] = Field(min_length=1, json_schema_extra=fix_hint("define at least one workload"))
     ladders: dict[str, FallbackLadder] = Field(min_length=1, json_schema_extra=fix_hint("define at least one ladder"))
     pools: tuple[ControlledPool, ...] = Field(min_length=1, json_schema_extra=fix_hint("list at least one pool"))
@@ -193,6 +214,10 @@ class ControllerConfig(SpotModel):
                     "progress is committed work (newest committed step / totalSteps), so set totalSteps"
                 )
         return self
+
+    @property
+    def lease_ttl_seconds(self) -> float:
+        return self.lease.ttl_seconds if self.lease.ttl_seconds is not None else max(120.0, 3 * self.tick_seconds)
 
 
 def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, workload: WorkloadProfile) -> None:

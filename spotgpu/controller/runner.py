@@ -26,6 +26,7 @@ from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDra
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.events import Event
 from spotgpu.controller.hooks import DrainChannel, SchedulerHook, StoreSchedulerHook
+from spotgpu.controller.lease import FencedStore, Lease, LeaseGuardedAdapter, LeaseVerdict
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
@@ -95,10 +96,20 @@ class Controller:
         scheduler: SchedulerHook | None = None,
         *,
         dry_run: bool = False,
+        lease: Lease | None = None,
     ) -> None:
         missing = [p.name for p in config.pools if p.name not in adapters]
         if missing:
             raise ValueError(f"no cloud adapter for pool(s) {missing}; build one per configured pool")
+        # --- lease hook (one writer per record; see lease.py) ---
+        self.lease = lease
+        self.lease_verdict: LeaseVerdict | None = None
+        if lease is not None:
+            if store is not lease.store:
+                raise ValueError("the lease must live in the controller's own store; pass the same store to both")
+            store = self._fenced = FencedStore(lease.store, lease, (RECORD_KEY,))
+            adapters = {name: LeaseGuardedAdapter(a, lease) for name, a in adapters.items()}
+        # --- end lease hook ---
         self.config = config
         self.plans = build_plans(config)
         self.adapters = adapters
@@ -114,7 +125,22 @@ class Controller:
         doc = self.store.get(RECORD_KEY)
         return ControllerRecord() if doc is None else ControllerRecord.from_doc(doc)
 
+    def _hold_lease(self, now: float) -> bool:
+        """Lease hook: take or renew the lease before a tick; a refused tick does nothing and says why."""
+        if self.lease is None:
+            return True
+        verdict = self.lease_verdict = self.lease.acquire()
+        if not verdict.held:
+            self._emit(Event("lease_refused", "*", now, {"reason": verdict.reason, "token": verdict.token}))
+            return False
+        if verdict.reason != "renewed":
+            self._fenced.fence()
+        self._emit(Event("lease", "*", now, {"token": verdict.token, "how": verdict.reason}))
+        return True
+
     def tick(self, now: float) -> dict[str, TickResult]:
+        if not self._hold_lease(now):
+            return {}
         record = self.load_record()
         results: dict[str, TickResult] = {}
         receipts: list[tuple[str, tuple[object, ...]]] = []

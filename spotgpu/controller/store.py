@@ -6,13 +6,26 @@ use the previous ETag as a precondition where the backend supports it, so two
 controllers that raced on the same record fail loudly instead of silently
 overwriting each other. Both the ETag and the object version are kept, because
 backends differ in which one a conditional update checks (GCS: the generation,
-passed as ``version``; Azure: the ETag).
+passed as ``version``; S3 and Azure: the ETag).
+
+:meth:`ObjectJsonStore.read` / :meth:`ObjectJsonStore.write_if` expose the same
+conditional writes explicitly (create-only, or update-if-unchanged) for the
+controller's lease (``lease.py``). ``file://`` has no conditional update in
+obstore, so there the check and the write happen under an exclusive ``flock`` on
+a sidecar lock file: safe between processes on one host, which is all a local
+directory is for.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
 
 import obstore
 from obstore.store import from_url
@@ -26,6 +39,34 @@ class JsonStore(Protocol):
 
 class StaleRecordError(RuntimeError):
     """Another writer changed the object since we read it."""
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A document and the store's version of it (obstore ``UpdateVersion``: ``e_tag`` and/or ``version``)."""
+
+    doc: dict[str, Any]
+    version: dict[str, str]
+
+
+class ConditionalJsonStore(JsonStore, Protocol):
+    """A JsonStore whose writes can be conditional: the basis of the lease and of fencing."""
+
+    def read(self, key: str) -> Versioned | None: ...
+    def write_if(self, key: str, doc: dict[str, Any], expected: Versioned | None) -> Versioned:
+        """Write ``doc`` only if ``key`` is still at ``expected`` (absent when None); else StaleRecordError."""
+        ...
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _decode(url: str, key: str, blob: bytes) -> dict[str, Any]:
+    doc = json.loads(blob)
+    if not isinstance(doc, dict):
+        raise ValueError(f"{url}/{key}: expected a JSON object, got {type(doc).__name__}")
+    return doc
 
 
 class ObjectJsonStore:
@@ -45,13 +86,10 @@ class ObjectJsonStore:
             self._etags.pop(key, None)
             return None
         self._remember(key, result.meta)
-        doc = json.loads(bytes(result.bytes()))
-        if not isinstance(doc, dict):
-            raise ValueError(f"{self.url}/{key}: expected a JSON object, got {type(doc).__name__}")
-        return doc
+        return _decode(self.url, key, bytes(result.bytes()))
 
     def put(self, key: str, doc: dict[str, Any]) -> None:
-        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        blob = _encode(doc)
         etag = self._etags.get(key)
         try:
             if etag is None:
@@ -69,6 +107,53 @@ class ObjectJsonStore:
         if seen:
             self._etags[key] = seen
 
+    def read(self, key: str) -> Versioned | None:
+        try:
+            result = obstore.get(self._store, key)
+        except FileNotFoundError:
+            return None
+        meta = result.meta
+        version = {k: str(meta[k]) for k in ("e_tag", "version") if meta.get(k)}
+        return Versioned(_decode(self.url, key, bytes(result.bytes())), version)
+
+    def write_if(self, key: str, doc: dict[str, Any], expected: Versioned | None) -> Versioned:
+        blob = _encode(doc)
+        if self._local_root is not None:
+            with self._local_lock(key):
+                return self._write_if_locked(key, doc, blob, expected)
+        mode: Any = "create" if expected is None else expected.version
+        try:
+            result = obstore.put(self._store, key, blob, mode=mode)
+        except (obstore.exceptions.PreconditionError, obstore.exceptions.AlreadyExistsError) as err:
+            state = "exists" if expected is None else "changed since it was read"
+            raise StaleRecordError(f"{self.url}/{key} {state}; another writer got there first") from err
+        return Versioned(doc, {k: str(result[k]) for k in ("e_tag", "version") if result.get(k)})  # type: ignore[literal-required]
+
+    def _write_if_locked(self, key: str, doc: dict[str, Any], blob: bytes, expected: Versioned | None) -> Versioned:
+        current = self.read(key)
+        if (current is None) != (expected is None) or (current and expected and current.version != expected.version):
+            raise StaleRecordError(f"{self.url}/{key} changed since it was read; another writer got there first")
+        result = obstore.put(self._store, key, blob)
+        return Versioned(doc, {k: str(result[k]) for k in ("e_tag", "version") if result.get(k)})  # type: ignore[literal-required]
+
+    @property
+    def _local_root(self) -> Path | None:
+        parsed = urlparse(self.url)
+        return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+
+    @contextlib.contextmanager
+    def _local_lock(self, key: str) -> Iterator[None]:
+        root = self._local_root
+        assert root is not None
+        lock = root / ".locks" / (key.replace("/", "__") + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def list(self, prefix: str) -> list[str]:
         return sorted(str(m["path"]) for batch in obstore.list(self._store, prefix=prefix) for m in batch)
 
@@ -78,6 +163,8 @@ class MemoryJsonStore:
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
+        self.versions: dict[str, int] = {}
+        self._counter = 0
 
     def get(self, key: str) -> dict[str, Any] | None:
         doc = self.objects.get(key)
@@ -85,6 +172,21 @@ class MemoryJsonStore:
 
     def put(self, key: str, doc: dict[str, Any]) -> None:
         self.objects[key] = json.loads(json.dumps(doc))
+        self._counter += 1
+        self.versions[key] = self._counter
 
     def list(self, prefix: str) -> list[str]:
         return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def read(self, key: str) -> Versioned | None:
+        doc = self.get(key)
+        return None if doc is None else Versioned(doc, {"version": str(self.versions[key])})
+
+    def write_if(self, key: str, doc: dict[str, Any], expected: Versioned | None) -> Versioned:
+        current = self.versions.get(key)
+        if (expected is None and current is not None) or (
+            expected is not None and expected.version.get("version") != str(current)
+        ):
+            raise StaleRecordError(f"memory://{key} changed since it was read; another writer got there first")
+        self.put(key, doc)
+        return Versioned(json.loads(json.dumps(doc)), {"version": str(self.versions[key])})

@@ -109,6 +109,57 @@ class OptOut(SpotModel):
     )
 
 
+#: CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+class ControllerDeploySpec(SpotModel):
+    """How ``pulumi up`` deploys the pool's fallback controller (one scheduled tick per run)."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Deploy the controller job; when false, set waiver to say who grows the fallback group instead.",
+    )
+    waiver: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why no controller job is deployed (recorded as a tag the policy pack reads).",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
+    schedule_minutes: int = Field(
+        default=1, ge=1, le=60, description="Minutes between ticks.", json_schema_extra=fix_hint("use 1 to 60 minutes")
+    )
+    timeout_seconds: int = Field(
+        default=60,
+        ge=30,
+        le=900,
+        description="Longest one tick may run (Lambda timeout, job replica timeout); the lease outlives it.",
+        json_schema_extra=fix_hint("use 30 to 900 seconds"),
+    )
+    log_retention_days: int = Field(default=30, json_schema_extra=fix_hint("use a CloudWatch retention such as 30"))
+    package: str | None = Field(
+        default=None,
+        description="AWS: the Lambda zip from `spotgpu controller package`; defaults to dist/spotgpu-controller-lambda.zip.",
+    )
+    image: str | None = Field(
+        default=None,
+        description="GCP/Azure: the controller container image (Dockerfile.controller); a per-cloud default when unset.",
+    )
+    environment_id: str | None = Field(
+        default=None,
+        pattern=r"^/subscriptions/.+/providers/Microsoft\.App/managedEnvironments/[^/]+$",
+        description="Azure: an existing Container Apps environment; the pool creates one when unset.",
+        json_schema_extra=fix_hint("give the ARM id of a Microsoft.App/managedEnvironments resource"),
+    )
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention_ok(cls, v: int) -> int:
+        if v not in LOG_RETENTION_DAYS:
+            raise ValueError(f"logRetentionDays {v} is not a CloudWatch retention; use one of {LOG_RETENTION_DAYS[:12]}")
+        return v
+
+
 class _PoolBase(SpotModel):
     name: str = Field(
         description="Stable key for the pool; child resource names derive from it.",
@@ -124,6 +175,7 @@ class _PoolBase(SpotModel):
         description="pip requirement the bootstrap installs on every VM (a version pin or wheel URL).",
         json_schema_extra=fix_hint("give a pip requirement such as spotgpu==0.1.0"),
     )
+    controller: ControllerDeploySpec = ControllerDeploySpec()
 
     @field_validator("name")
     @classmethod

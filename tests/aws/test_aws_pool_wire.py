@@ -36,6 +36,7 @@ COMPONENTS = {
     "spotgpu:aws:InterruptionEvents",
     "spotgpu:aws:OnDemandFallbackGroup",
     "spotgpu:aws:InterruptionDrill",
+    "spotgpu:aws:ControllerJob",
 }
 SPOT_LINK_KEYS = {
     link.ROLE,

@@ -62,6 +62,7 @@ def test_tree_is_a_component_with_named_children(prod: list[RecordedResource]) -
         "spotgpu:azure:CheckpointStorage",
         "spotgpu:azure:OnDemandFallbackGroup",
         "spotgpu:azure:ControllerIdentity",
+        "spotgpu:azure:ControllerJob",
     }
     assert sorted(r.name for r in _spot(prod)) == [
         "train-az-spot-nc24ads-a100-v4",

@@ -49,6 +49,7 @@ def test_component_tree_is_parented_and_tokened(prod: dict[str, list[RecordedRes
         "spotgpu:gcp:PreemptionEvents",
         "spotgpu:gcp:SpotGroup",
         "spotgpu:gcp:OnDemandFallbackGroup",
+        "spotgpu:gcp:ControllerJob",
     }
     for typ, resources in prod.items():
         for r in resources:

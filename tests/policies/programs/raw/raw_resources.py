@@ -59,6 +59,11 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+def controller_tags(pool: str, k: dict[str, Any]) -> dict[str, str]:
+    """What a controller job carries: role controller, and the pool it targets (``controller_for`` overrides it)."""
+    return pool_links(role="controller", pool=k.get("controller_for", pool))
+
+
 def aws_pool(name: str = "raw-aws", **k: Any) -> None:
     """Spot ASG (mixed instances, 0 % on-demand) + launch template + on-demand fallback ASG + S3 store."""
     bucket_name = k.get("bucket_name", f"{name}-ckpt")
@@ -118,6 +123,11 @@ def aws_pool(name: str = "raw-aws", **k: Any) -> None:
                                 "overrides": [{"instance_type": "g5.xlarge"}]},
             "instances_distribution": {"on_demand_percentage_above_base_capacity": fallback_od}},
         tags=[{"key": "spotgpu-role", "value": "fallback", "propagate_at_launch": True}])
+    if k.get("controller", True):
+        aws.lambda_.Function(f"{name}-controller", role="arn:aws:iam::123456789012:role/raw-controller",
+                             runtime="python3.11", handler="spotgpu.controller.aws_lambda.handler",
+                             code=pulumi.FileArchive("controller.zip"), reserved_concurrent_executions=1,
+                             tags=controller_tags(name, k))
 
 
 def aws_fleet(name: str = "raw-fleet", **k: Any) -> None:
@@ -171,6 +181,10 @@ def gcp_pool(name: str = "raw-gcp", **k: Any) -> None:
     gcp.compute.RegionInstanceGroupManager(f"{name}-od-mig", name=fallback, region="us-central1",
                                            base_instance_name=f"{name}-od",
                                            versions=[{"instance_template": od_template.self_link}])
+    if k.get("controller", True):
+        gcp.cloudrunv2.Job(f"{name}-controller", location="us-central1", deletion_protection=False,
+                           labels=controller_tags(name, k),
+                           template={"template": {"containers": [{"image": "us-docker.pkg.dev/p/spotgpu/controller:0"}]}})
 
 
 def azure_pool(name: str = "rawaz", **k: Any) -> None:
@@ -201,6 +215,13 @@ def azure_pool(name: str = "rawaz", **k: Any) -> None:
         platform_fault_domain_count=1, zones=["1", "2"], sku={"name": sizes[0], "capacity": 0},
         virtual_machine_profile={"priority": "Spot" if k.get("fallback_spot") else "Regular",
                                  "os_profile": {"computer_name_prefix": "od", "custom_data": b64(script)}})
+    if k.get("controller", True):
+        azure_native.app.Job(f"{name}-controller", resource_group_name="ml", location="eastus",
+                             environment_id="/subscriptions/0/resourceGroups/ml/providers/Microsoft.App/managedEnvironments/e",
+                             configuration={"trigger_type": "Schedule", "replica_timeout": 60,
+                                            "schedule_trigger_config": {"cron_expression": "*/1 * * * *", "parallelism": 1}},
+                             template={"containers": [{"name": "controller", "image": "ghcr.io/spotgpu/controller:0"}]},
+                             tags=controller_tags(name, k))
 
 
 BUILDERS = {"aws": aws_pool, "aws-fleet": aws_fleet, "gcp": gcp_pool, "azure": azure_pool}

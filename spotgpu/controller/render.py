@@ -1,0 +1,85 @@
+"""The controller's config, rendered from the stack's own validated models.
+
+The stack already knows everything ``controller.yaml`` needs: the pool spec, its
+workload profile and ladder (the same :class:`WorkloadProfile` and
+:class:`FallbackLadder` objects), and the names the components give the groups
+and event sources. Rendering from them, instead of asking a person to repeat
+them by hand, means the controller cannot drift from what was deployed. The
+result is a validated :class:`ControllerConfig`: rendering runs the controller's
+own validators, and :func:`config_document` round-trips through
+``spotgpu controller validate``.
+
+Pure: no Pulumi, no cloud. The components call it inside an ``apply`` once the
+queue URL (AWS) or subscription id is known.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from spotgpu.config import ConfigError, format_error
+from spotgpu.controller.config import ControllerConfig
+from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+from spotgpu.models.workload import WorkloadProfile
+
+#: The environment variable a deployed job reads its config from (``--config env:SPOTGPU_CONTROLLER_CONFIG``).
+CONFIG_ENV = "SPOTGPU_CONTROLLER_CONFIG"
+#: Slack the lease keeps over the job's own timeout: a tick killed at its timeout still held a valid lease.
+LEASE_SLACK_SECONDS = 30
+
+
+def render_controller_config(
+    pool: AwsPoolSpec | GcpPoolSpec | AzurePoolSpec,
+    workload: WorkloadProfile,
+    ladder: FallbackLadder,
+    *,
+    state_url: str,
+    primary_group: str,
+    fallback_group: str,
+    alternate_groups: Sequence[str] = (),
+    alternate_role: StepKind = StepKind.ALTERNATE_SKU,
+    cloud: dict[str, Any],
+) -> ControllerConfig:
+    """One pool's ControllerConfig. ``cloud`` holds the per-cloud keys (region + queueUrl, project + region +
+    subscription, subscriptionId + resourceGroupName)."""
+    deploy = pool.controller
+    groups: list[dict[str, Any]] = [{"name": primary_group, "role": StepKind.SAME_POOL.value}]
+    groups += [{"name": g, "role": alternate_role.value} for g in alternate_groups]
+    groups.append({"name": fallback_group, "role": StepKind.ON_DEMAND.value, "maxSize": pool.capacity.fallback_limit})
+    doc = {
+        "stateUrl": state_url,
+        "tickSeconds": deploy.schedule_minutes * 60,
+        "telemetry": {"jsonLines": "-"},
+        "lease": {"ttlSeconds": deploy.timeout_seconds + LEASE_SLACK_SECONDS, "maxClockSkewSeconds": 10},
+        "workloads": {pool.workload: workload.model_dump(by_alias=True, mode="json", exclude_none=True)},
+        "ladders": {pool.ladder: ladder.model_dump(by_alias=True, mode="json", exclude_none=True)},
+        "pools": [
+            {
+                "cloud": pool.cloud,
+                "name": pool.name,
+                "workload": pool.workload,
+                "ladder": pool.ladder,
+                "capacity": pool.capacity.model_dump(by_alias=True, mode="json", exclude_none=True),
+                "groups": groups,
+                **cloud,
+            }
+        ],
+    }
+    try:
+        return ControllerConfig.model_validate(doc)
+    except ValidationError as err:
+        raise ConfigError(format_error(err, namespace=f"controller({pool.name})", model=ControllerConfig)) from None
+
+
+def config_document(config: ControllerConfig) -> dict[str, Any]:
+    """The camelCase document ``spotgpu controller validate`` and ``run --config`` read."""
+    return config.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def config_json(config: ControllerConfig) -> str:
+    return json.dumps(config_document(config), sort_keys=True, separators=(",", ":"))
