@@ -106,10 +106,19 @@ def key_path(namespace: str, loc: tuple[int | str, ...], data: Any = None) -> st
     return path or f"{namespace}:<root>"
 
 
-def _union_members() -> dict[str, type[BaseModel]]:
-    from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
-
-    return {"aws": AwsPoolSpec, "gcp": GcpPoolSpec, "azure": AzurePoolSpec}
+def _union_members(annotation: Any) -> dict[str, type[BaseModel]]:
+    """Tag -> member of a tagged union (pool specs by ``cloud``, notices by ``provider``), read from
+    the annotation itself, so the stack's and the controller's pool unions each list their own keys."""
+    members: dict[str, type[BaseModel]] = {}
+    for arg in typing.get_args(annotation):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            for tag_field in ("cloud", "provider"):
+                field = arg.model_fields.get(tag_field)
+                if field is not None and typing.get_origin(field.annotation) is typing.Literal:
+                    members.update((str(tag), arg) for tag in typing.get_args(field.annotation))
+        else:
+            members.update(_union_members(arg))
+    return members
 
 
 def _lookup(model: Any, key: int | str) -> Any:
@@ -121,8 +130,8 @@ def _lookup(model: Any, key: int | str) -> Any:
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> Any:
     """The model class ``loc`` points at, stepping over list indices, mapping keys
     (workload and ladder names) and the union tag pydantic inserts for pool specs."""
-    union = _union_members()
     current: Any = model
+    union: dict[str, type[BaseModel]] = {}
     skip_mapping_key = False
     for i, part in enumerate(loc):
         if isinstance(part, int):
@@ -137,6 +146,7 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> Any:
         if field is None:
             return None
         skip_mapping_key = typing.get_origin(field.annotation) is dict
+        union = _union_members(field.annotation)
         current = _inner_model(field.annotation)
     return current
 
