@@ -41,10 +41,11 @@ class PreviewResult:
 
 
 def _clean(value: Any) -> Any:
+    """Unknowns shown as such, mapping keys sorted: the document must not depend on registration order."""
     if value == UNKNOWN:
         return "(unknown)"
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: _clean(value[k]) for k in sorted(value)}
     if isinstance(value, list):
         return [_clean(v) for v in value]
     return value
@@ -84,15 +85,23 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
 
 
 def to_document(result: PreviewResult) -> dict[str, Any]:
+    """The preview as one JSON-ready document, byte-stable across runs for CI diffs.
+
+    Registration order depends on when each Output resolves, so resources are
+    sorted by URN and violations by (policy, URN, message); every mapping is
+    key-sorted. ``outputs`` are the stack outputs, as ``pulumi stack output`` shows them.
+    """
     rec = result.recording
+    violations = sorted(result.violations, key=lambda v: (v.policy, v.urn, v.level, v.message))
     return {
         "stack": rec.stack,
         "project": rec.project,
         "resources": [
             {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "inputs": _clean(r.inputs)}
-            for r in rec.resources
+            for r in sorted(rec.resources, key=lambda r: r.urn)
         ],
-        "policy": {"violations": [v.__dict__ for v in result.violations]},
+        "outputs": _clean(rec.outputs),
+        "policy": {"violations": [v.__dict__ for v in violations]},
         "economics": result.economics,
     }
 
@@ -101,7 +110,7 @@ def render_tree(resources: list[RecordedResource]) -> str:
     children: dict[str, list[RecordedResource]] = defaultdict(list)
     urns = {r.urn for r in resources}
     roots: list[RecordedResource] = []
-    for r in resources:
+    for r in sorted(resources, key=lambda r: r.urn):  # stable order, whatever resolved first
         if r.type == "pulumi:pulumi:Stack":
             continue
         if r.parent in urns and not r.parent.endswith("pulumi:pulumi:Stack::" + r.parent.split("::")[-1]):
