@@ -68,15 +68,23 @@ def run_preview(
 
 
 def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
-    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config."""
+    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config.
+
+    The keys are found in the ``spotgpu:`` namespace, else in the one namespace
+    that declares ``pools`` (a program may name its own, ``load_config("ml")``),
+    whatever the project is called.
+    """
     from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 
     project = load_project(project_dir)
-    raw, _ = read_stack_file(str(stack_file(project, stack)))
-    if "pools" not in raw:
+    _, engine = read_stack_file(str(stack_file(project, stack)))
+    namespaces = sorted({key.split(":", 1)[0] for key in engine if key.endswith(":pools")})
+    if not namespaces:
         return {}
+    namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
+    raw = {key.split(":", 1)[1]: value for key, value in engine.items() if key.startswith(namespace + ":")}
     try:
-        config = parse_stack_config(raw)
+        config = parse_stack_config(raw, namespace=namespace)
     except ConfigError:
         return {}
     from spotgpu.economics.report import stack_economics
