@@ -1,7 +1,8 @@
 """The platform team's stack program: config -> validated models -> components.
 
-Run by ``pulumi up -s dev|prod`` (Pulumi.yaml: ``main: stacks/``) and, unchanged,
-by ``spotgpu preview --stack dev`` under Pulumi's mock runtime.
+Run by ``pulumi up`` (the repository's Pulumi.yaml has ``main: stacks/``; a
+project made from the template runs its copy of this file) and, unchanged, by
+``spotgpu preview`` under Pulumi's mock runtime.
 """
 
 import pulumi
