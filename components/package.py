@@ -18,10 +18,13 @@ passed through to the provider unchanged.
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 
 from components.args import PoolArgs
 from components.outputs import COMMON_KEYS
-from spotgpu.config import ConfigError, parse_stack_config
+from spotgpu.config import ConfigError, format_error, parse_stack_config
+from spotgpu.models.pools import CheckpointStoreSpec
 
 PACKAGE_NAME = "spotgpu"
 _WORKLOAD_KEY = "workload"
@@ -248,24 +251,34 @@ def _gcp_machines(machines: list[GcpMachineArgs]) -> list[dict[str, Any]]:
 _COMMON_FIELDS = ("environment", "owner", "workload", "ladder", "capacity", "pool_name", "settings")
 
 
+def _camel_keys(value: Any) -> Any:
+    """Schema-typed values arrive with Python names; errors must name the keys as the user wrote them."""
+    if isinstance(value, dict):
+        return {to_camel(k): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
 def pool_args_from(name: str, cloud: str, args: Any) -> PoolArgs:
     """The typed args as the stack config document, validated by the same models as a Python stack."""
     pool: dict[str, Any] = {k: v for k, v in dict(args).items() if k not in _COMMON_FIELDS}
     if cloud == "gcp" and "machine_types" in pool:
         pool["machine_types"] = _gcp_machines(pool["machine_types"])
-    pool.update(dict(args.get("settings") or {}))
+    pool = _camel_keys(pool)
+    pool.update(dict(args.get("settings") or {}))  # already camelCase, as in docs/configuration.md
     pool.update(
         cloud=cloud,
         name=args.get("pool_name") or name,
         workload=_WORKLOAD_KEY,
         ladder=_LADDER_KEY,
-        capacity=dict(args["capacity"]),
+        capacity=_camel_keys(dict(args["capacity"])),
     )
     raw = {
         "environment": args["environment"],
         "owner": args["owner"],
-        "workloads": {_WORKLOAD_KEY: _workload(args["workload"])},
-        "ladders": {_LADDER_KEY: dict(args["ladder"])},
+        "workloads": {_WORKLOAD_KEY: _camel_keys(_workload(args["workload"]))},
+        "ladders": {_LADDER_KEY: _camel_keys(dict(args["ladder"]))},
         "pools": [pool],
     }
     try:
@@ -388,3 +401,120 @@ class AzureGpuPool(_PackagedPool):
 
 #: What ``provider/__main__.py`` hosts.
 COMPONENTS: list[type[pulumi.ComponentResource]] = [AwsGpuPool, GcpGpuPool, AzureGpuPool]
+
+
+class AwsCheckpointStoreArgs(TypedDict):
+    """A standalone hardened S3 checkpoint bucket (versioned, encrypted, private, TLS-only, bounded retention)."""
+
+    bucket_name: str
+    """Bucket name (global, 3-63 lowercase letters, digits, '.', '-')."""
+    prefix: str
+    """Object prefix the checkpoints live under (lowercase letters, digits, '/', '_', '-')."""
+    keep_generations: NotRequired[int]
+    """Committed generations the checkpoint library keeps (default 5)."""
+    noncurrent_version_days: NotRequired[int]
+    """Days a replaced or deleted version is kept (default 7)."""
+    kms_key_arn: NotRequired[pulumi.Input[str]]
+    """KMS key for SSE-KMS; SSE-S3 when unset."""
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a bucket that holds checkpoints (default false: the bucket is protected)."""
+    tags: NotRequired[dict[str, str]]
+    """Extra tags."""
+
+
+class GcpCheckpointStoreArgs(TypedDict):
+    """A standalone hardened GCS checkpoint bucket (versioned, uniform access, public access prevented)."""
+
+    project: str
+    """Project id."""
+    location: str
+    """GCS location (region or multi-region)."""
+    bucket_name: str
+    """Bucket name (global)."""
+    prefix: str
+    """Object prefix the checkpoints live under."""
+    writer_member: pulumi.Input[str]
+    """IAM member granted object access (serviceAccount:...), or an Output of one."""
+    keep_generations: NotRequired[int]
+    """Committed generations the checkpoint library keeps (default 5)."""
+    noncurrent_version_days: NotRequired[int]
+    """Days a replaced or deleted version is kept (default 7)."""
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a bucket that holds checkpoints (default false: the bucket is protected)."""
+    labels: NotRequired[dict[str, str]]
+    """Extra labels."""
+
+
+def _store_spec(name: str, args: Any) -> CheckpointStoreSpec:
+    """Retention knobs validated by the same model as a pool's ``checkpoint`` key."""
+
+    fields = ("prefix", "keep_generations", "noncurrent_version_days", "force_destroy")
+    try:
+        return CheckpointStoreSpec.model_validate({to_camel(k): args[k] for k in fields if k in args})
+    except ValidationError as err:
+        raise pulumi.RunError(format_error(err, name, CheckpointStoreSpec).replace(f"{name}:", f"{name}.")) from None
+
+
+class AwsCheckpointStore(pulumi.ComponentResource):
+    """The pool's S3 checkpoint bucket on its own, for training that runs outside a spotgpu pool."""
+
+    bucket_name: pulumi.Output[str]
+    """The bucket's name."""
+    arn: pulumi.Output[str]
+    """The bucket ARN, for prefix-scoped IAM policies."""
+    checkpoint_store: pulumi.Output[str]
+    """The checkpoint library's store URL: s3://bucket/prefix."""
+
+    def __init__(self, name: str, args: AwsCheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+
+        spec = _store_spec(name, args)
+        super().__init__(f"{PACKAGE_NAME}:index:AwsCheckpointStore", name, None, opts)
+        bucket = CheckpointBucket(
+            f"{name}-checkpoints",
+            CheckpointBucketArgs(
+                bucket_name=args["bucket_name"],
+                prefix=args["prefix"],
+                keep_generations=spec.keep_generations,
+                noncurrent_version_days=spec.noncurrent_version_days,
+                kms_key_arn=args.get("kms_key_arn"),
+                force_destroy=spec.force_destroy,
+                tags={"managed-by": "spotgpu", **dict(args.get("tags") or {})},
+            ),
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.bucket_name = bucket.bucket_name
+        self.arn = bucket.arn
+        self.checkpoint_store = pulumi.Output.from_input(f"s3://{args['bucket_name']}/{args['prefix']}")
+        self.register_outputs({"bucketName": self.bucket_name, "arn": self.arn, "checkpointStore": self.checkpoint_store})
+
+
+class GcpCheckpointStore(pulumi.ComponentResource):
+    """The pool's GCS checkpoint bucket on its own, with object access for one member."""
+
+    bucket_name: pulumi.Output[str]
+    """The bucket's name."""
+    checkpoint_store: pulumi.Output[str]
+    """The checkpoint library's store URL: gs://bucket/prefix."""
+
+    def __init__(self, name: str, args: GcpCheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        from components.gcp.bucket import CheckpointBucket
+
+        spec = _store_spec(name, args)
+        super().__init__(f"{PACKAGE_NAME}:index:GcpCheckpointStore", name, None, opts)
+        bucket = CheckpointBucket(
+            f"{name}-ckpt",
+            project=args["project"],
+            location=args["location"],
+            bucket_name=args["bucket_name"],
+            store=spec,
+            labels={"managed-by": "spotgpu", **dict(args.get("labels") or {})},
+            writer_member=args["writer_member"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.bucket_name = bucket.bucket_name
+        self.checkpoint_store = pulumi.Output.from_input(f"gs://{args['bucket_name']}/{args['prefix']}")
+        self.register_outputs({"bucketName": self.bucket_name, "checkpointStore": self.checkpoint_store})
+
+
+COMPONENTS += [AwsCheckpointStore, GcpCheckpointStore]

@@ -19,8 +19,6 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.documents import deny_insecure_transport
-from components.inputs import optional_input
-from spotgpu.models.refs import Ref
 
 TOKEN = "spotgpu:aws:CheckpointBucket"
 
@@ -47,7 +45,7 @@ class CheckpointBucketArgs:
     prefix: str
     keep_generations: int
     noncurrent_version_days: int
-    kms_key_arn: Ref | None = None
+    kms_key_arn: pulumi.Input[str] | None = None
     force_destroy: bool = False
     object_lock: ObjectLock | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -137,12 +135,12 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.register_outputs({"bucketName": self.bucket_name, "arn": self.arn})
 
 
-def _encryption_rule(kms_key_arn: Ref | None) -> aws.s3.BucketServerSideEncryptionConfigurationRuleArgs:
+def _encryption_rule(kms_key_arn: pulumi.Input[str] | None) -> aws.s3.BucketServerSideEncryptionConfigurationRuleArgs:
     """SSE-KMS with a bucket key (fewer KMS calls per checkpoint shard) when a key is given, else SSE-S3."""
     if kms_key_arn:
         return aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
             apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                sse_algorithm="aws:kms", kms_master_key_id=optional_input(kms_key_arn)
+                sse_algorithm="aws:kms", kms_master_key_id=kms_key_arn
             ),
             bucket_key_enabled=True,
         )

@@ -29,7 +29,7 @@ from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from components.aws.identity import NodeIdentity, NodeIdentityArgs
 from components.aws.plan import plan_pool
 from components.aws.spot import SpotCapacity, SpotCapacityArgs
-from components.inputs import as_input
+from components.inputs import as_input, optional_input
 from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.refs import Ref
@@ -55,7 +55,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 prefix=plan.prefix,
                 keep_generations=spec.checkpoint.keep_generations,
                 noncurrent_version_days=spec.checkpoint.noncurrent_version_days,
-                kms_key_arn=spec.kms_key_arn,
+                kms_key_arn=optional_input(spec.kms_key_arn),
                 force_destroy=spec.checkpoint.force_destroy,
                 tags={**plan.role_tags("checkpoint-store"), "Name": plan.names.bucket},
             ),
