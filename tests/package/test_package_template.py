@@ -40,7 +40,7 @@ def test_rendered_template_previews_with_zero_mandatory_violations(tmp_path: Pat
     )
     assert "${PROJECT}" not in (project / "Pulumi.yaml").read_text()
     assert sorted(p.name for p in project.iterdir()) == [
-        "Pulumi.dev.yaml", "Pulumi.yaml", "__main__.py", "policy-config.json", "requirements.txt",
+        ".gitignore", "Pulumi.dev.yaml", "Pulumi.yaml", "__main__.py", "policy-config.json", "requirements.txt",
     ]
     result = run_preview(project, "dev", REPO / "policies", project / "policy-config.json")
     doc = to_document(result)
