@@ -9,6 +9,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from package_fixtures import REPO
 from test_package_readme import readme_files
 
 IMPORT_NAME = "components"
+_NOT_SOURCE = (".git", "build", "dist", "*.egg-info", ".venv", ".cache", "__pycache__", ".*_cache", ".hypothesis", "tests", "bench")
 
 
 def _clean_env() -> dict[str, str]:
@@ -27,12 +29,18 @@ def _clean_env() -> dict[str, str]:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_installed_wheel_previews_a_team_project(tmp_path: Path) -> None:
+    # Build from a clean copy: an in-tree build would reuse (and leave) build/ in the checkout.
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
     wheels = tmp_path / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)],
         check=True, timeout=240, cwd=tmp_path, env=_clean_env(),
     )
     wheel = next(wheels.glob("spotgpu-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        top = {name.split("/")[0] for name in archive.namelist()}
+    assert top == {"spotgpu", IMPORT_NAME, "spotgpu-0.1.0.data", "spotgpu-0.1.0.dist-info"}, top
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
