@@ -1,4 +1,10 @@
-"""Build every pool of a stack: the one entry point the stack program calls."""
+"""Build every pool of a stack: the entry points a stack program calls.
+
+``load_config()`` reads the ``spotgpu:`` config namespace whatever the Pulumi
+project is called (``pulumi.Config()`` would read the project's own namespace,
+so a project named anything but ``spotgpu`` found no keys); ``deploy()`` creates
+one ``GpuPool`` per configured pool.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,34 @@ import importlib
 from typing import Any
 
 import pulumi
+from pulumi.runtime.config import CONFIG, get_config_env
 
 from components.args import PoolArgs
+from spotgpu.config import ConfigError
 from spotgpu.models import StackConfig
 
 #: cloud -> module exporting ``GpuPool(name, args: PoolArgs, opts)``
 CLOUD_MODULES = {"aws": "components.aws", "gcp": "components.gcp", "azure": "components.azure"}
+
+#: The config namespace spotgpu keys live in unless a program names another.
+DEFAULT_NAMESPACE = "spotgpu"
+
+
+def load_config(namespace: str = DEFAULT_NAMESPACE) -> StackConfig:
+    """Validate and plan the stack's ``<namespace>:`` keys once; a bad value is one line, no traceback.
+
+    Every key of the namespace is validated (a misspelt key is an error, not ignored), with
+    the provider regions the pools must agree with, and every pool is planned before the
+    first resource is registered. ``<namespace>:clouds`` selects clouds
+    (:func:`spotgpu.config.select_clouds`).
+    """
+    from components.offline.validate import validate_engine_config
+
+    try:
+        return validate_engine_config({**get_config_env(), **CONFIG.get()}, namespace=namespace)
+    except ConfigError as err:
+        # RunError: the CLI shows the one-line message without a Python traceback.
+        raise pulumi.RunError(str(err)) from None
 
 
 def deploy(config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> dict[str, Any]:

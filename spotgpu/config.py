@@ -289,12 +289,39 @@ def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgp
     """Validate every ``<namespace>:*`` key of an engine config map (``{"ns:key": json-or-text}``).
 
     All keys of the namespace are passed, not only the known ones, so a misspelt
-    key is an error with a "did you mean" instead of being ignored.
+    key is an error with a "did you mean" instead of being ignored. An optional
+    ``<namespace>:clouds`` keeps only the pools of those clouds (validated and built
+    alike), so a stack made from the template can start on one cloud and add the
+    others later without deleting their pool entries.
     """
     prefix = f"{namespace}:"
     project = {k[len(prefix) :]: v for k, v in engine.items() if k.startswith(prefix)}
+    clouds = select_clouds(project.pop("clouds", None), namespace)
+    if clouds is not None:
+        pools = _decode(project.get("pools"))
+        if isinstance(pools, list):
+            project["pools"] = [p for p in pools if not isinstance(p, dict) or p.get("cloud") in clouds]
     provider = {k: engine[k] for k in PROVIDER_KEYS if k in engine}
     return parse_stack_config(project, namespace, provider)
+
+
+#: Clouds ``<namespace>:clouds`` may name.
+CLOUDS = ("aws", "gcp", "azure")
+
+
+def select_clouds(value: Any, namespace: str = "spotgpu") -> frozenset[str] | None:
+    """Parse ``clouds`` (comma-separated, or a list / JSON list); ``None`` or empty keeps every pool."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    decoded = _decode(value.strip()) if isinstance(value, str) else value
+    names = decoded if isinstance(decoded, list) else [c.strip() for c in str(decoded).split(",")]
+    unknown = [c for c in names if c not in CLOUDS]
+    if unknown or not names:
+        raise ConfigError(
+            f"{namespace}:clouds: names no cloud or an unknown one {unknown or names} (value: {value!r}); "
+            f"fix: use a comma-separated subset of {', '.join(CLOUDS)}"
+        )
+    return frozenset(names)
 
 
 def _yaml_error(path: str, err: Exception) -> ConfigError:

@@ -45,7 +45,7 @@ class CheckpointBucketArgs:
     prefix: str
     keep_generations: int
     noncurrent_version_days: int
-    kms_key_arn: str | None = None
+    kms_key_arn: pulumi.Input[str] | None = None
     force_destroy: bool = False
     object_lock: ObjectLock | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -68,7 +68,9 @@ class CheckpointBucket(pulumi.ComponentResource):
             force_destroy=args.force_destroy,
             object_lock_enabled=True if args.object_lock else None,
             tags=args.tags,
-            opts=child,
+            # Protected like every cloud's checkpoint store: `pulumi destroy` stops here
+            # unless checkpoint.forceDestroy says the checkpoints may go.
+            opts=pulumi.ResourceOptions(parent=self, protect=not args.force_destroy),
         )
         versioning = aws.s3.BucketVersioning(
             f"{name}-versioning",
@@ -133,7 +135,7 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.register_outputs({"bucketName": self.bucket_name, "arn": self.arn})
 
 
-def _encryption_rule(kms_key_arn: str | None) -> aws.s3.BucketServerSideEncryptionConfigurationRuleArgs:
+def _encryption_rule(kms_key_arn: pulumi.Input[str] | None) -> aws.s3.BucketServerSideEncryptionConfigurationRuleArgs:
     """SSE-KMS with a bucket key (fewer KMS calls per checkpoint shard) when a key is given, else SSE-S3."""
     if kms_key_arn:
         return aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(

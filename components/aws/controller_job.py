@@ -101,7 +101,7 @@ class ControllerJobArgs:
     role_name: pulumi.Output[str]
     queue_arn: pulumi.Output[str]
     queue_url: pulumi.Output[str]
-    region: pulumi.Output[str]
+    region: pulumi.Input[str]
 
 
 class ControllerJob(pulumi.ComponentResource):

@@ -32,6 +32,7 @@ from components.aws.groups import (
 )
 from components.aws.launch import node_launch_template
 from components.aws.plan import MaintenancePolicy, PoolPlan
+from components.inputs import as_input, as_output
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 
 TOKEN = "spotgpu:aws:OnDemandFallbackGroup"
@@ -74,7 +75,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
             min_size=0,
             desired_capacity=0,
             max_size=spec.capacity.fallback_limit,
-            vpc_zone_identifiers=[s.id for s in spec.subnets],
+            vpc_zone_identifiers=[as_input(s.id) for s in spec.subnets],
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
                     on_demand_base_capacity=0,
@@ -107,6 +108,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
             args.bucket_arn,
             args.spot_group_arn if args.spot_group_arn is not None else "",
             args.fleet_arn if args.fleet_arn is not None else "",
+            as_output(spec.kms_key_arn),
         ).apply(
             lambda v: json.dumps(
                 controller_policy(
@@ -116,7 +118,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
                     spot_group_arn=v[3] or None,
                     fleet_arn=v[4] or None,
                     prefix=f"{plan.prefix}/{CONTROL_STORE_SUFFIX}",
-                    kms_key_arn=spec.kms_key_arn,
+                    kms_key_arn=v[5] or None,
                 )
             )
         )

@@ -14,6 +14,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.documents import assume_role_policy, node_policy
+from components.inputs import as_output
+from spotgpu.models.refs import Ref
 
 TOKEN = "spotgpu:aws:NodeIdentity"
 
@@ -24,7 +26,7 @@ class NodeIdentityArgs:
     prefix: str
     partition: pulumi.Output[str]
     group_names: list[str]
-    kms_key_arn: str | None = None
+    kms_key_arn: Ref | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -44,8 +46,8 @@ class NodeIdentity(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        policy = pulumi.Output.all(args.bucket_arn, args.partition).apply(
-            lambda v: json.dumps(node_policy(v[0], args.prefix, v[1], args.group_names, args.kms_key_arn))
+        policy = pulumi.Output.all(args.bucket_arn, args.partition, as_output(args.kms_key_arn)).apply(
+            lambda v: json.dumps(node_policy(v[0], args.prefix, v[1], args.group_names, v[2] or None))
         )
         aws.iam.RolePolicy(f"{name}-policy", role=role.id, policy=policy, opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=args.tags, opts=child)

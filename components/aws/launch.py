@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.plan import USER_DATA_LIMIT, PoolPlan
+from components.inputs import as_input
 
 #: IMDS hop limit 2: the agent (or a training container) may run one network hop
 #: away from the host, and IMDSv2's PUT response would not reach it with 1.
@@ -43,8 +44,8 @@ def node_launch_template(
         resource_name,
         name=template_name,
         description=f"spotgpu pool {plan.pool}: GPU node with the spotgpu agent",
-        image_id=spec.image_id,
-        vpc_security_group_ids=list(spec.security_group_ids) or None,
+        image_id=as_input(spec.image_id),
+        vpc_security_group_ids=[as_input(g) for g in spec.security_group_ids] or None,
         iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(name=profile_name),
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled",

@@ -25,6 +25,7 @@ from spotgpu import tags as link
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.config import ConfigError
 from spotgpu.models.pools import AwsPoolSpec
+from spotgpu.models.refs import Ref
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
 DRAIN_HOOK = "spotgpu-drain"
@@ -104,7 +105,7 @@ class FleetOverride:
 
     key: str
     instance_type: str
-    subnet_id: str
+    subnet_id: Ref
     zone: str
     priority: float
     weighted_capacity: float
@@ -125,7 +126,7 @@ def asg_overrides(instance_types: tuple[str, ...]) -> list[AsgOverride]:
     return [AsgOverride(t, str(node_weight(t))) for t in instance_types]
 
 
-def fleet_overrides(instance_types: tuple[str, ...], subnets: list[tuple[str, str]]) -> list[FleetOverride]:
+def fleet_overrides(instance_types: tuple[str, ...], subnets: list[tuple[Ref, str]]) -> list[FleetOverride]:
     """One override per instance type x subnet, priority = type rank starting at 1.
 
     An EC2 Fleet only launches into the subnets its overrides name, so every
@@ -135,7 +136,8 @@ def fleet_overrides(instance_types: tuple[str, ...], subnets: list[tuple[str, st
     """
     return [
         FleetOverride(
-            key=f"{itype}@{subnet_id}",
+            # A subnet id known only later (an Output) is keyed by its zone and position.
+            key=f"{itype}@{subnet_id if isinstance(subnet_id, str) else f'{zone}#{i}'}",
             instance_type=itype,
             subnet_id=subnet_id,
             zone=zone,
@@ -143,7 +145,7 @@ def fleet_overrides(instance_types: tuple[str, ...], subnets: list[tuple[str, st
             weighted_capacity=float(node_weight(itype)),
         )
         for rank, itype in enumerate(instance_types, start=1)
-        for subnet_id, zone in subnets
+        for i, (subnet_id, zone) in enumerate(subnets)
     ]
 
 

@@ -16,6 +16,8 @@ The resource graph is static: which resources exist depends only on the spec
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
 
@@ -28,21 +30,24 @@ from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from components.aws.identity import NodeIdentity, NodeIdentityArgs
 from components.aws.plan import plan_pool
 from components.aws.spot import SpotCapacity, SpotCapacityArgs
+from components.inputs import as_input, optional_input
+from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
+from spotgpu.models.refs import Ref
 
 TOKEN = "spotgpu:aws:GpuPool"
 
 
-class GpuPool(pulumi.ComponentResource):
-    exports: dict[str, pulumi.Output[str] | str]
-    """What the stack exports for this pool: names, ARNs, the queue URL, the drill template id."""
+class GpuPool(PoolOutputs, pulumi.ComponentResource):
+    exports: dict[str, Any]
+    """What the stack exports for this pool: the common keys (components.outputs) plus names, ARNs, the drill template id."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         plan = plan_pool(args)  # before registering: bad input fails with no half-built tree
         super().__init__(TOKEN, name, None, opts)
         spec = plan.spec
-        child = pulumi.ResourceOptions(parent=self)
-        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        child, invoke = _region_options(name, spec.region, self)
+        partition = aws.get_partition_output(opts=invoke).partition
 
         bucket = CheckpointBucket(
             f"{name}-checkpoints",
@@ -51,7 +56,7 @@ class GpuPool(pulumi.ComponentResource):
                 prefix=plan.prefix,
                 keep_generations=spec.checkpoint.keep_generations,
                 noncurrent_version_days=spec.checkpoint.noncurrent_version_days,
-                kms_key_arn=spec.kms_key_arn,
+                kms_key_arn=optional_input(spec.kms_key_arn),
                 force_destroy=spec.checkpoint.force_destroy,
                 tags={**plan.role_tags("checkpoint-store"), "Name": plan.names.bucket},
             ),
@@ -91,7 +96,7 @@ class GpuPool(pulumi.ComponentResource):
                 queue_arn=events.queue_arn,
                 spot_group_arn=spot.group_arn,
                 fleet_arn=spot.fleet_arn,
-                controller_principal=_controller_principal(spec.controller_principal_arn, partition, self),
+                controller_principal=_controller_principal(spec.controller_principal_arn, partition, invoke),
             ),
             child,
         )
@@ -100,6 +105,7 @@ class GpuPool(pulumi.ComponentResource):
             InterruptionDrillArgs(pool=plan.pool, partition=partition, drill=spec.drill, tags=plan.role_tags("drill")),
             child,
         )
+        region = spec.region or aws.get_region_output(opts=invoke).region
         job = None
         if spec.controller.enabled and plan.mode == "fleet":
             pulumi.log.warn(
@@ -118,36 +124,65 @@ class GpuPool(pulumi.ComponentResource):
                     role_name=fallback.controller_role_name,
                     queue_arn=events.queue_arn,
                     queue_url=events.queue_url,
-                    region=aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region,
+                    region=region,
                 ),
                 child,
             )
+        spot_groups = pulumi.Output.from_input(spot.group_name).apply(lambda group: [group])
         self.exports = {
+            **common_exports(
+                self,
+                cloud="aws",
+                region=region,
+                checkpointStore=plan.checkpoint_store,
+                spotGroups=spot_groups,
+                fallbackGroup=fallback.group_name,
+                events=events.queue_url,
+                nodeIdentity=identity.role_arn,
+                controllerIdentity=fallback.controller_role_arn,
+                controllerStateUrl=control_store_url(plan.checkpoint_store),
+            ),
             "mode": plan.mode,
             "groupName": spot.group_name,
             "roleArn": identity.role_arn,
             "bucketName": bucket.bucket_name,
-            "checkpointStore": plan.checkpoint_store,
             "queueUrl": events.queue_url,
             "experimentTemplateId": drill.template_id,
             "fallbackGroupName": fallback.group_name,
             "controllerRoleArn": fallback.controller_role_arn,
-            "controllerStateUrl": control_store_url(plan.checkpoint_store),
         }
         if job is not None:
             self.exports |= {"controllerFunction": job.function_name, "controllerConfig": job.controller_config}
         self.register_outputs(self.exports)
 
 
+def _region_options(
+    name: str, region: str | None, pool: pulumi.Resource
+) -> tuple[pulumi.ResourceOptions, pulumi.InvokeOutputOptions]:
+    """Children's options: inherit the caller's providers, or pin the pool's own ``region``.
+
+    With ``region`` set, one ``aws.Provider`` (``<pool>-region``) parents every
+    AWS resource of the pool, so pools of one stack can run in several regions.
+    The default provider, or one passed in ``opts.providers``, applies otherwise.
+    """
+    if region is None:
+        return pulumi.ResourceOptions(parent=pool), pulumi.InvokeOutputOptions(parent=pool)
+    provider = aws.Provider(f"{name}-region", region=region, opts=pulumi.ResourceOptions(parent=pool))
+    return (
+        pulumi.ResourceOptions(parent=pool, providers={"aws": provider}),
+        pulumi.InvokeOutputOptions(parent=pool, provider=provider),
+    )
+
+
 def _controller_principal(
-    configured: str | None, partition: pulumi.Output[str], parent: pulumi.Resource
+    configured: Ref | None, partition: pulumi.Output[str], invoke: pulumi.InvokeOutputOptions
 ) -> pulumi.Output[str]:
     """The principal trusted to assume the controller role: as configured, else this account's root.
 
     Trusting the account root delegates the decision to IAM: only principals the
     platform team grants ``sts:AssumeRole`` on this role can use it.
     """
-    if configured:
-        return pulumi.Output.from_input(configured)
-    identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    if configured is not None:
+        return pulumi.Output.from_input(as_input(configured))
+    identity = aws.get_caller_identity_output(opts=invoke)
     return pulumi.Output.all(identity.account_id, partition).apply(lambda v: f"arn:{v[1]}:iam::{v[0]}:root")

@@ -27,6 +27,7 @@ from components.aws.groups import (
 )
 from components.aws.launch import node_launch_template, template_version
 from components.aws.plan import MaintenancePolicy, PoolPlan
+from components.inputs import as_input
 
 TOKEN = "spotgpu:aws:SpotCapacity"
 
@@ -82,7 +83,7 @@ def _spot_group(
         min_size=0,
         max_size=spec.capacity.max,
         desired_capacity=spec.capacity.target,
-        vpc_zone_identifiers=[s.id for s in spec.subnets],
+        vpc_zone_identifiers=[as_input(s.id) for s in spec.subnets],
         capacity_rebalance=True,
         availability_zone_distribution=aws.autoscaling.GroupAvailabilityZoneDistributionArgs(
             capacity_distribution_strategy="balanced-best-effort"
@@ -137,7 +138,7 @@ def _spot_fleet(
                 overrides=[
                     aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
                         instance_type=o.instance_type,
-                        subnet_id=o.subnet_id,
+                        subnet_id=as_input(o.subnet_id),
                         priority=o.priority,
                         weighted_capacity=o.weighted_capacity,
                     )

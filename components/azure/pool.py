@@ -17,6 +17,8 @@ resource is registered.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.compute as compute
@@ -35,6 +37,7 @@ from components.azure.plan import PoolPlan, plan_pool
 from components.azure.profile import custom_data, scale_set_args, vm_profile
 from components.azure.roles import RolePlan, plan_roles
 from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import AzurePoolSpec
 
@@ -68,7 +71,7 @@ def plan_for(args: PoolArgs) -> tuple[AzurePoolSpec, PoolPlan, RolePlan]:
     return spec, plan, roles
 
 
-class GpuPool(pulumi.ComponentResource):
+class GpuPool(PoolOutputs, pulumi.ComponentResource):
     """Spot GPU scale sets (one per size) with checkpoint storage, fallback group and controller identity.
 
     Eviction policy: ``Delete`` (default) frees the VM, its disk and its Spot quota
@@ -77,7 +80,8 @@ class GpuPool(pulumi.ComponentResource):
     exchange for a faster restart on the same disk when capacity returns.
     """
 
-    exports: dict[str, pulumi.Output | str]  # type: ignore[type-arg]
+    exports: dict[str, Any]
+    """What the stack exports: the common keys (components.outputs) plus group, identity and storage names."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec, plan, roles = plan_for(args)
@@ -158,18 +162,27 @@ class GpuPool(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         self.exports = {
-            "cloud": "azure",
+            **common_exports(
+                self,
+                cloud="azure",
+                region=plan.location,
+                checkpointStore=plan.storage.url,
+                spotGroups=[s.name for s in plan.spot],
+                fallbackGroup=plan.fallback.name,
+                events="",  # Scheduled Events are read on each VM; there is no pool-level queue
+                nodeIdentity=identity.client_id,
+                controllerIdentity=controller.client_id,
+                controllerStateUrl=control_store_url(plan.storage.url),
+            ),
             "resourceGroup": plan.resource_group,
             "location": plan.location,
-            "scaleSets": ",".join(s.name for s in plan.spot),
+            "scaleSets": [s.name for s in plan.spot],
             "fallbackScaleSet": plan.fallback.name,
             "fallbackMax": str(plan.fallback_max),
             "identityClientId": identity.client_id,
             "identityPrincipalId": identity.principal_id,
             "storageAccount": checkpoints.account_name,
             "container": checkpoints.container_name,
-            "checkpointStore": plan.storage.url,
-            "controllerStateUrl": control_store_url(plan.storage.url),
             "controllerClientId": controller.client_id,
             "controllerPrincipalId": controller.principal_id,
         }

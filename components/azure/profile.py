@@ -14,6 +14,7 @@ import pulumi
 import pulumi_azure_native.compute as compute
 
 from components.azure.plan import PoolPlan, ScaleSetPlan
+from components.inputs import as_input
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AzurePoolSpec
 
@@ -100,7 +101,7 @@ def vm_profile(
                         compute.VirtualMachineScaleSetIPConfigurationArgs(
                             name=f"{scale_set.key}-ip",
                             primary=True,
-                            subnet=compute.ApiEntityReferenceArgs(id=spec.subnet_id),
+                            subnet=compute.ApiEntityReferenceArgs(id=as_input(spec.subnet_id)),
                         )
                     ],
                 )

@@ -49,7 +49,8 @@ class CheckpointBucket(pulumi.ComponentResource):
             lifecycle_rules=plan.bucket_lifecycle_rules(store.keep_generations, store.noncurrent_version_days),
             force_destroy=store.force_destroy,
             labels=labels,
-            opts=child,
+            # Protected like every cloud's checkpoint store, unless checkpoint.forceDestroy.
+            opts=pulumi.ResourceOptions(parent=self, protect=not store.force_destroy),
         )
         self.bucket_name = bucket.name
         # objectUser: create/read/overwrite/delete objects and multipart uploads, on this bucket only.

@@ -14,6 +14,8 @@ so invalid pools fail at construction with the field to fix.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 
 from components.args import PoolArgs
@@ -25,6 +27,7 @@ from components.gcp.fallback import OnDemandFallbackGroup
 from components.gcp.identity import NodeIdentity
 from components.gcp.naming import PoolNames, check_name
 from components.gcp.spot import SpotGroup, SpotGroupSettings
+from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import GcpPoolSpec
 
@@ -41,9 +44,9 @@ def _gcp_spec(args: PoolArgs) -> GcpPoolSpec:
     return args.spec
 
 
-class GpuPool(pulumi.ComponentResource):
-    exports: dict[str, pulumi.Output[str] | str]
-    """What the stack exports: MIG names, identities, bucket, events (ids and names only)."""
+class GpuPool(PoolOutputs, pulumi.ComponentResource):
+    exports: dict[str, Any]
+    """What the stack exports: the common keys (components.outputs) plus MIG, identity, bucket and topic names."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
@@ -145,16 +148,25 @@ class GpuPool(pulumi.ComponentResource):
                 opts=child,
             )
         self.exports = {
+            **common_exports(
+                self,
+                cloud="gcp",
+                region=spec.region,
+                checkpointStore=store_url,
+                spotGroups=pulumi.Output.all(*[g.mig_name for g in spot_groups]),
+                fallbackGroup=fallback.mig_name,
+                events=events.subscription_name,
+                nodeIdentity=identity.email,
+                controllerIdentity=fallback.controller_email,
+                controllerStateUrl=control_store_url(store_url),
+            ),
             "project": spec.project,
-            "region": spec.region,
             "mig": spot_groups[0].mig_name,
-            "alternateMigs": ",".join(spot_migs[1:]),
+            "alternateMigs": list(spot_migs[1:]),
             "fallbackMig": fallback.mig_name,
             "serviceAccount": identity.email,
             "controllerServiceAccount": fallback.controller_email,
             "bucket": bucket.bucket_name,
-            "checkpointStore": store_url,
-            "controllerStateUrl": control_store_url(store_url),
             "topic": events.topic_name,
             "subscription": events.subscription_name,
         }

@@ -6,6 +6,7 @@ import pulumi
 from pulumi_gcp import compute
 
 from components.gcp.plan import MachineGroup
+from components.inputs import as_input
 from spotgpu.models.pools import GcpPoolSpec
 
 
@@ -28,8 +29,8 @@ def region_template(
     a change makes a new template and the MIG switches to it.
     """
     interface: compute.RegionInstanceTemplateNetworkInterfaceArgsDict = {
-        "network": spec.network,
-        "subnetwork": spec.subnetwork,
+        "network": as_input(spec.network),
+        "subnetwork": as_input(spec.subnetwork),
     }
     if spec.external_ip:
         interface["access_configs"] = [{}]
@@ -48,7 +49,7 @@ def region_template(
             {
                 "boot": True,
                 "auto_delete": True,
-                "source_image": spec.image,
+                "source_image": as_input(spec.image),
                 "disk_size_gb": spec.boot_disk_gb,
                 "disk_type": spec.boot_disk_type,
             }

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from components.offline.pack import default_policy_pack
 from components.offline.preview import REPO_ROOT
 
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="Pulumi project directory (default: this repository's project)",
     )
-    p.add_argument("--policy-pack", type=Path, default=REPO_ROOT / "policies", help="policy pack directory")
+    p.add_argument("--policy-pack", type=Path, default=default_policy_pack(), help="policy pack directory")
     p.add_argument(
         "--policy-config",
         type=Path,

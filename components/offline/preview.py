@@ -41,10 +41,11 @@ class PreviewResult:
 
 
 def _clean(value: Any) -> Any:
+    """Unknowns shown as such, mapping keys sorted: the document must not depend on registration order."""
     if value == UNKNOWN:
         return "(unknown)"
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: _clean(value[k]) for k in sorted(value)}
     if isinstance(value, list):
         return [_clean(v) for v in value]
     return value
@@ -67,15 +68,23 @@ def run_preview(
 
 
 def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
-    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config."""
+    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config.
+
+    The keys are found in the ``spotgpu:`` namespace, else in the one namespace
+    that declares ``pools`` (a program may name its own, ``load_config("ml")``),
+    whatever the project is called.
+    """
     from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 
     project = load_project(project_dir)
-    raw, _ = read_stack_file(str(stack_file(project, stack)))
-    if "pools" not in raw:
+    _, engine = read_stack_file(str(stack_file(project, stack)))
+    namespaces = sorted({key.split(":", 1)[0] for key in engine if key.endswith(":pools")})
+    if not namespaces:
         return {}
+    namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
+    raw = {key.split(":", 1)[1]: value for key, value in engine.items() if key.startswith(namespace + ":")}
     try:
-        config = parse_stack_config(raw)
+        config = parse_stack_config(raw, namespace=namespace)
     except ConfigError:
         return {}
     from spotgpu.economics.report import stack_economics
@@ -84,15 +93,23 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
 
 
 def to_document(result: PreviewResult) -> dict[str, Any]:
+    """The preview as one JSON-ready document, byte-stable across runs for CI diffs.
+
+    Registration order depends on when each Output resolves, so resources are
+    sorted by URN and violations by (policy, URN, message); every mapping is
+    key-sorted. ``outputs`` are the stack outputs, as ``pulumi stack output`` shows them.
+    """
     rec = result.recording
+    violations = sorted(result.violations, key=lambda v: (v.policy, v.urn, v.level, v.message))
     return {
         "stack": rec.stack,
         "project": rec.project,
         "resources": [
             {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "inputs": _clean(r.inputs)}
-            for r in rec.resources
+            for r in sorted(rec.resources, key=lambda r: r.urn)
         ],
-        "policy": {"violations": [v.__dict__ for v in result.violations]},
+        "outputs": _clean(rec.outputs),
+        "policy": {"violations": [v.__dict__ for v in violations]},
         "economics": result.economics,
     }
 
@@ -101,7 +118,7 @@ def render_tree(resources: list[RecordedResource]) -> str:
     children: dict[str, list[RecordedResource]] = defaultdict(list)
     urns = {r.urn for r in resources}
     roots: list[RecordedResource] = []
-    for r in resources:
+    for r in sorted(resources, key=lambda r: r.urn):  # stable order, whatever resolved first
         if r.type == "pulumi:pulumi:Stack":
             continue
         if r.parent in urns and not r.parent.endswith("pulumi:pulumi:Stack::" + r.parent.split("::")[-1]):

@@ -7,6 +7,7 @@ shim does), after the stack's config is loaded into the runtime, so the very sam
 
 from __future__ import annotations
 
+import asyncio
 import runpy
 import sys
 from dataclasses import dataclass, field
@@ -15,6 +16,9 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import json_format
+from pulumi.runtime import rpc
+from pulumi.runtime.settings import ROOT, get_root_resource
 
 from components.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
 from spotgpu.config import read_stack_file
@@ -79,19 +83,31 @@ def run_program(project_dir: Path, stack: str) -> Recording:
 
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
+    # A fresh root Stack per run: set_mocks keeps an existing one, which would put a
+    # second program's stack (and its outputs) under the first program's URN.
+    ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=project.name, stack=stack, preview=True, monitor=monitor)
     pulumi.runtime.set_all_config(engine_config)
 
     outputs: dict[str, Any] = {}
     main_dir = str(project.main.parent)
 
-    def program() -> None:
+    async def capture_outputs() -> None:
+        # `pulumi.export` stores Outputs on the root Stack; serialise them as the
+        # engine records stack outputs (unknowns become the preview sentinel).
+        stack_resource = get_root_resource()
+        exported = dict(getattr(stack_resource, "outputs", {}) or {})
+        struct = await rpc.serialize_properties(exported, {})
+        outputs.update(json_format.MessageToDict(struct))
+
+    def program() -> asyncio.Future[None]:
         sys.path.insert(0, main_dir)
         try:
             runpy.run_path(str(project.main), run_name="__main__")
         finally:
             if sys.path and sys.path[0] == main_dir:
                 sys.path.pop(0)
+        return asyncio.ensure_future(capture_outputs())
 
     try:
         pulumi.runtime.test(program)()

@@ -19,8 +19,15 @@ from pydantic import Field, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
+
+# Ids of existing infrastructure: a plain string is checked, an Output passes through (spotgpu.models.refs).
+SubnetIdRef = Annotated[Ref, ref_check(r"^subnet-[0-9a-f]{8,17}$"), REF_SERIALIZER]
+AnyIdRef = Annotated[Ref, ref_check(r"^\S+$"), REF_SERIALIZER]
+PrincipalArnRef = Annotated[Ref, ref_check(r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/.+|user/.+)$"), REF_SERIALIZER]
+AzureSubnetRef = Annotated[Ref, ref_check(r"^/subscriptions/.+/subnets/[^/]+$"), REF_SERIALIZER]
 
 
 class CheckpointStoreSpec(SpotModel):
@@ -227,7 +234,7 @@ class _PoolBase(SpotModel):
 
 
 class AwsSubnet(SpotModel):
-    id: str = Field(pattern=r"^subnet-[0-9a-f]{8,17}$", json_schema_extra=fix_hint("use a subnet id like subnet-0abc12345"))
+    id: SubnetIdRef = Field(json_schema_extra=fix_hint("use a subnet id like subnet-0abc12345"))
     zone: str = Field(
         pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$", json_schema_extra=fix_hint("use a zone like us-east-1a")
     )
@@ -270,14 +277,24 @@ class AwsPoolSpec(_PoolBase):
     subnets: tuple[AwsSubnet, ...] = Field(
         min_length=1, json_schema_extra=fix_hint("list subnets as [{id: subnet-..., zone: us-east-1a}, ...]")
     )
-    image_id: str = Field(
+    image_id: AnyIdRef = Field(
         json_schema_extra=fix_hint("give an AMI id (ami-...) or resolve:ssm:/path/to/parameter")
     )
-    security_group_ids: tuple[str, ...] = ()
+    security_group_ids: tuple[AnyIdRef, ...] = Field(
+        default=(), json_schema_extra=fix_hint("list security group ids (sg-...)")
+    )
+    region: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        description="AWS region of this pool; the stack's aws:region (or the provider passed in) when unset.",
+        json_schema_extra=fix_hint("use a region like us-west-2"),
+    )
     root_volume_gb: int = Field(default=200, ge=20, le=16384, json_schema_extra=fix_hint("use 20 to 16384 GiB"))
     notice: AwsNoticeContract = AwsNoticeContract()
-    kms_key_arn: str | None = Field(
-        default=None, description="KMS key for the checkpoint bucket; AES256 when unset."
+    kms_key_arn: AnyIdRef | None = Field(
+        default=None,
+        description="KMS key for the checkpoint bucket; AES256 when unset.",
+        json_schema_extra=fix_hint("give a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"),
     )
     bucket_name: str | None = Field(
         default=None,
@@ -291,9 +308,8 @@ class AwsPoolSpec(_PoolBase):
         description="The AMI's root device (/dev/sda1 on Ubuntu AMIs, /dev/xvda on Amazon Linux).",
         json_schema_extra=fix_hint("use the AMI's root device name, e.g. /dev/sda1 or /dev/xvda"),
     )
-    controller_principal_arn: str | None = Field(
+    controller_principal_arn: PrincipalArnRef | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/.+|user/.+)$",
         description="IAM principal allowed to assume the fallback controller role; the account root when unset.",
         json_schema_extra=fix_hint("give an IAM role or account-root ARN"),
     )
@@ -384,9 +400,9 @@ class GcpPoolSpec(_PoolBase):
         description="Ranked machine types: the first is preferred, the rest are fallbacks.",
         json_schema_extra=fix_hint("list machine types as [{machineType: g2-standard-8}, ...]"),
     )
-    image: str = Field(json_schema_extra=fix_hint("give an image self link or family path"))
-    network: str = Field(json_schema_extra=fix_hint("give the VPC network self link or name"))
-    subnetwork: str = Field(json_schema_extra=fix_hint("give the subnetwork self link or name"))
+    image: AnyIdRef = Field(json_schema_extra=fix_hint("give an image self link or family path"))
+    network: AnyIdRef = Field(json_schema_extra=fix_hint("give the VPC network self link or name"))
+    subnetwork: AnyIdRef = Field(json_schema_extra=fix_hint("give the subnetwork self link or name"))
     target_shape: Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"] = Field(
         default="ANY", json_schema_extra=fix_hint("use ANY (batch), BALANCED, EVEN or ANY_SINGLE_ZONE")
     )
@@ -478,8 +494,7 @@ class AzurePoolSpec(_PoolBase):
     zones: tuple[str, ...] = Field(
         min_length=1, json_schema_extra=fix_hint("list zones as strings, e.g. ['1', '2', '3']")
     )
-    subnet_id: str = Field(
-        pattern=r"^/subscriptions/.+/subnets/[^/]+$",
+    subnet_id: AzureSubnetRef = Field(
         json_schema_extra=fix_hint("give the full ARM id of an existing subnet"),
     )
     image: AzureImage = AzureImage()

@@ -283,7 +283,8 @@ def test_role_assignment_names_are_stable_guids(prod: list[RecordedResource]) ->
 
 def test_exports_name_what_operators_and_the_controller_need() -> None:
     _, e = _run(pool_args("prod"))
-    assert e["scaleSets"] == "train-az-prod-nc24ads-a100-v4,train-az-prod-nc48ads-a100-v4,train-az-prod-nc40ads-h100-v5"
+    sets = ["train-az-prod-nc24ads-a100-v4", "train-az-prod-nc48ads-a100-v4", "train-az-prod-nc40ads-h100-v5"]
+    assert e["scaleSets"] == sets and e["spotGroups"] == sets  # lists, not comma-joined strings
     assert e["fallbackScaleSet"] == "train-az-prod-ondemand"
     assert e["checkpointStore"] == "az://spotgpuprodckpt/checkpoints/train-az"
     for key in ("identityClientId", "identityPrincipalId", "storageAccount", "container", "controllerClientId"):

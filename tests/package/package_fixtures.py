@@ -1,0 +1,22 @@
+"""Shared helpers for the package tests: one in-process preview per stack, reused."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from components.offline.preview import PreviewResult, run_preview
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@functools.cache
+def repo_preview(stack: str) -> PreviewResult:
+    """The repository's own stack, previewed with the policy pack (cached: ~10 s each)."""
+    return run_preview(REPO, stack, REPO / "policies", REPO / "policy-config.json")
+
+
+def recorded_urns(stack: str) -> list[str]:
+    """URNs recorded before the package refactor (issue 15): they must never change."""
+    return (DATA / f"urns-{stack}.txt").read_text().split()
