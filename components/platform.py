@@ -14,12 +14,12 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env
 
-from components.args import PoolArgs
 from spotgpu.config import ConfigError
 from spotgpu.models import StackConfig
+from spotgpu_pulumi.args import PoolArgs
 
 #: cloud -> module exporting ``GpuPool(name, args: PoolArgs, opts)``
-CLOUD_MODULES = {"aws": "components.aws", "gcp": "components.gcp", "azure": "components.azure"}
+CLOUD_MODULES = {"aws": "spotgpu_pulumi.aws", "gcp": "spotgpu_pulumi.gcp", "azure": "spotgpu_pulumi.azure"}
 
 #: The config namespace spotgpu keys live in unless a program names another.
 DEFAULT_NAMESPACE = "spotgpu"
@@ -33,7 +33,7 @@ def load_config(namespace: str = DEFAULT_NAMESPACE) -> StackConfig:
     first resource is registered. ``<namespace>:clouds`` selects clouds
     (:func:`spotgpu.config.select_clouds`).
     """
-    from components.offline.validate import validate_engine_config
+    from spotgpu_pulumi.offline.validate import validate_engine_config
 
     try:
         return validate_engine_config({**get_config_env(), **CONFIG.get()}, namespace=namespace)

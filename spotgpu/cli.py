@@ -38,7 +38,7 @@ class Command:
 #: command -> where it lives; the order is the order of ``spotgpu --help``.
 COMMANDS: dict[str, Command] = {
     "preview": Command(
-        "components.offline.cli", "offline preview of a stack: resource tree, policy verdicts, economics", "pulumi", "pulumi"
+        "spotgpu_pulumi.offline.cli", "offline preview of a stack: resource tree, policy verdicts, economics", "pulumi", "pulumi"
     ),
     "ckpt": Command("spotgpu.checkpoint.cli", "list, verify and garbage-collect checkpoint generations"),
     "agent": Command("spotgpu.agent.cli", "the node agent: interruption notices, final checkpoint, drain, telemetry"),

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import assume_role_policy, document
-from components.aws.plan import PoolPlan
 from spotgpu.bootstrap import control_store_url
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
+from spotgpu_pulumi.aws.documents import assume_role_policy, document
+from spotgpu_pulumi.aws.plan import PoolPlan
 
 TOKEN = "spotgpu:aws:ControllerJob"
 #: Lambda's limit on all environment variables of a function together.

@@ -20,12 +20,12 @@ from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from components.args import PoolArgs
 from spotgpu import tags as link
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.config import ConfigError
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi.args import PoolArgs
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
 DRAIN_HOOK = "spotgpu-drain"
@@ -277,8 +277,8 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
     spec = args.spec
     if not isinstance(spec, AwsPoolSpec):
         raise PoolPlanError(
-            f"spotgpu:pools[{spec.name}].cloud: components.aws.GpuPool builds only AWS pools (value: {spec.cloud!r}); "
-            f"fix: build it with components.{spec.cloud}.GpuPool, or let components.platform.deploy pick the class"
+            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools (value: {spec.cloud!r}); "
+            f"fix: build it with components.{spec.cloud}.GpuPool, or let spotgpu_pulumi.platform.deploy pick the class"
         )
     check_diversity(spec)
     names = PoolNames.for_pool(args.environment, spec)

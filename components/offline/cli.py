@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from components.offline.pack import default_policy_pack
-from components.offline.preview import REPO_ROOT
+from spotgpu_pulumi.offline.pack import default_policy_pack
+from spotgpu_pulumi.offline.preview import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,9 +45,9 @@ def check_config(program: Path, stack: str) -> None:
     model or plan problem. Projects that carry no ``spotgpu:`` keys (a raw program
     under another namespace) are left to the program itself.
     """
-    from components.offline.program import load_project, stack_file
-    from components.offline.validate import validate_engine_config
     from spotgpu.config import read_stack_file
+    from spotgpu_pulumi.offline.program import load_project, stack_file
+    from spotgpu_pulumi.offline.validate import validate_engine_config
 
     project = load_project(program)
     _, engine = read_stack_file(str(stack_file(project, stack)))
@@ -58,9 +58,9 @@ def check_config(program: Path, stack: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0: clean; 1: a mandatory policy violation, only; 2: any config, YAML, model or plan error."""
-    from components.offline.preview import render_text, run_preview, to_document
-    from components.offline.program import ProgramError
     from spotgpu.config import ConfigError
+    from spotgpu_pulumi.offline.preview import render_text, run_preview, to_document
+    from spotgpu_pulumi.offline.program import ProgramError
 
     program = (args.program or REPO_ROOT).resolve()
     policy_pack = None if args.no_policy else args.policy_pack

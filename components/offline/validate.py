@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.args import PoolArgs
 from spotgpu.config import ConfigError, read_stack_file, stack_config_from_engine
 from spotgpu.models import StackConfig
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+from spotgpu_pulumi.args import PoolArgs
 
 
 def _restyle(namespace: str, pool: str, message: str) -> str:
@@ -33,12 +33,12 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
         args = PoolArgs.for_pool(config, spec)
         try:
             if isinstance(spec, AwsPoolSpec):
-                from components.aws.plan import plan_pool as plan_aws
+                from spotgpu_pulumi.aws.plan import plan_pool as plan_aws
 
                 plan_aws(args)
             elif isinstance(spec, GcpPoolSpec):
-                from components.gcp import plan as gcp
-                from components.gcp.naming import PoolNames, check_name
+                from spotgpu_pulumi.gcp import plan as gcp
+                from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 
                 gcp.distribution_zones(spec)
                 gcp.check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
@@ -49,7 +49,7 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
                 check_name(names.fallback_mig, "fallback MIG")
                 gcp.check_bucket_name(names.bucket)
             elif isinstance(spec, AzurePoolSpec):
-                from components.azure.plan import plan_pool as plan_azure
+                from spotgpu_pulumi.azure.plan import plan_pool as plan_azure
 
                 plan_azure(
                     spec,

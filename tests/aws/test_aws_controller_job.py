@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from aws_fixtures import one, policy_of, pool_args, record_pool
 
-from components.aws.controller_job import ControllerJobError, plan_controller_job
-from components.aws.plan import plan_pool
-from components.offline.mocks import RecordedResource
-from components.offline.testing import record
 from spotgpu.controller.aws_lambda import CONFIG_ENV
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.tags import POOL, ROLE
+from spotgpu_pulumi.aws.controller_job import ControllerJobError, plan_controller_job
+from spotgpu_pulumi.aws.plan import plan_pool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import record
 from tests.controller.job_snapshot import check_snapshot
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "controller_job.json"
@@ -86,7 +86,7 @@ def test_the_config_in_the_environment_is_the_stack_rendered_and_validates(prod:
 
 
 def test_preview_snapshot_of_the_controller_resources() -> None:
-    from components.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool
 
     args = pool_args("prod")
     check_snapshot(record(lambda: GpuPool(args.spec.name, args), preview=True), JOB, SNAPSHOT)

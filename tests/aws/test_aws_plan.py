@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 from aws_fixtures import agent_config_from, pool_args
 
-from components.args import PoolArgs
-from components.aws import plan
-from components.aws.plan import PoolPlanError, plan_pool
 from spotgpu import tags as link
 from spotgpu.models.pools import AwsPoolSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.aws import plan
+from spotgpu_pulumi.aws.plan import PoolPlanError, plan_pool
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_non_aws_spec_is_refused_with_a_clear_error() -> None:
 
     config = parse_stack_config(stack_raw("prod"))
     gcp = next(p for p in config.pools if p.cloud == "gcp")
-    with pytest.raises(PoolPlanError, match=r"spotgpu:pools\[train-gcp\]\.cloud: components.aws.GpuPool builds only AWS pools"):
+    with pytest.raises(PoolPlanError, match=r"spotgpu:pools\[train-gcp\]\.cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools"):
         plan_pool(PoolArgs.for_pool(config, gcp))
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from azure_fixtures import pool_args
 
-from components.azure import GpuPool
-from components.azure.controller_job import plan_azure_controller_job
-from components.offline.mocks import RecordedResource
-from components.offline.testing import record
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.controller.render import CONFIG_ENV
+from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.azure.controller_job import plan_azure_controller_job
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import record
 from tests.controller.job_snapshot import check_snapshot
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "controller_job.json"

@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from components.offline.mocks import RecordedResource
-from components.offline.testing import children_of
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import children_of
 
 
 def check_snapshot(resources: list[RecordedResource], job_type: str, snapshot: Path) -> None:

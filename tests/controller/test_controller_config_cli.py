@@ -15,10 +15,10 @@ import pulumi
 import pytest
 import yaml
 
-from components.offline.testing import record
-from components.platform import deploy
 from spotgpu.cli import main
 from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu_pulumi.offline.testing import record
+from spotgpu_pulumi.platform import deploy
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ import pytest
 
 from spotgpu.cli import COMMANDS, main
 
-HEAVY = ("pulumi", "components", "pydantic", "numpy", "yaml", "obstore", "boto3", "google", "azure")
+HEAVY = ("pulumi", "components", "spotgpu_pulumi", "pydantic", "numpy", "yaml", "obstore", "boto3", "google", "azure")
 
 
 def imported_after(argv: list[str]) -> tuple[int, list[str]]:
@@ -46,7 +46,7 @@ def test_top_level_imports_no_area(argv: list[str]) -> None:
 def test_a_command_other_than_preview_never_loads_pulumi(command: str) -> None:
     rc, modules = imported_after([command, "--help"])
     assert rc == 0
-    assert "pulumi" not in modules and "components" not in modules
+    assert "pulumi" not in modules and "components" not in modules and "spotgpu_pulumi" not in modules
 
 
 def test_ckpt_help_does_not_load_the_other_areas() -> None:

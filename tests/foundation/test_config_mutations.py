@@ -1,7 +1,7 @@
 """Property: however a stack file is broken, the preview's config edge answers in one line.
 
 Mutated versions of the dev and prod stacks (types swapped, keys dropped, renamed
-or duplicated, YAML broken) go through :func:`components.offline.validate.validate_stack_file`,
+or duplicated, YAML broken) go through :func:`spotgpu_pulumi.offline.validate.validate_stack_file`,
 the very path ``spotgpu preview`` runs before the mock runtime, in-process. The
 result is always "valid" (exit 0) or one :class:`ConfigError` line (exit 2), never
 another exception. The number of examples is bounded so this stays fast.
@@ -18,8 +18,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.offline.validate import validate_stack_file
 from spotgpu.config import ConfigError
+from spotgpu_pulumi.offline.validate import validate_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = {name: (REPO / "stacks" / f"Pulumi.{name}.yaml").read_text() for name in ("dev", "prod")}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.offline.cli import register
+from spotgpu_pulumi.offline.cli import register
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,9 +56,9 @@ def test_a_plan_error_inside_the_program_exits_2(tmp_path: Path, capsys: pytest.
     """The AWS component handed a GCP pool: a plan error raised inside the running program."""
     program = (
         "import pulumi\n"
-        "from components.args import PoolArgs\n"
-        "from components.aws import GpuPool\n"
-        "from components.offline.validate import validate_engine_config\n"
+        "from spotgpu_pulumi.args import PoolArgs\n"
+        "from spotgpu_pulumi.aws import GpuPool\n"
+        "from spotgpu_pulumi.offline.validate import validate_engine_config\n"
         "from pulumi.runtime.config import CONFIG\n"
         "config = validate_engine_config(dict(CONFIG.get()))\n"
         "gcp = next(p for p in config.pools if p.cloud == 'gcp')\n"
@@ -67,7 +67,7 @@ def test_a_plan_error_inside_the_program_exits_2(tmp_path: Path, capsys: pytest.
     code = _run(["--program", str(_project(tmp_path, DEV, program)), "--stack", "t", "--no-policy"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "spotgpu:pools[dev-gcp].cloud: components.aws.GpuPool builds only AWS pools" in err
+    assert "spotgpu:pools[dev-gcp].cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools" in err
 
 
 def test_a_bug_in_the_program_exits_2_not_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,11 +9,11 @@ import pytest
 import yaml
 from gcp_fixtures import pool_args
 
-from components.gcp import GpuPool
-from components.offline.mocks import RecordedResource
-from components.offline.testing import record
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.controller.render import CONFIG_ENV
+from spotgpu_pulumi.gcp import GpuPool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import record
 from tests.controller.job_snapshot import check_snapshot
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "controller_job.json"

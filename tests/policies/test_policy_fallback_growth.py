@@ -57,7 +57,7 @@ def test_the_compliant_pool_with_its_controller_job_passes(cloud: str) -> None:
 
 
 def test_the_component_records_the_opt_out_waiver_the_rule_reads() -> None:
-    from components.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool
     from tests.aws.aws_fixtures import pool_args
 
     def pool(controller: dict[str, Any]) -> Callable[[], Any]:
