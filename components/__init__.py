@@ -2,9 +2,9 @@
 
 Each cloud package exports ``GpuPool(name, args: PoolArgs, opts)`` (type token
 ``spotgpu:<cloud>:GpuPool``), built from thin components over pure planning
-functions. ``components.platform.deploy`` builds every pool of a stack.
+functions. ``spotgpu_pulumi.platform.deploy`` builds every pool of a stack.
 """
 
-from components.args import PoolArgs
+from spotgpu_pulumi.args import PoolArgs
 
 __all__ = ["PoolArgs"]

@@ -7,7 +7,7 @@ job launcher) without knowing the cloud: ``checkpointStore``, ``spotGroups``,
 lists. Each cloud adds its own details next to them (``docs/<cloud>.md``).
 """
 
-# No `from __future__ import annotations`: the package schema (components.package) reads these as objects.
+# No `from __future__ import annotations`: the package schema (spotgpu_pulumi.package) reads these as objects.
 
 from typing import Any
 

@@ -21,10 +21,10 @@ import pulumi
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
-from components.args import PoolArgs
-from components.outputs import COMMON_KEYS
 from spotgpu.config import ConfigError, format_error, parse_stack_config
 from spotgpu.models.pools import CheckpointStoreSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.outputs import COMMON_KEYS
 
 PACKAGE_NAME = "spotgpu"
 _WORKLOAD_KEY = "workload"
@@ -293,7 +293,7 @@ class _PackagedPool(pulumi.ComponentResource):
 
     The output annotations are repeated on each class below (the SDK's analyzer
     reads attribute docstrings from the class's own source only); a test keeps
-    them equal to :class:`components.outputs.PoolOutputs`.
+    them equal to :class:`spotgpu_pulumi.outputs.PoolOutputs`.
     """
 
     _cloud = ""
@@ -301,7 +301,7 @@ class _PackagedPool(pulumi.ComponentResource):
     def _build(self, name: str, args: Any, opts: pulumi.ResourceOptions | None) -> None:
         import importlib
 
-        from components.platform import CLOUD_MODULES
+        from spotgpu_pulumi.platform import CLOUD_MODULES
 
         pool_args = pool_args_from(name, self._cloud, args)
         super().__init__(f"{PACKAGE_NAME}:index:{type(self).__name__}", name, None, opts)
@@ -466,7 +466,7 @@ class AwsCheckpointStore(pulumi.ComponentResource):
     """The checkpoint library's store URL: s3://bucket/prefix."""
 
     def __init__(self, name: str, args: AwsCheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+        from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
 
         spec = _store_spec(name, args)
         super().__init__(f"{PACKAGE_NAME}:index:AwsCheckpointStore", name, None, opts)
@@ -498,7 +498,7 @@ class GcpCheckpointStore(pulumi.ComponentResource):
     """The checkpoint library's store URL: gs://bucket/prefix."""
 
     def __init__(self, name: str, args: GcpCheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        from components.gcp.bucket import CheckpointBucket
+        from spotgpu_pulumi.gcp.bucket import CheckpointBucket
 
         spec = _store_spec(name, args)
         super().__init__(f"{PACKAGE_NAME}:index:GcpCheckpointStore", name, None, opts)

@@ -14,12 +14,12 @@ from typing import Any
 
 import pulumi
 
-from components.args import PoolArgs
 from spotgpu.config import STACK_KEYS, ConfigError, parse_stack_config
 from spotgpu.models import StackConfig
+from spotgpu_pulumi.args import PoolArgs
 
 #: cloud -> module exporting ``GpuPool(name, args: PoolArgs, opts)``
-CLOUD_MODULES = {"aws": "components.aws", "gcp": "components.gcp", "azure": "components.azure"}
+CLOUD_MODULES = {"aws": "spotgpu_pulumi.aws", "gcp": "spotgpu_pulumi.gcp", "azure": "spotgpu_pulumi.azure"}
 
 #: The config namespace spotgpu keys live in unless a program names another.
 DEFAULT_NAMESPACE = "spotgpu"

@@ -2,14 +2,14 @@
 
 The Pulumi CLI runs this file when a program in any language uses a spotgpu
 component; the Python SDK's ``component_provider_host`` serves the components
-of ``components.package`` over gRPC, with the schema its analyzer infers.
+of ``spotgpu_pulumi.package`` over gRPC, with the schema its analyzer infers.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from pulumi.provider.experimental import component_provider_host
 
-from components.package import COMPONENTS, PACKAGE_NAME
+from spotgpu_pulumi.package import COMPONENTS, PACKAGE_NAME
 
 
 def _version() -> str:

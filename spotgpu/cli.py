@@ -17,7 +17,7 @@ from spotgpu import __version__
 
 #: (module, commands it registers, extra that brings its dependencies)
 SUBCOMMAND_MODULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("components.offline.cli", ("preview",), "pulumi"),
+    ("spotgpu_pulumi.offline.cli", ("preview",), "pulumi"),
     ("spotgpu.checkpoint.cli", ("ckpt",), ""),
     ("spotgpu.agent.cli", ("agent",), ""),
     ("spotgpu.economics.cli", ("cost", "simulate"), ""),

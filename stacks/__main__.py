@@ -7,7 +7,7 @@ project made from the template runs its copy of this file) and, unchanged, by
 
 import pulumi
 
-from components.platform import deploy, load_config
+from spotgpu_pulumi.platform import deploy, load_config
 
 pools = deploy(load_config())  # the spotgpu: namespace, whatever the project is called
 for name, pool in pools.items():

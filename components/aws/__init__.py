@@ -1,17 +1,17 @@
 """AWS spot GPU pools: ``GpuPool`` (``spotgpu:aws:GpuPool``) and its child components.
 
-Planning is pure (:mod:`components.aws.plan`, :mod:`components.aws.documents`,
-:mod:`components.aws.patterns`); the components only turn a plan into resources.
+Planning is pure (:mod:`spotgpu_pulumi.aws.plan`, :mod:`spotgpu_pulumi.aws.documents`,
+:mod:`spotgpu_pulumi.aws.patterns`); the components only turn a plan into resources.
 """
 
-from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs, ObjectLock
-from components.aws.drill import InterruptionDrill, InterruptionDrillArgs
-from components.aws.events import InterruptionEvents, InterruptionEventsArgs
-from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
-from components.aws.identity import NodeIdentity, NodeIdentityArgs
-from components.aws.plan import PoolPlan, PoolPlanError, plan_pool
-from components.aws.pool import GpuPool
-from components.aws.spot import SpotCapacity, SpotCapacityArgs
+from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs, ObjectLock
+from spotgpu_pulumi.aws.drill import InterruptionDrill, InterruptionDrillArgs
+from spotgpu_pulumi.aws.events import InterruptionEvents, InterruptionEventsArgs
+from spotgpu_pulumi.aws.fallback import FallbackArgs, OnDemandFallbackGroup
+from spotgpu_pulumi.aws.identity import NodeIdentity, NodeIdentityArgs
+from spotgpu_pulumi.aws.plan import PoolPlan, PoolPlanError, plan_pool
+from spotgpu_pulumi.aws.pool import GpuPool
+from spotgpu_pulumi.aws.spot import SpotCapacity, SpotCapacityArgs
 
 __all__ = [
     "CheckpointBucket",

@@ -18,7 +18,7 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import deny_insecure_transport
+from spotgpu_pulumi.aws.documents import deny_insecure_transport
 
 TOKEN = "spotgpu:aws:CheckpointBucket"
 

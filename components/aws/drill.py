@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import assume_role_policy, fis_policy
 from spotgpu import tags as link
 from spotgpu.models.pools import AwsDrillSpec
+from spotgpu_pulumi.aws.documents import assume_role_policy, fis_policy
 
 TOKEN = "spotgpu:aws:InterruptionDrill"
 ACTION_ID = "aws:ec2:send-spot-instance-interruptions"

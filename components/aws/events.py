@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import queue_policy
-from components.aws.patterns import event_patterns, fleet_pattern
+from spotgpu_pulumi.aws.documents import queue_policy
+from spotgpu_pulumi.aws.patterns import event_patterns, fleet_pattern
 
 TOKEN = "spotgpu:aws:InterruptionEvents"
 #: Four days: long enough to survive a controller outage over a weekend night.

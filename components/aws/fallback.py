@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import assume_role_policy, controller_policy
-from components.aws.groups import (
+from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
+from spotgpu_pulumi.aws.documents import assume_role_policy, controller_policy
+from spotgpu_pulumi.aws.groups import (
     HEALTH_CHECK_GRACE_SECONDS,
     WAIT_FOR_CAPACITY,
     drain_hook,
@@ -29,10 +30,9 @@ from components.aws.groups import (
     maintenance_policy,
     mixed_launch_template,
 )
-from components.aws.launch import node_launch_template
-from components.aws.plan import MaintenancePolicy, PoolPlan
-from components.inputs import as_input, as_output
-from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
+from spotgpu_pulumi.aws.launch import node_launch_template
+from spotgpu_pulumi.aws.plan import MaintenancePolicy, PoolPlan
+from spotgpu_pulumi.inputs import as_input, as_output
 
 TOKEN = "spotgpu:aws:OnDemandFallbackGroup"
 

@@ -6,8 +6,8 @@ import json
 
 import pulumi_aws as aws
 
-from components.aws.launch import template_version
-from components.aws.plan import DRAIN_HOOK, AsgOverride, MaintenancePolicy
+from spotgpu_pulumi.aws.launch import template_version
+from spotgpu_pulumi.aws.plan import DRAIN_HOOK, AsgOverride, MaintenancePolicy
 
 #: Don't block `pulumi up` until GPUs are running: Spot GPU capacity can take
 #: hours to appear, and the fallback group starts at 0 anyway.

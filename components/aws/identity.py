@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.documents import assume_role_policy, node_policy
-from components.inputs import as_output
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi.aws.documents import assume_role_policy, node_policy
+from spotgpu_pulumi.inputs import as_output
 
 TOKEN = "spotgpu:aws:NodeIdentity"
 

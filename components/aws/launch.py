@@ -14,8 +14,8 @@ import base64
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.plan import USER_DATA_LIMIT, PoolPlan
-from components.inputs import as_input
+from spotgpu_pulumi.aws.plan import USER_DATA_LIMIT, PoolPlan
+from spotgpu_pulumi.inputs import as_input
 
 #: IMDS hop limit 2: the agent (or a training container) may run one network hop
 #: away from the host, and IMDSv2's PUT response would not reach it with 1.

@@ -20,11 +20,11 @@ from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from components.args import PoolArgs
 from spotgpu import tags as link
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi.args import PoolArgs
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
 DRAIN_HOOK = "spotgpu-drain"
@@ -276,7 +276,7 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
     spec = args.spec
     if not isinstance(spec, AwsPoolSpec):
         raise PoolPlanError(
-            f"pool {spec.name} has cloud {spec.cloud!r}; components.aws.GpuPool builds only cloud: aws pools"
+            f"pool {spec.name} has cloud {spec.cloud!r}; spotgpu_pulumi.aws.GpuPool builds only cloud: aws pools"
         )
     check_diversity(spec)
     names = PoolNames.for_pool(args.environment, spec)

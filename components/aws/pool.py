@@ -1,6 +1,6 @@
 """``spotgpu:aws:GpuPool``: one AWS spot GPU pool with everything that makes spot safe.
 
-The pool is a tree of thin components over :func:`components.aws.plan.plan_pool`:
+The pool is a tree of thin components over :func:`spotgpu_pulumi.aws.plan.plan_pool`:
 
 * ``CheckpointBucket``: where periodic checkpoints are committed (always created).
 * ``NodeIdentity``: the nodes' role, limited to the pool's prefix and drain hooks.
@@ -21,25 +21,25 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.args import PoolArgs
-from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs
-from components.aws.drill import InterruptionDrill, InterruptionDrillArgs
-from components.aws.events import InterruptionEvents, InterruptionEventsArgs
-from components.aws.fallback import FallbackArgs, OnDemandFallbackGroup
-from components.aws.identity import NodeIdentity, NodeIdentityArgs
-from components.aws.plan import plan_pool
-from components.aws.spot import SpotCapacity, SpotCapacityArgs
-from components.inputs import as_input, optional_input
-from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotgpu_pulumi.aws.drill import InterruptionDrill, InterruptionDrillArgs
+from spotgpu_pulumi.aws.events import InterruptionEvents, InterruptionEventsArgs
+from spotgpu_pulumi.aws.fallback import FallbackArgs, OnDemandFallbackGroup
+from spotgpu_pulumi.aws.identity import NodeIdentity, NodeIdentityArgs
+from spotgpu_pulumi.aws.plan import plan_pool
+from spotgpu_pulumi.aws.spot import SpotCapacity, SpotCapacityArgs
+from spotgpu_pulumi.inputs import as_input, optional_input
+from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:aws:GpuPool"
 
 
 class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
-    """What the stack exports for this pool: the common keys (components.outputs) plus names, ARNs, the drill template id."""
+    """What the stack exports for this pool: the common keys (spotgpu_pulumi.outputs) plus names, ARNs, the drill template id."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         plan = plan_pool(args)  # before registering: bad input fails with no half-built tree

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.groups import (
+from spotgpu_pulumi.aws.groups import (
     HEALTH_CHECK_GRACE_SECONDS,
     WAIT_FOR_CAPACITY,
     drain_hook,
@@ -25,9 +25,9 @@ from components.aws.groups import (
     maintenance_policy,
     mixed_launch_template,
 )
-from components.aws.launch import node_launch_template, template_version
-from components.aws.plan import MaintenancePolicy, PoolPlan
-from components.inputs import as_input
+from spotgpu_pulumi.aws.launch import node_launch_template, template_version
+from spotgpu_pulumi.aws.plan import MaintenancePolicy, PoolPlan
+from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:aws:SpotCapacity"
 

@@ -1,14 +1,14 @@
 """Azure side of spotgpu: ``GpuPool`` (``spotgpu:azure:GpuPool``) and its child components.
 
-Pure planning lives in :mod:`components.azure.naming`, :mod:`components.azure.plan`
-and :mod:`components.azure.roles`; the component classes only register resources.
+Pure planning lives in :mod:`spotgpu_pulumi.azure.naming`, :mod:`spotgpu_pulumi.azure.plan`
+and :mod:`spotgpu_pulumi.azure.roles`; the component classes only register resources.
 """
 
-from components.azure.controller import ControllerIdentity, ControllerIdentityArgs
-from components.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from components.azure.plan import PlanError, PoolPlan, plan_pool
-from components.azure.pool import GpuPool
-from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
+from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
+from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
+from spotgpu_pulumi.azure.pool import GpuPool
+from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
 
 __all__ = [
     "CheckpointStorage",

@@ -1,11 +1,11 @@
-"""Turn one planned :class:`~components.azure.roles.Grant` into a RoleAssignment (thin)."""
+"""Turn one planned :class:`~spotgpu_pulumi.azure.roles.Grant` into a RoleAssignment (thin)."""
 
 from __future__ import annotations
 
 import pulumi
 import pulumi_azure_native.authorization as authorization
 
-from components.azure.roles import Grant
+from spotgpu_pulumi.azure.roles import Grant
 
 
 def assign_role(

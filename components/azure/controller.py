@@ -3,7 +3,7 @@
 The controller walks the ladder: it resizes the pool's spot scale sets and its
 on-demand fallback group, counts their VMs, and keeps a state record in the
 checkpoint container. It gets exactly that, at the narrowest scopes planned by
-:func:`components.azure.roles.plan_roles`, and no built-in Contributor role.
+:func:`spotgpu_pulumi.azure.roles.plan_roles`, and no built-in Contributor role.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pulumi
 import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.managedidentity as managedidentity
 
-from components.azure.assign import assign_role
-from components.azure.roles import RolePlan
+from spotgpu_pulumi.azure.assign import assign_role
+from spotgpu_pulumi.azure.roles import RolePlan
 
 TOKEN = "spotgpu:azure:ControllerIdentity"
 

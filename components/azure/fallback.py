@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.compute as compute
 
-from components.azure.plan import PoolPlan
-from components.azure.profile import custom_data, scale_set_args, vm_profile
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.azure.plan import PoolPlan
+from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
 
 TOKEN = "spotgpu:azure:OnDemandFallbackGroup"
 

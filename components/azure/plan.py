@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from components.azure import naming
 from spotgpu import tags
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.azure import naming
 
 #: GPU families (N-series): NC (compute), ND (training), NV (visualisation), NG (gaming/VDI).
 GPU_FAMILIES = ("NC", "ND", "NV", "NG")

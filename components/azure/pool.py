@@ -10,8 +10,8 @@ of the others)::
     ├─ OnDemandFallbackGroup       <pool>-fallback        (Regular, capacity 0, Terminate notice)
     └─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
 
-All decisions come from :func:`components.azure.plan.plan_pool` and
-:func:`components.azure.roles.plan_roles`; a bad spec raises before any
+All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` and
+:func:`spotgpu_pulumi.azure.roles.plan_roles`; a bad spec raises before any
 resource is registered.
 """
 
@@ -24,16 +24,16 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.compute as compute
 import pulumi_azure_native.managedidentity as managedidentity
 
-from components.args import PoolArgs
-from components.azure.controller import ControllerIdentity, ControllerIdentityArgs
-from components.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from components.azure.plan import PoolPlan, plan_pool
-from components.azure.profile import custom_data, scale_set_args, vm_profile
-from components.azure.roles import RolePlan, plan_roles
-from components.azure.storage import CheckpointStorage, CheckpointStorageArgs
-from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
+from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
+from spotgpu_pulumi.azure.plan import PoolPlan, plan_pool
+from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
+from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
+from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:azure:GpuPool"
 
@@ -42,7 +42,7 @@ def plan_for(args: PoolArgs) -> tuple[AzurePoolSpec, PoolPlan, RolePlan]:
     """Plan the pool and its roles; any rejection becomes a one-line ``pulumi.RunError``."""
     spec = args.spec
     if not isinstance(spec, AzurePoolSpec):
-        raise pulumi.RunError(f"pool {spec.name} is a {spec.cloud} pool; components.azure.GpuPool takes azure pools")
+        raise pulumi.RunError(f"pool {spec.name} is a {spec.cloud} pool; spotgpu_pulumi.azure.GpuPool takes azure pools")
     try:
         plan = plan_pool(
             spec,
@@ -75,7 +75,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     """
 
     exports: dict[str, Any]
-    """What the stack exports: the common keys (components.outputs) plus group, identity and storage names."""
+    """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus group, identity and storage names."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec, plan, roles = plan_for(args)

@@ -13,10 +13,10 @@ from typing import Literal
 import pulumi
 import pulumi_azure_native.compute as compute
 
-from components.azure.plan import PoolPlan, ScaleSetPlan
-from components.inputs import as_input
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.azure.plan import PoolPlan, ScaleSetPlan
+from spotgpu_pulumi.inputs import as_input
 
 CapacityType = Literal["spot", "on-demand"]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.storage as storage
 
-from components.azure.assign import assign_role
-from components.azure.plan import StoragePlan
-from components.azure.roles import Grant
+from spotgpu_pulumi.azure.assign import assign_role
+from spotgpu_pulumi.azure.plan import StoragePlan
+from spotgpu_pulumi.azure.roles import Grant
 
 TOKEN = "spotgpu:azure:CheckpointStorage"
 

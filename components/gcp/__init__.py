@@ -1,9 +1,9 @@
 """Google Cloud side of spotgpu: ``GpuPool`` (``spotgpu:gcp:GpuPool``) and its thin children.
 
-Planning lives in :mod:`components.gcp.plan` and :mod:`components.gcp.naming`
+Planning lives in :mod:`spotgpu_pulumi.gcp.plan` and :mod:`spotgpu_pulumi.gcp.naming`
 (pure, tested directly); the component modules only turn decisions into resources.
 """
 
-from components.gcp.pool import GpuPool
+from spotgpu_pulumi.gcp.pool import GpuPool
 
 __all__ = ["GpuPool"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_gcp import storage
 
-from components.gcp import plan
 from spotgpu.models.pools import CheckpointStoreSpec
+from spotgpu_pulumi.gcp import plan
 
 TOKEN = "spotgpu:gcp:CheckpointBucket"
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import pulumi
 from pulumi_gcp import compute, projects, pubsub, serviceaccount, storage
 
-from components.gcp import plan
-from components.gcp.template import region_template
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu_pulumi.gcp import plan
+from spotgpu_pulumi.gcp.template import region_template
 
 TOKEN = "spotgpu:gcp:OnDemandFallbackGroup"
 

@@ -7,11 +7,11 @@ lives in instance-template *metadata*; labels carry the simple keys only.
 
 from __future__ import annotations
 
-from components.args import PoolArgs
-from components.gcp import plan
 from spotgpu import tags
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.gcp import plan
 
 
 def labels(args: PoolArgs, role: str) -> dict[str, str]:

@@ -5,10 +5,10 @@ Composition (all children parented here, names from pool + environment + stable 
 * ``NodeIdentity``: the VMs' service account (logs/metrics only project-wide);
 * ``CheckpointBucket``: versioned private GCS bucket, object access for the VMs;
 * ``PreemptionEvents``: log sink -> Pub/Sub topic -> subscription;
-* one ``SpotGroup`` per accelerator signature (see :mod:`components.gcp.plan`);
+* one ``SpotGroup`` per accelerator signature (see :mod:`spotgpu_pulumi.gcp.plan`);
 * ``OnDemandFallbackGroup``: size-0 on-demand MIG plus the controller's identity.
 
-Every decision is made by :mod:`components.gcp.plan` before any resource exists,
+Every decision is made by :mod:`spotgpu_pulumi.gcp.plan` before any resource exists,
 so invalid pools fail at construction with the field to fix.
 """
 
@@ -18,30 +18,30 @@ from typing import Any
 
 import pulumi
 
-from components.args import PoolArgs
-from components.gcp import links, plan
-from components.gcp.bucket import CheckpointBucket
-from components.gcp.events import PreemptionEvents
-from components.gcp.fallback import OnDemandFallbackGroup
-from components.gcp.identity import NodeIdentity
-from components.gcp.naming import PoolNames, check_name
-from components.gcp.spot import SpotGroup, SpotGroupSettings
-from components.outputs import PoolOutputs, common_exports
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.gcp import links, plan
+from spotgpu_pulumi.gcp.bucket import CheckpointBucket
+from spotgpu_pulumi.gcp.events import PreemptionEvents
+from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
+from spotgpu_pulumi.gcp.identity import NodeIdentity
+from spotgpu_pulumi.gcp.naming import PoolNames, check_name
+from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupSettings
+from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:gcp:GpuPool"
 
 
 def _gcp_spec(args: PoolArgs) -> GcpPoolSpec:
     if not isinstance(args.spec, GcpPoolSpec):
-        raise TypeError(f"components.gcp.GpuPool needs a GcpPoolSpec, got {type(args.spec).__name__}")
+        raise TypeError(f"spotgpu_pulumi.gcp.GpuPool needs a GcpPoolSpec, got {type(args.spec).__name__}")
     return args.spec
 
 
 class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
-    """What the stack exports: the common keys (components.outputs) plus MIG, identity, bucket and topic names."""
+    """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus MIG, identity, bucket and topic names."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)

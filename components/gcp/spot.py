@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_gcp import compute
 
-from components.gcp import plan
-from components.gcp.template import region_template
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu_pulumi.gcp import plan
+from spotgpu_pulumi.gcp.template import region_template
 
 TOKEN = "spotgpu:gcp:SpotGroup"
 

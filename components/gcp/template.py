@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 from pulumi_gcp import compute
 
-from components.gcp.plan import MachineGroup
-from components.inputs import as_input
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu_pulumi.gcp.plan import MachineGroup
+from spotgpu_pulumi.inputs import as_input
 
 
 def region_template(

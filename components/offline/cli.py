@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from components.offline.pack import default_policy_pack
-from components.offline.preview import REPO_ROOT
+from spotgpu_pulumi.offline.pack import default_policy_pack
+from spotgpu_pulumi.offline.preview import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from components.offline.preview import render_text, run_preview, to_document
-    from components.offline.program import ProgramError
+    from spotgpu_pulumi.offline.preview import render_text, run_preview, to_document
+    from spotgpu_pulumi.offline.program import ProgramError
 
     program = (args.program or REPO_ROOT).resolve()
     policy_pack = None if args.no_policy else args.policy_pack

@@ -41,8 +41,8 @@ from google.protobuf import json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2 as proto
 from pulumi_policy import EnforcementLevel, Policy
 
-from components.offline.mocks import RecordedResource, fake_outputs
-from components.offline.program import ProgramError
+from spotgpu_pulumi.offline.mocks import RecordedResource, fake_outputs
+from spotgpu_pulumi.offline.program import ProgramError
 
 _LEVELS = {level.value: level for level in EnforcementLevel}
 _PROTO_LEVELS = {

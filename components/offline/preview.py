@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.offline.mocks import UNKNOWN, RecordedResource
-from components.offline.program import Recording, load_project, run_program, stack_file
+from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
+from spotgpu_pulumi.offline.program import Recording, load_project, run_program, stack_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLOUD_TITLES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "other": "Other"}
@@ -60,7 +60,7 @@ def run_preview(
     recording = run_program(project_dir, stack)
     result = PreviewResult(recording)
     if policy_pack is not None:
-        from components.offline.policy_harness import analyze
+        from spotgpu_pulumi.offline.policy_harness import analyze
 
         result.violations = [Violation(**v) for v in analyze(recording.resources, policy_pack, policy_config)]
     result.economics = _economics(project_dir, stack)

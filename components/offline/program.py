@@ -20,8 +20,8 @@ from google.protobuf import json_format
 from pulumi.runtime import rpc
 from pulumi.runtime.settings import ROOT, get_root_resource
 
-from components.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
 from spotgpu.config import read_stack_file
+from spotgpu_pulumi.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
 
 
 class ProgramError(RuntimeError):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pulumi
 
-from components.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
+from spotgpu_pulumi.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor
 
 
 def record(

@@ -1,6 +1,6 @@
 """``spotgpu drill aws --pool NAME``: run the pool's FIS spot-interruption drill and follow it.
 
-The drill's template is created by ``components.aws.InterruptionDrill`` and
+The drill's template is created by ``spotgpu_pulumi.aws.InterruptionDrill`` and
 tagged ``spotgpu-pool=<pool>``; this command finds it (or takes ``--template-id``),
 starts an experiment, polls it to a terminal state and prints a timeline of
 the experiment's and its action's state changes. Exit status: 0 when the

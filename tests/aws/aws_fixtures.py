@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components.args import PoolArgs
-from components.offline.mocks import RecordedResource
-from components.offline.testing import index, record
 from spotgpu.config import parse_stack_config, read_stack_file
 from spotgpu.models import StackConfig
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import index, record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def pool_args(stack: str = "prod", **changes: Any) -> PoolArgs:
 
 
 def record_pool(args: PoolArgs) -> list[RecordedResource]:
-    from components.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool
 
     return record(lambda: GpuPool(args.spec.name, args))
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.aws import documents as docs
-from components.aws.patterns import event_patterns, fleet_pattern
+from spotgpu_pulumi.aws import documents as docs
+from spotgpu_pulumi.aws.patterns import event_patterns, fleet_pattern
 
 BUCKET = "arn:aws:s3:::spotgpu-prod-train-checkpoints"
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:spotgpu-prod-train-events"

@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 from aws_fixtures import agent_config_from, pool_args
 
-from components.args import PoolArgs
-from components.aws import plan
-from components.aws.plan import PoolPlanError, plan_pool
 from spotgpu import tags as link
 from spotgpu.models.pools import AwsPoolSpec
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.aws import plan
+from spotgpu_pulumi.aws.plan import PoolPlanError, plan_pool
 
 
 @pytest.mark.parametrize(

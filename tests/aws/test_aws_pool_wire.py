@@ -12,11 +12,11 @@ import pytest
 import yaml
 from aws_fixtures import REPO, one, policy_of, pool_args, record_pool, stack_raw, tags_of, user_data_config
 
-from components.aws import GpuPool, PoolPlanError, plan_pool
-from components.offline.mocks import RecordedResource
-from components.offline.program import ProgramError, run_program
-from components.offline.testing import children_of, index, record
 from spotgpu import tags as link
+from spotgpu_pulumi.aws import GpuPool, PoolPlanError, plan_pool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.program import ProgramError, run_program
+from spotgpu_pulumi.offline.testing import children_of, index, record
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -337,7 +337,7 @@ def test_kms_key_switches_to_sse_kms_with_bucket_key_and_grants_data_keys() -> N
 
 
 def test_object_lock_is_opt_in_and_sets_default_retention() -> None:
-    from components.aws import CheckpointBucket, CheckpointBucketArgs, ObjectLock
+    from spotgpu_pulumi.aws import CheckpointBucket, CheckpointBucketArgs, ObjectLock
 
     resources = record(
         lambda: CheckpointBucket(

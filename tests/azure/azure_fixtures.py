@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components.args import PoolArgs
 from spotgpu.config import parse_stack_config, read_stack_file
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.args import PoolArgs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.azure import naming
-from components.azure.naming import NamingError
+from spotgpu_pulumi.azure import naming
+from spotgpu_pulumi.azure.naming import NamingError
 
 POOL = st.from_regex(r"[a-z][a-z0-9-]{1,18}[a-z0-9]", fullmatch=True)
 ENV = st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True)

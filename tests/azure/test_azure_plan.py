@@ -7,11 +7,11 @@ from azure_fixtures import pool_args, spec, unchecked
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.azure import plan
-from components.azure.naming import NamingError
-from components.azure.plan import PlanError
 from spotgpu import tags
 from spotgpu.models.pools import AzurePriorityMix
+from spotgpu_pulumi.azure import plan
+from spotgpu_pulumi.azure.naming import NamingError
+from spotgpu_pulumi.azure.plan import PlanError
 
 
 def _plan(s=None, stack: str = "prod"):  # type: ignore[no-untyped-def]

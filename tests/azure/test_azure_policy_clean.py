@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from azure_fixtures import REPO, pool_args
 
-from components.azure import GpuPool
-from components.offline.mocks import RecordedResource
-from components.offline.policy_harness import analyze
-from components.offline.testing import record
 from spotgpu import tags
+from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.policy_harness import analyze
+from spotgpu_pulumi.offline.testing import record
 
 PACK, CONFIG = REPO / "policies", REPO / "policy-config.json"
 

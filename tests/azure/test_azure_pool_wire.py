@@ -10,13 +10,13 @@ import pulumi
 import pytest
 from azure_fixtures import pool_args
 
-from components.args import PoolArgs
-from components.azure import GpuPool
-from components.offline.mocks import RecordedResource
-from components.offline.testing import children_of, index, record
 from spotgpu import tags
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
 from spotgpu.tags import AGENT_MARKER
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import children_of, index, record
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 ASSIGN = "azure-native:authorization:RoleAssignment"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.azure import roles
-from components.azure.roles import STORAGE_BLOB_DATA_CONTRIBUTOR, plan_roles
+from spotgpu_pulumi.azure import roles
+from spotgpu_pulumi.azure.roles import STORAGE_BLOB_DATA_CONTRIBUTOR, plan_roles
 
 SUB = "11111111-2222-3333-4444-555555555555"
 SETS = {

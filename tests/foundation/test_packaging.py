@@ -26,9 +26,9 @@ def _imports(path: Path) -> set[str]:
 
 def test_runtime_package_never_imports_pulumi_or_components() -> None:
     offenders = [
-        f"{p.relative_to(REPO)}: {sorted(n for n in _imports(p) if n.startswith('pulumi') or n == 'components')}"
+        f"{p.relative_to(REPO)}: {sorted(n for n in _imports(p) if n.startswith('pulumi') or n in ('components', 'spotgpu_pulumi'))}"
         for p in sorted((REPO / "spotgpu").rglob("*.py"))
-        if any(n.startswith("pulumi") or n == "components" for n in _imports(p))
+        if any(n.startswith("pulumi") or n in ("components", "spotgpu_pulumi") for n in _imports(p))
     ]
     assert offenders == []
 

@@ -6,9 +6,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from components.args import PoolArgs
 from spotgpu.config import parse_stack_config, read_stack_file
 from spotgpu.models import StackConfig
+from spotgpu_pulumi.args import PoolArgs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from gcp_fixtures import pool_args
 
-from components.gcp import plan
-from components.gcp.naming import PoolNames, check_name, fit
 from spotgpu.models.pools import GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+from spotgpu_pulumi.gcp import plan
+from spotgpu_pulumi.gcp.naming import PoolNames, check_name, fit
 
 
 def _choice(t: str, acc: str | None = None, count: int = 1) -> GcpMachineChoice:

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from gcp_fixtures import pool_args
 
-from components.gcp import GpuPool
-from components.offline.mocks import RecordedResource
-from components.offline.testing import children_of, index, record
 from spotgpu import tags
 from spotgpu.tags import AGENT_MARKER, decode_ladder
+from spotgpu_pulumi.gcp import GpuPool
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import children_of, index, record
 
 TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
 MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"

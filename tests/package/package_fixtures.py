@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from components.offline.preview import PreviewResult, run_preview
+from spotgpu_pulumi.offline.preview import PreviewResult, run_preview
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

@@ -24,13 +24,13 @@ from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
 
-from components.args import PoolArgs
-from components.offline.mocks import RecordedResource
-from components.offline.testing import record
-from components.outputs import COMMON_KEYS, PoolOutputs
-from components.package import COMPONENTS, PACKAGE_NAME
-from components.platform import deploy
 from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.offline.mocks import RecordedResource
+from spotgpu_pulumi.offline.testing import record
+from spotgpu_pulumi.outputs import COMMON_KEYS, PoolOutputs
+from spotgpu_pulumi.package import COMPONENTS, PACKAGE_NAME
+from spotgpu_pulumi.platform import deploy
 
 SNAPSHOT = Path(__file__).resolve().parent / "snapshots" / "schema.json"
 
@@ -167,7 +167,7 @@ def test_construct_reports_bad_input_with_the_key() -> None:
 
 
 def test_standalone_checkpoint_store_is_the_pool_bucket_component() -> None:
-    from components.aws.bucket import CheckpointBucket, CheckpointBucketArgs
+    from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
 
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = {"bucketName": "team-ckpt-bucket", "prefix": "llm/run-1", "keepGenerations": 3}

@@ -10,11 +10,11 @@ import pulumi_aws as aws
 import pytest
 from package_fixtures import REPO
 
-from components.offline.mocks import RecordingMocks, RecordingMonitor
-from components.outputs import COMMON_KEYS
-from components.platform import deploy
 from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 from spotgpu.models.refs import is_deferred
+from spotgpu_pulumi.offline.mocks import RecordingMocks, RecordingMonitor
+from spotgpu_pulumi.outputs import COMMON_KEYS
+from spotgpu_pulumi.platform import deploy
 
 NETWORK = {
     "subnetA": "subnet-0aaaaaaaaaaaaaaa1",

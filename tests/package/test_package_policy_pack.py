@@ -7,7 +7,7 @@ import tomllib
 import yaml
 from package_fixtures import REPO
 
-from components.offline.pack import default_policy_pack
+from spotgpu_pulumi.offline.pack import default_policy_pack
 
 
 def _pyproject() -> dict:

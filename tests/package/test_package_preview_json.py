@@ -8,8 +8,8 @@ import random
 import pytest
 from package_fixtures import recorded_urns, repo_preview
 
-from components.offline.preview import PreviewResult, to_document
-from components.offline.program import Recording
+from spotgpu_pulumi.offline.preview import PreviewResult, to_document
+from spotgpu_pulumi.offline.program import Recording
 
 
 def _shuffled(result: PreviewResult, seed: int) -> PreviewResult:

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from package_fixtures import REPO
 
-from components.offline.preview import run_preview, to_document
-from components.platform import select_clouds
-from components.templates import TEMPLATE_DIR, render_template, template_prompts
 from spotgpu.config import ConfigError
+from spotgpu_pulumi.offline.preview import run_preview, to_document
+from spotgpu_pulumi.platform import select_clouds
+from spotgpu_pulumi.templates import TEMPLATE_DIR, render_template, template_prompts
 
 
 def test_template_program_is_the_stacks_program() -> None:

@@ -16,7 +16,7 @@ import pytest
 from package_fixtures import REPO
 from test_package_readme import readme_files
 
-IMPORT_NAME = "components"
+IMPORT_NAME = "spotgpu_pulumi"
 _NOT_SOURCE = (".git", "build", "dist", "*.egg-info", ".venv", ".cache", "__pycache__", ".*_cache", ".hypothesis", "tests", "bench")
 
 

@@ -14,8 +14,8 @@ from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.inventory import Inventory, Res
 from spotgpu_guard.values import plain
 
-from components.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor, fake_outputs
-from components.offline.policy_harness import LoadedPack, analyze_with, load_pack
+from spotgpu_pulumi.offline.mocks import RecordedResource, RecordingMocks, RecordingMonitor, fake_outputs
+from spotgpu_pulumi.offline.policy_harness import LoadedPack, analyze_with, load_pack
 
 REPO = Path(__file__).resolve().parents[2]
 PACK_DIR = REPO / "policies"

@@ -9,8 +9,8 @@ import pytest
 import raw_resources as raw
 from guard_helpers import EXPECTED_DEFAULTS, PACK_DIR, REPO, by_policy, judge, pack, record_preview
 
-from components.offline.policy_harness import PolicyConfigError, analyze, load_pack, resolve_config
-from components.offline.program import ProgramError
+from spotgpu_pulumi.offline.policy_harness import PolicyConfigError, analyze, load_pack, resolve_config
+from spotgpu_pulumi.offline.program import ProgramError
 
 #: One pool breaking a mandatory rule (no rebalance) and an advisory one (one zone, one type).
 BROKEN = partial(raw.aws_pool, capacity_rebalance=False, subnets=["subnet-0a1b2c3d4e5f60001"], types=["g5.xlarge"])

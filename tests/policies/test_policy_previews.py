@@ -10,9 +10,9 @@ import pytest
 import raw_resources as raw
 from guard_helpers import PACK_DIR, RAW_PROGRAM, REPO, catalog_of, judge, pack, record_first_preview
 
-from components.offline.cli import register
-from components.offline.policy_harness import analyze_with, read_config
-from components.offline.preview import run_preview
+from spotgpu_pulumi.offline.cli import register
+from spotgpu_pulumi.offline.policy_harness import analyze_with, read_config
+from spotgpu_pulumi.offline.preview import run_preview
 
 
 def _verdicts(diagnostics: list[dict]) -> set[tuple[str, str, str]]:
