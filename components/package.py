@@ -132,6 +132,10 @@ class AwsGpuPoolArgs(TypedDict):
     """Spot and fallback sizes."""
     pool_name: NotRequired[str]
     """Stable pool key child names derive from (3-20 chars); defaults to the resource name."""
+    workload_name: NotRequired[str]
+    """The workload profile's name in the controller's config and telemetry; defaults to "workload"."""
+    ladder_name: NotRequired[str]
+    """The ladder's name in the controller's config and telemetry; defaults to "ladder"."""
     settings: NotRequired[dict[str, Any]]
     """Any other pool key of docs/configuration.md, camelCase (checkpoint, notice, optOut, drill, ...)."""
 
@@ -177,6 +181,10 @@ class GcpGpuPoolArgs(TypedDict):
     """Spot and fallback sizes."""
     pool_name: NotRequired[str]
     """Stable pool key child names derive from (3-20 chars); defaults to the resource name."""
+    workload_name: NotRequired[str]
+    """The workload profile's name in the controller's config and telemetry; defaults to "workload"."""
+    ladder_name: NotRequired[str]
+    """The ladder's name in the controller's config and telemetry; defaults to "ladder"."""
     settings: NotRequired[dict[str, Any]]
     """Any other pool key of docs/configuration.md, camelCase (checkpoint, notice, optOut, drill, ...)."""
 
@@ -211,6 +219,10 @@ class AzureGpuPoolArgs(TypedDict):
     """Spot and fallback sizes."""
     pool_name: NotRequired[str]
     """Stable pool key child names derive from (3-20 chars); defaults to the resource name."""
+    workload_name: NotRequired[str]
+    """The workload profile's name in the controller's config and telemetry; defaults to "workload"."""
+    ladder_name: NotRequired[str]
+    """The ladder's name in the controller's config and telemetry; defaults to "ladder"."""
     settings: NotRequired[dict[str, Any]]
     """Any other pool key of docs/configuration.md, camelCase (checkpoint, notice, optOut, drill, ...)."""
 
@@ -248,7 +260,9 @@ def _gcp_machines(machines: list[GcpMachineArgs]) -> list[dict[str, Any]]:
     return out
 
 
-_COMMON_FIELDS = ("environment", "owner", "workload", "ladder", "capacity", "pool_name", "settings")
+_COMMON_FIELDS = (
+    "environment", "owner", "workload", "ladder", "capacity", "pool_name", "workload_name", "ladder_name", "settings",
+)
 
 
 def _camel_keys(value: Any) -> Any:
@@ -270,21 +284,21 @@ def pool_args_from(name: str, cloud: str, args: Any) -> PoolArgs:
     pool.update(
         cloud=cloud,
         name=args.get("pool_name") or name,
-        workload=_WORKLOAD_KEY,
-        ladder=_LADDER_KEY,
+        workload=args.get("workload_name") or _WORKLOAD_KEY,
+        ladder=args.get("ladder_name") or _LADDER_KEY,
         capacity=_camel_keys(dict(args["capacity"])),
     )
     raw = {
         "environment": args["environment"],
         "owner": args["owner"],
-        "workloads": {_WORKLOAD_KEY: _camel_keys(_workload(args["workload"]))},
-        "ladders": {_LADDER_KEY: _camel_keys(dict(args["ladder"]))},
+        "workloads": {pool["workload"]: _camel_keys(_workload(args["workload"]))},
+        "ladders": {pool["ladder"]: _camel_keys(dict(args["ladder"]))},
         "pools": [pool],
     }
     try:
         config = parse_stack_config(raw, namespace=name)
     except ConfigError as err:
-        raise pulumi.RunError(str(err).replace(f"{name}:pools[0].", f"{name}.")) from None
+        raise pulumi.RunError(str(err).replace(f"{name}:pools[{pool['name']}].", f"{name}.")) from None
     return PoolArgs.for_pool(config, config.pools[0])
 
 

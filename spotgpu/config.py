@@ -228,6 +228,13 @@ def _line(e: Any, namespace: str, model: type[BaseModel], data: Any) -> str:
     return f"{path}: {msg} (value: {shown}); fix: {fix}"
 
 
+def _echo(error: Any, failed: list[tuple[Any, ...]]) -> bool:
+    """A list's "too short" error when one of its own items failed: that item is the whole story
+    (a misspelt key in the only pool fails the pool, and pydantic then also reports ``pools`` empty)."""
+    loc = tuple(error["loc"])
+    return error["type"] == "too_short" and any(len(f) > len(loc) and f[: len(loc)] == loc for f in failed)
+
+
 def format_error(
     err: ValidationError,
     namespace: str = "spotgpu",
@@ -248,7 +255,11 @@ def format_error(
             guess = did_you_mean(str(loc[-1]), _known_keys(model, loc))
             if guess is not None:
                 guessed.add((*loc[:-1], guess))
-    kept = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) in guessed)] or errors
+    failed = [tuple(e["loc"]) for e in errors]
+    kept = [
+        e for e in errors
+        if not (e["type"] == "missing" and tuple(e["loc"]) in guessed) and not _echo(e, failed)
+    ] or errors  # fmt: skip
     kept.sort(key=lambda e: e["type"] != "extra_forbidden")
     lines = [_line(e, namespace, model, data) for e in kept]
     return lines[0] if len(lines) == 1 else lines[0] + f" [and {len(lines) - 1} more: " + "; ".join(lines[1:]) + "]"

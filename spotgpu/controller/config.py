@@ -240,30 +240,7 @@ def parse_controller_config(data: dict[str, Any]) -> ControllerConfig:
     try:
         return ControllerConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(format_error(_without_echoes(err), namespace="controller", model=ControllerConfig)) from None
-
-
-def _without_echoes(err: ValidationError) -> ValidationError:
-    """Drop a list's "too short" error when one of its own items failed: that item is the whole story.
-
-    A misspelt key in the only pool fails the pool, and pydantic then also reports
-    ``pools`` as having fewer than one item; the user should see the key only.
-    """
-    errors = err.errors()
-    failed_items = [tuple(e["loc"]) for e in errors]
-    kept = [
-        e for e in errors
-        if not (e["type"] == "too_short" and any(len(f) > len(e["loc"]) and f[: len(e["loc"])] == tuple(e["loc"])
-                                                 for f in failed_items))
-    ]  # fmt: skip
-    if len(kept) == len(errors):
-        return err
-    details: list[Any] = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"), "ctx": e.get("ctx", {})}
-                          for e in kept]  # fmt: skip
-    try:
-        return ValidationError.from_exception_data(err.title, details)
-    except (TypeError, KeyError, ValueError):
-        return err
+        raise ConfigError(format_error(err, namespace="controller", model=ControllerConfig)) from None
 
 
 def load_controller_config(path: str | Path) -> ControllerConfig:

@@ -117,6 +117,8 @@ def _construct_inputs(raw: dict[str, Any], pool: dict[str, Any]) -> dict[str, An
         ladder=raw["ladders"][pool["ladder"]],
         capacity=pool["capacity"],
         poolName=pool["name"],
+        workloadName=pool["workload"],
+        ladderName=pool["ladder"],
         settings={k: v for k, v in pool.items() if k not in typed | per_cloud},
     )
     return inputs

@@ -112,7 +112,7 @@ def test_plain_values_are_still_validated_and_deferred_ones_pass() -> None:
     raw["pools"][0]["subnets"][0]["id"] = "sub-123"
     with pytest.raises(ConfigError) as err:
         parse_stack_config(raw)
-    assert "spotgpu:pools[0].subnets[0].id" in str(err.value) and "fix: use a subnet id like subnet-0abc12345" in str(err.value)
+    assert "spotgpu:pools[train-aws].subnets[0].id" in str(err.value) and "fix: use a subnet id like subnet-0abc12345" in str(err.value)
     raw["pools"][0]["subnets"][0]["id"] = 12345
     with pytest.raises(ConfigError, match="Input should be a valid string"):
         parse_stack_config(raw)
@@ -145,5 +145,5 @@ def test_per_pool_region_gets_its_own_provider() -> None:
 def test_region_and_zones_must_agree() -> None:
     raw = _prod_raw()
     raw["pools"][0]["region"] = "us-west-2"
-    with pytest.raises(ConfigError, match="is not in region us-west-2"):
+    with pytest.raises(ConfigError, match=r"subnets are in us-east-1, but the pool deploys to us-west-2 \(pools\[train-aws\]\.region\)"):
         parse_stack_config(raw)
