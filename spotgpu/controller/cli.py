@@ -4,7 +4,8 @@
     spotgpu controller run --config controller.yaml --once      # one tick (scheduled function)
     spotgpu controller run --config controller.yaml             # long-lived loop
     spotgpu controller run --config controller.yaml --once --dry-run
-    spotgpu controller status --config controller.yaml          # the saved record, as JSON
+    spotgpu controller status --config controller.yaml          # a summary of the saved record
+    spotgpu controller status --config controller.yaml --json   # the saved record, as JSON
     spotgpu controller config --stack prod [--pool NAME]        # the config the stack deployed, as YAML
     spotgpu controller package [--out dist/spotgpu-controller-lambda.zip]   # the AWS Lambda zip
 """
@@ -12,12 +13,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from typing import IO, Any
 
-from spotgpu.cliutil import add_json_flag
+from spotgpu.cliutil import add_json_flag, print_json
 from spotgpu.config import ConfigError
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -77,14 +79,19 @@ class DryRun:
 
 
 class _WouldPrinter(Telemetry):
-    """A dry run's telemetry: each "would" action as one readable line on stdout (plus JSON lines)."""
+    """A dry run's telemetry: each "would" action as one readable line (plus JSON lines).
+
+    The lines go to stdout, or to stderr under ``--json`` (stdout then holds one JSON document).
+    """
+
+    would_stream: IO[str] | None = None
 
     def emit(self, event: Event) -> None:
         super().emit(event)
         if event.kind == "would" and event.data.get("event") == "action":
             fields = {k: v for k, v in event.data.items() if k not in ("event", "action")}
             args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-            print(f"dry-run: would {event.data['action']}({args})")
+            print(f"dry-run: would {event.data['action']}({args})", file=self.would_stream or sys.stdout)
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:
@@ -109,11 +116,25 @@ def _validate(args: argparse.Namespace) -> int:
     config = _config(args)
     if config is None:
         return 2
+    pools = []
     for pool in config.pools:
         ladder = config.ladders[pool.ladder]
-        steps = " -> ".join(f"{s.kind.value}({s.max_wait_seconds}s, ${s.cost_ceiling_per_hour:g}/h)" for s in ladder.steps)
-        print(f"{pool.name} [{pool.cloud}] strategy={config.workloads[pool.workload].fallback_policy}: {steps}")
+        strategy = config.workloads[pool.workload].fallback_policy
+        steps = [{"kind": s.kind.value, "maxWaitSeconds": s.max_wait_seconds, "costCeilingPerHour": s.cost_ceiling_per_hour}
+                 for s in ladder.steps]  # fmt: skip
+        pools.append({"pool": pool.name, "cloud": pool.cloud, "strategy": str(strategy), "ladder": pool.ladder, "steps": steps})
+        if not args.json:
+            text = " -> ".join(f"{s['kind']}({s['maxWaitSeconds']}s, ${s['costCeilingPerHour']:g}/h)" for s in steps)
+            print(f"{pool.name} [{pool.cloud}] strategy={strategy}: {text}")
+    if args.json:
+        print_json({"valid": True, "pools": pools})
     return 0
+
+
+def _action_doc(action: object) -> dict[str, Any]:
+    """One planned action as JSON: its type and its fields."""
+    fields = dataclasses.asdict(action) if dataclasses.is_dataclass(action) and not isinstance(action, type) else {}
+    return {"action": type(action).__name__, **fields}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -121,12 +142,15 @@ def _run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     spec = config.telemetry
+    report = args.json and (args.once or args.dry_run)  # one JSON document on stdout: nothing else goes there
     stream: IO[str] | None = None
     if spec.json_lines == "-":
-        stream = sys.stdout
+        stream = sys.stderr if report else sys.stdout
     elif spec.json_lines:
         stream = open(spec.json_lines, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
     telemetry = (_WouldPrinter if args.dry_run else Telemetry)(json_lines=stream)
+    if isinstance(telemetry, _WouldPrinter) and report:
+        telemetry.would_stream = sys.stderr
     if spec.prometheus_port and not args.once:
         from prometheus_client import start_http_server
 
@@ -159,7 +183,16 @@ def _run(args: argparse.Namespace) -> int:
         if controller.unobserved:
             for name, why in sorted(controller.unobserved.items()):
                 print(f"{prefix}: cannot observe pool {name}: {why}", file=sys.stderr)
+        if report:
+            pools = {name: {"step": result.step.kind.value if result.step else "whole",
+                            "actions": [_action_doc(a) for a in result.actions]}
+                     for name, result in results.items()}  # fmt: skip
+            print_json({"dryRun": bool(args.dry_run), "pools": pools,
+                        "unobserved": dict(sorted(controller.unobserved.items()))})  # fmt: skip
+        if controller.unobserved:
             return 1
+        if report:
+            return 0
         for name, result in results.items():
             step = result.step.kind.value if result.step else "whole"
             verb = "would take" if args.dry_run else ""
@@ -177,9 +210,28 @@ def _status(args: argparse.Namespace) -> int:
     config = _config(args)
     if config is None:
         return 2
-    doc = ObjectJsonStore(config.state_url).get(RECORD_KEY)
-    print(json.dumps(doc or {"pools": {}}, indent=2, sort_keys=True))
+    doc = ObjectJsonStore(config.state_url).get(RECORD_KEY) or {"pools": {}}
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    pools = doc.get("pools") or {}
+    if not pools:
+        print(f"no record yet at {config.state_url} (the controller has not ticked)")
+    for name, state in sorted(pools.items()):
+        print(_status_line(name, state if isinstance(state, dict) else {}))
     return 0
+
+
+def _status_line(name: str, state: dict[str, Any]) -> str:
+    """One pool of the record for a human: whole or lost, the ladder step, fallback spend, last tick."""
+
+    def ago(at: Any) -> str:
+        return f"{max(0.0, time.time() - float(at)):.0f}s ago" if isinstance(at, (int, float)) else "never"
+
+    health = f"capacity lost since {ago(state['lost_since'])}" if state.get("lost_since") is not None else "whole"
+    parts = [health, f"step {state.get('step_index', 0)}", f"{len(state.get('drains') or {})} draining",
+             f"fallback ${float(state.get('fallback_cost_usd') or 0.0):.2f}", f"last tick {ago(state.get('last_tick'))}"]  # fmt: skip
+    return f"{name}: " + ", ".join(parts)
 
 
 def stack_controller_configs(outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -276,10 +328,12 @@ def register(subparsers: Any) -> None:
     for name, func, help_text in (
         ("validate", _validate, "Check a controller config file and print each pool's ladder."),
         ("run", _run, "Reconcile every pool: once (--once) or every tickSeconds."),
-        ("status", _status, "Print the controller's saved record."),
+        ("status", _status, "Print a summary of the controller's saved record (--json: the record)."),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", required=True, help="controller config file (YAML or JSON), or env:VARIABLE")
+        add_json_flag(p, {"validate": "each pool's ladder", "run": "the tick's per-pool results (with --once or --dry-run)",
+                          "status": "the saved record"}[name])  # fmt: skip
         if name == "run":
             p.add_argument("--once", action="store_true", help="one tick, then exit (for a scheduled function)")
             p.add_argument(
@@ -295,7 +349,7 @@ def register(subparsers: Any) -> None:
     cfg.set_defaults(func=_config_cmd)
     pkg = sub.add_parser("package", help="Build the AWS Lambda zip of the controller (no Pulumi SDK inside).")
     pkg.add_argument("--out", default="dist/spotgpu-controller-lambda.zip", help="zip to write")
-    pkg.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64")
+    pkg.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64", help="Lambda CPU architecture")
     pkg.add_argument("--source", choices=("pip", "env"), default="pip",
                      help="pip: install for the Lambda platform (needs the index); env: copy this environment")
     pkg.add_argument("--requirement", help="what pip installs (default spotgpu[aws]==VERSION)")

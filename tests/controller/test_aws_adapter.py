@@ -252,9 +252,18 @@ def test_cli_run_once_against_the_local_aws_api(endpoint: str, tmp_path: Any, mo
     assert "pool-a: same_pool, 1 action(s)" in capsys.readouterr().out
     spot = _client("autoscaling", endpoint).describe_auto_scaling_groups(AutoScalingGroupNames=["spot-cli"])["AutoScalingGroups"][0]
     assert spot["DesiredCapacity"] == 2
-    assert main(["controller", "status", "--config", str(path)]) == 0
+    assert main(["controller", "status", "--config", str(path), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["pools"]["pool-a"]["lost_since"] is not None
+    assert main(["controller", "status", "--config", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("pool-a: capacity lost since ")
+
+    assert main(["controller", "validate", "--config", str(path), "--json"]) == 0
+    assert [p["pool"] for p in json.loads(capsys.readouterr().out)["pools"]] == ["pool-a"]
+    assert main(["controller", "run", "--config", str(path), "--once", "--dry-run", "--json"]) == 0
+    out = capsys.readouterr()
+    report = json.loads(out.out)  # stdout is exactly one document; the "would" lines moved to stderr
+    assert report["dryRun"] is True and set(report["pools"]) == {"pool-a"}
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert any(e["kind"] == "action" and e["action"] == "SetDesired" for e in events)
 
