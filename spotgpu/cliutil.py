@@ -45,12 +45,15 @@ CANONICAL_FLAGS: dict[str, str] = {
     "give up after this many seconds": "--timeout-seconds",
     "age before debris is deleted": "--grace-seconds",
     "config file": "--config",
+    "trace group to replay or fit": "--trace-group",
 }
 
 #: Old spellings still accepted (hidden from --help, a note on stderr when used) -> canonical.
 DEPRECATED_ALIASES: dict[str, str] = {
     "--poll": "--poll-seconds",
     "--timeout": "--timeout-seconds",
+    "--hazard-traces": "--trace-group",  # spotgpu cost
+    "--group": "--trace-group",  # spotgpu simulate
 }
 
 
@@ -89,6 +92,8 @@ class _DeprecatedAlias(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
         canonical = DEPRECATED_ALIASES.get(option or "", "")
         print(f"{parser.prog}: {option} is deprecated; use {canonical}", file=sys.stderr)
+        if self.const == "append":  # the canonical flag repeats: add to its list, never replace it
+            values = [*(getattr(namespace, self.dest, None) or []), values]
         setattr(namespace, self.dest, values)
 
 
@@ -103,13 +108,17 @@ def add_dry_run_flag(parser: argparse.ArgumentParser, what: str) -> None:
 def add_deprecated_alias(parser: argparse.ArgumentParser, alias: str, canonical: str, **argument: Any) -> None:
     """Keep ``alias`` working for ``canonical`` (already added): hidden, same dest, a note when used.
 
-    ``argument`` repeats what the value needs (``type=``, ``action="append"`` is not supported).
+    ``argument`` repeats what the value needs (``type=``); when ``canonical`` is an
+    ``action="append"`` flag the alias appends to the same list.
     Register the pair in :data:`DEPRECATED_ALIASES` first; the parser-tree test checks it.
     """
     if DEPRECATED_ALIASES.get(alias) != canonical:
         raise ValueError(f"{alias} is not a registered deprecated alias of {canonical}")
-    dest = parser._option_string_actions[canonical].dest
-    parser.add_argument(alias, dest=dest, default=argparse.SUPPRESS, action=_DeprecatedAlias, help=argparse.SUPPRESS, **argument)
+    target = parser._option_string_actions[canonical]
+    mode = "append" if isinstance(target, argparse._AppendAction) else None
+    parser.add_argument(
+        alias, dest=target.dest, default=argparse.SUPPRESS, action=_DeprecatedAlias, const=mode, help=argparse.SUPPRESS, **argument
+    )
 
 
 def add_seconds_flag(

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from spotgpu.cliutil import Progress, add_deprecated_alias, add_json_flag
 from spotgpu.config import format_error
 from spotgpu.economics.compare import (
     POLICY_NAMES,
@@ -64,8 +65,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
     profile, ladder = _profile_and_ladder(args)
     notice = default_notice(args.provider)
     hazard = None
-    if args.hazard_traces:
-        hazard = estimate_from_traces(load_group(args.hazard_traces), nodes=1).run_survival
+    if args.trace_group:
+        hazard = estimate_from_traces(load_group(args.trace_group), nodes=1).run_survival
     decision = choose_interval(profile, notice, hazard=hazard)
     bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit)
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
@@ -121,48 +122,57 @@ def _job_overrides(profile: WorkloadProfile, args: argparse.Namespace) -> dict[s
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     profile, ladder = _profile_and_ladder(args)
-    groups = args.group or all_groups()
+    groups = args.trace_group or all_groups()
     if not groups:
         raise CliError("no trace groups found; set SPOTGPU_TRACES to the availability folder")
     job, method = _job_for(profile, args, groups)
     names = args.policy or list(POLICY_NAMES)
     results: list[dict[str, Any]] = []
-    for group in groups:
-        traces = load_group(group)
-        avail = aligned_availability(traces, job.nodes)
-        gap = traces[0].gap_seconds
-        if not avail.any():
-            print(
-                f"note: no zone of {group} ever holds {job.nodes} instance(s), so spot is never available there; "
-                "pass --nodes to replay a smaller gang",
-                file=sys.stderr,
-            )
-        starts = start_grid(avail.shape[1], gap, 2 * job.deadline_hours, args.start_every_hours)[: args.max_starts]
-        zones = [t.zone for t in traces]
-        home_idx = list(range(len(zones)))
-        if args.home:
-            if args.home not in zones:
-                raise CliError(f"--home {args.home!r} is not a zone of {group}; use one of {', '.join(zones)}")
-            home_idx = [zones.index(args.home)]
-        st = np.tile(starts, len(home_idx))
-        homes = np.repeat(np.array(home_idx, dtype=np.int64), len(starts))
-        policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0)
-        rows, replays = compare(
-            job, avail, gap, st, homes, policies, record_progress=bool(args.plot), counts=aligned_counts(traces), zones=zones
-        )
-        results.append({"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]})
-        if not args.json:
-            print(
-                f"{group}: {len(st)} jobs ({job.work_hours:g} h work, {job.deadline_hours:g} h deadline, "
-                f"{job.nodes} node(s), checkpoint every {job.interval_seconds:g} s [{method}])"
-            )
-            print(render_table(rows))
-            print()
-        if args.plot:
-            _plot(replays, job, Path(args.plot), group, len(groups) > 1)
+    with Progress("replaying") as progress:
+        for index, group in enumerate(groups):
+            progress.update(f"{index + 1}/{len(groups)} {group}")
+            results.append(_simulate_group(args, job, method, names, ladder, group, len(groups) > 1))
     if args.json:
         print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2))
     return 0
+
+
+def _simulate_group(
+    args: argparse.Namespace, job: Job, method: str, names: list[str], ladder: FallbackLadder, group: str, several: bool
+) -> dict[str, Any]:
+    """Replay one trace group under every policy; print its table unless ``--json``."""
+    traces = load_group(group)
+    avail = aligned_availability(traces, job.nodes)
+    gap = traces[0].gap_seconds
+    if not avail.any():
+        print(
+            f"note: no zone of {group} ever holds {job.nodes} instance(s), so spot is never available there; "
+            "pass --nodes to replay a smaller gang",
+            file=sys.stderr,
+        )
+    starts = start_grid(avail.shape[1], gap, 2 * job.deadline_hours, args.start_every_hours)[: args.max_starts]
+    zones = [t.zone for t in traces]
+    home_idx = list(range(len(zones)))
+    if args.home:
+        if args.home not in zones:
+            raise CliError(f"--home {args.home!r} is not a zone of {group}; use one of {', '.join(zones)}")
+        home_idx = [zones.index(args.home)]
+    st = np.tile(starts, len(home_idx))
+    homes = np.repeat(np.array(home_idx, dtype=np.int64), len(starts))
+    policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0)
+    rows, replays = compare(
+        job, avail, gap, st, homes, policies, record_progress=bool(args.plot), counts=aligned_counts(traces), zones=zones
+    )
+    if not args.json:
+        print(
+            f"{group}: {len(st)} jobs ({job.work_hours:g} h work, {job.deadline_hours:g} h deadline, "
+            f"{job.nodes} node(s), checkpoint every {job.interval_seconds:g} s [{method}])"
+        )
+        print(render_table(rows))
+        print()
+    if args.plot:
+        _plot(replays, job, Path(args.plot), group, several)
+    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]}
 
 
 def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool) -> None:
@@ -207,20 +217,25 @@ def register(subparsers: Any) -> None:
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
     cost.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON (camelCase keys)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws")
-    cost.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+                      help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
+    add_json_flag(cost, "the cost terms and the chosen interval instead of a table")
     cost.add_argument(
         "--notice-credit", type=float, default=0.0, metavar="P",
         help="probability a notice arrives in time for a final checkpoint (default 0: no credit)",
     )  # fmt: skip
-    cost.add_argument("--hazard-traces", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP")
+    cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
+    add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
     cost.set_defaults(func=_guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
     sim.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON")
     sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws")
-    sim.add_argument("--group", action="append", help="trace group, e.g. 1-node/aws-02-15-2023 (default: all)")
+    sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+                     help="cloud whose interruption notice the replay assumes (default aws)")  # fmt: skip
+    sim.add_argument("--trace-group", action="append", metavar="GROUP",
+                     help="trace group to replay, repeatable, e.g. 1-node/aws-02-15-2023 (default: all)")  # fmt: skip
+    add_deprecated_alias(sim, "--group", "--trace-group")
     sim.add_argument("--home", help="home zone (default: every zone of the group in turn)")
     sim.add_argument("--nodes", type=int, help="override the profile's node count")
     sim.add_argument("--work-hours", type=float, help="override the profile's workHours")
@@ -231,9 +246,11 @@ def register(subparsers: Any) -> None:
     sim.add_argument(
         "--interval", default="auto", help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds"
     )
-    sim.add_argument("--fixed-wait-minutes", type=float, default=30.0)
-    sim.add_argument("--start-every-hours", type=float, default=24.0)
+    sim.add_argument("--fixed-wait-minutes", type=float, default=30.0,
+                     help="wait of the fixed-wait policy before it goes on-demand (default 30)")  # fmt: skip
+    sim.add_argument("--start-every-hours", type=float, default=24.0,
+                     help="hours between the replayed jobs' start offsets (default 24)")  # fmt: skip
     sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
-    sim.add_argument("--json", action="store_true")
+    add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
     sim.add_argument("--plot", metavar="FILE.png", help="draw committed progress over time (needs matplotlib)")
     sim.set_defaults(func=_guard(cmd_simulate))

@@ -48,7 +48,7 @@ def test_cost_bad_profile_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_simulate_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plot = tmp_path / "progress.png"
-    argv = ["simulate", "--profile", PROFILE, "--ladder", LADDER, "--nodes", "1", "--group", "1-node/aws-02-15-2023",
+    argv = ["simulate", "--profile", PROFILE, "--ladder", LADDER, "--nodes", "1", "--trace-group", "1-node/aws-02-15-2023",
             "--home", "us-west-2a", "--max-starts", "2", "--start-every-hours", "240", "--json", "--plot", str(plot)]  # fmt: skip
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -61,8 +61,9 @@ def test_simulate_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_simulate_rejects_bad_home_and_deadline(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", "--profile", PROFILE, "--nodes", "1", "--group", "1-node/aws-02-15-2023", "--home", "mars-1a"]
-    assert main(argv) == 2
-    assert "mars-1a" in capsys.readouterr().err
+    assert main(argv) == 2  # the old --group spelling still works, with a note
+    err = capsys.readouterr().err
+    assert "mars-1a" in err and "--group is deprecated; use --trace-group" in err
     argv = ["simulate", "--profile", PROFILE, "--nodes", "1", "--work-hours", "48", "--deadline-hours", "40"]
     assert main(argv) == 2
     assert "deadline_hours 40.0 is below work_hours 48.0" in capsys.readouterr().err
@@ -80,3 +81,14 @@ def test_preview_economics_for_prod() -> None:
     text = render_economics(report)
     assert "SPOT-ELIGIBLE" in text and "reacquisition_idle" in text
     json.dumps(report)
+
+
+def test_old_trace_group_spellings_are_hidden_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    from spotgpu.cli import build_parser
+
+    parser = build_parser()
+    sim = parser.parse_args(["simulate", "--profile", PROFILE, "--group", "a", "--trace-group", "b", "--group", "c"])
+    assert sim.trace_group == ["a", "b", "c"]  # repeats append, whichever spelling
+    cost = parser.parse_args(["cost", "--profile", PROFILE, "--hazard-traces", "1-node/aws-02-15-2023"])
+    assert cost.trace_group == "1-node/aws-02-15-2023"
+    assert "--hazard-traces is deprecated; use --trace-group" in capsys.readouterr().err

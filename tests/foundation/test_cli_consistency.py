@@ -36,7 +36,7 @@ UNIT_SUFFIX = re.compile(r"-(seconds|minutes|hours|days)$")
 #: Leaf commands that report nothing a script would parse, so need no --json.
 NO_REPORT = {"spotgpu agent run": "the daemon; its events log is already JSON lines"}
 #: The areas this test holds to every rule, including help text on every flag.
-STRICT_AREAS = ("spotgpu ckpt", "spotgpu agent", "spotgpu drill")
+STRICT_AREAS = ("spotgpu ckpt", "spotgpu agent", "spotgpu drill", "spotgpu cost", "spotgpu simulate", "spotgpu controller")
 
 
 def leaves(parser: argparse.ArgumentParser, path: str = "spotgpu") -> Iterator[tuple[str, argparse.ArgumentParser]]:
