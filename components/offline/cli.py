@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from spotgpu.cliutil import Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
 from spotgpu_pulumi.offline.preview import REPO_ROOT
 
@@ -72,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         policy_config = program / "policy-config.json"
     try:
         check_config(program, args.stack)
-        result = run_preview(program, args.stack, policy_pack, policy_config)
+        with Progress(f"previewing {args.stack}"):  # stderr, terminal only: the mock run takes seconds
+            result = run_preview(program, args.stack, policy_pack, policy_config)
     except (ProgramError, ConfigError) as err:
         print(f"spotgpu preview: {_one_line(err)}", file=sys.stderr)
         return 2
