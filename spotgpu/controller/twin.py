@@ -187,6 +187,8 @@ class TwinCloud:
         self._failures: list[LaunchFailure] = []
         self._departed: dict[str, tuple[float, int | None]] = {}
         self.removals: list[Removal] = []
+        #: (sum of the groups' versions, valid until, observations): see ``_group_observations``
+        self._groups_seen: tuple[int, float, dict[str, GroupObservation]] | None = None
         self.interruptions = 0
         self.failures_by_reason: dict[str, int] = {}
         # the job
@@ -399,7 +401,7 @@ class TwinCloud:
         self.advance(now)
         if self.phase == "running":
             self._settle_commits(now)
-        groups = {g.name: g.observation(now) for g in self.groups.values()}
+        groups = self._group_observations(now)
         live = {v.id: v.report for g in self.groups.values() for v in g.vms.values() if v.report is not None}
         reports = {vm: r for vm, r in {**self._departed, **live}.items() if r[0] <= now + _EPS}
         self._departed = {}
@@ -414,6 +416,21 @@ class TwinCloud:
         )
         self._events, self._failures = [], []
         return obs
+
+    def _group_observations(self, now: float) -> dict[str, GroupObservation]:
+        """Every group's observation; reused whole while no group changed and no VM became ready.
+
+        Versions only grow, so an unchanged sum means no group changed; the copy keeps
+        each tick's observation its own dict.
+        """
+        version = sum(g.version for g in self.groups.values())
+        seen = self._groups_seen
+        if seen is not None and seen[0] == version and now + _EPS < seen[1]:
+            return dict(seen[2])
+        groups = {g.name: g.observation(now) for g in self.groups.values()}
+        until = min((g.seen[1] for g in self.groups.values() if g.seen is not None), default=math.inf)
+        self._groups_seen = (version, until, groups)
+        return dict(groups)
 
     def _read_drains(self, now: float) -> None:
         """The agents' drain monitor: a request the controller wrote is acted on from its time."""
