@@ -220,7 +220,7 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
             failed_groups.add(f.group)
     for name in sorted(failed_groups):
         state.backoff.setdefault(name, Backoff()).fail(obs.now)
-    for name, group in obs.groups.items():
+    for name, group in obs.groups.items() if state.backoff else ():
         backoff = state.backoff.get(name)
         if backoff and name not in failed_groups and group.vms and len(group.ready) >= group.desired:
             del state.backoff[name]  # the group delivered what it was asked for
