@@ -74,12 +74,20 @@ class PoolPlan:
     deadline_safety_factor: float = CONTROLLER_SAFETY_FACTOR
 
     def price(self, group: GroupSpec) -> float:
+        hit = self._prices.get(group.name)  # type: ignore[attr-defined]
+        return hit[1] if hit is not None and hit[0] is group else self._price(group)  # type: ignore[no-any-return]
+
+    def _price(self, group: GroupSpec) -> float:
         if group.price_per_hour is not None:
             return group.price_per_hour
         prices = self.workload.prices
         return prices.on_demand if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
 
     def limit(self, group: GroupSpec) -> int:
+        hit = self._limits.get(group.name)  # type: ignore[attr-defined]
+        return hit[1] if hit is not None and hit[0] is group else self._limit(group)  # type: ignore[no-any-return]
+
+    def _limit(self, group: GroupSpec) -> int:
         if group.max_size is not None:
             return group.max_size
         return self.capacity.fallback_limit if group.role is StepKind.ON_DEMAND else self.capacity.max
@@ -90,6 +98,9 @@ class PoolPlan:
 
     @property
     def loss_reserve_seconds(self) -> float:
+        return self._loss_reserve  # type: ignore[attr-defined, no-any-return]
+
+    def _loss_reserve_seconds(self) -> float:
         """Slack that one more spot loss can cost: a move (write + restart + load), the work lost, a tick.
 
         A spot loss right after a drain throws away up to one interval of work, and the
@@ -103,6 +114,12 @@ class PoolPlan:
         )  # fmt: skip
 
     def __post_init__(self) -> None:
+        # Derived once: the plan and its pydantic members are frozen, and the planner reads these
+        # every tick. A group that is not the plan's own object is computed, never looked up.
+        object.__setattr__(self, "_prices", {g.name: (g, self._price(g)) for g in self.groups})
+        object.__setattr__(self, "_limits", {g.name: (g, self._limit(g)) for g in self.groups})
+        object.__setattr__(self, "_loss_reserve", self._loss_reserve_seconds())
+        object.__setattr__(self, "_on_demand", tuple(g for g in self.groups if g.role is StepKind.ON_DEMAND))
         others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
         object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
         object.__setattr__(self, "_growable", tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name))))
@@ -110,6 +127,11 @@ class PoolPlan:
     @property
     def primary(self) -> GroupSpec:
         return self._primary  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def on_demand_groups(self) -> tuple[GroupSpec, ...]:
+        """The on-demand groups, in the plan's order."""
+        return self._on_demand  # type: ignore[attr-defined, no-any-return]
 
     @property
     def growable(self) -> tuple[GroupSpec, ...]:
@@ -156,8 +178,8 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int,
     if dt == 0:
         return
     seconds = cost = 0.0
-    for group in plan.groups:
-        if group.role is StepKind.ON_DEMAND and group.name in obs.groups:
+    for group in plan.on_demand_groups:
+        if group.name in obs.groups:
             n = len(obs.groups[group.name].ready)
             seconds += n * dt
             cost += n * dt / 3600.0 * plan.price(group)
@@ -198,7 +220,7 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
             failed_groups.add(f.group)
     for name in sorted(failed_groups):
         state.backoff.setdefault(name, Backoff()).fail(obs.now)
-    for name, group in obs.groups.items():
+    for name, group in obs.groups.items() if state.backoff else ():
         backoff = state.backoff.get(name)
         if backoff and name not in failed_groups and group.vms and len(group.ready) >= group.desired:
             del state.backoff[name]  # the group delivered what it was asked for
@@ -363,12 +385,12 @@ def _escalated(plan: PoolPlan, obs: PoolObservation, step: LadderStep | None) ->
     od = ladder.step(StepKind.ON_DEMAND)
     if od is None or not ladder.deadline_escalation:
         return None
-    held = sum(len(obs.groups[g.name].vms) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+    held = sum(len(obs.groups[g.name].vms) for g in plan.on_demand_groups if g.name in obs.groups)
     return od if (step is not None and step.kind is StepKind.ON_DEMAND) or held > 0 else None
 
 
 def _on_demand_ready(plan: PoolPlan, obs: PoolObservation) -> int:
-    return sum(len(obs.groups[g.name].ready) for g in plan.groups if g.role is StepKind.ON_DEMAND and g.name in obs.groups)
+    return sum(len(obs.groups[g.name].ready) for g in plan.on_demand_groups if g.name in obs.groups)
 
 
 def plan_group(plan: PoolPlan, name: str) -> GroupSpec:

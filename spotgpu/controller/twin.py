@@ -103,8 +103,9 @@ class TwinGroup:
     name: str
     role: StepKind
     price: float
-    availability: np.ndarray | None  # None: unlimited (on-demand)
-    next_change: np.ndarray | None  # index of the next tick whose availability differs (len = ticks)
+    #: Plain lists, not arrays: the twin reads one element at a time, where numpy scalars are slow.
+    availability: list[int] | None  # VMs the trace allows per tick; None: unlimited (on-demand)
+    next_change: list[int] | None  # index of the next tick whose availability differs (len = ticks)
     quota: int | None = None
     desired: int = 0
     vms: dict[str, TwinVm] = field(default_factory=dict)
@@ -123,18 +124,18 @@ class TwinGroup:
         return obs
 
 
-_NEXT_CHANGE_CACHE: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+_TRACE_CACHE: dict[tuple[int, int], tuple[np.ndarray, tuple[list[int], list[int]]]] = {}
 
 
-def _next_change_cached(avail: np.ndarray) -> np.ndarray:
-    """``_next_change`` once per trace array (a bench replays the same traces thousands of times)."""
+def _trace_lists_cached(avail: np.ndarray) -> tuple[list[int], list[int]]:
+    """(availability, ``_next_change``) as lists, once per trace array (a bench replays the same traces thousands of times)."""
     key = (id(avail), len(avail))
-    hit = _NEXT_CHANGE_CACHE.get(key)
+    hit = _TRACE_CACHE.get(key)
     if hit is None or hit[0] is not avail:
-        if len(_NEXT_CHANGE_CACHE) > 256:
-            _NEXT_CHANGE_CACHE.clear()
-        hit = (avail, _next_change(avail))
-        _NEXT_CHANGE_CACHE[key] = hit
+        if len(_TRACE_CACHE) > 256:
+            _TRACE_CACHE.clear()
+        hit = (avail, ([int(x) for x in np.asarray(avail).tolist()], _next_change(avail).tolist()))
+        _TRACE_CACHE[key] = hit
     return hit[1]
 
 
@@ -177,9 +178,10 @@ class TwinCloud:
             avail = traces.get(g.name)
             if avail is None and g.role is not StepKind.ON_DEMAND:
                 raise ValueError(f"group {g.name} has no trace; give one per spot group")
-            arr = None if avail is None else avail
+            lists = None if avail is None else _trace_lists_cached(avail)
             self.groups[g.name] = TwinGroup(
-                g.name, g.role, plan.price(g), arr, None if arr is None else _next_change_cached(arr), (quota or {}).get(g.name)
+                g.name, g.role, plan.price(g), None if lists is None else lists[0], None if lists is None else lists[1],
+                (quota or {}).get(g.name),
             )
         self.t = start
         self._seq = 0
@@ -187,6 +189,8 @@ class TwinCloud:
         self._failures: list[LaunchFailure] = []
         self._departed: dict[str, tuple[float, int | None]] = {}
         self.removals: list[Removal] = []
+        #: (sum of the groups' versions, valid until, observations): see ``_group_observations``
+        self._groups_seen: tuple[int, float, dict[str, GroupObservation]] | None = None
         self.interruptions = 0
         self.failures_by_reason: dict[str, int] = {}
         # the job
@@ -212,7 +216,7 @@ class TwinCloud:
         if group.availability is None:
             return 10**6
         i = int((t + _EPS) // self.gap)
-        return int(group.availability[i]) if 0 <= i < len(group.availability) else 0
+        return group.availability[i] if 0 <= i < len(group.availability) else 0
 
     def _launch(self, group: TwinGroup, t: float) -> None:
         self._seq += 1
@@ -330,15 +334,21 @@ class TwinCloud:
     # --- time ------------------------------------------------------------------
     def _next_internal(self, after: float) -> float:
         """The next time the cloud or the job changes by itself (strictly after ``after``)."""
-        best = self.phase_until if self.phase_until > after + _EPS else math.inf
-        i = int((after + _EPS) // self.gap)
+        lo = after + _EPS
+        best = self.phase_until if self.phase_until > lo else math.inf
+        gap = self.gap
+        i = int(lo // gap)
         for g in self.groups.values():
-            for v in g.vms.values():
-                if after + _EPS < v.ready_at < best:
+            vms = g.vms
+            if not vms and g.desired <= 0:
+                continue  # nothing held or asked: neither a VM nor a trace change can matter
+            for v in vms.values():
+                if lo < v.ready_at < best:
                     best = v.ready_at
-            if g.next_change is not None and (g.vms or g.desired > 0) and 0 <= i < len(g.next_change):
-                t = float(g.next_change[i]) * self.gap
-                if after + _EPS < t < best:
+            nxt = g.next_change
+            if nxt is not None and 0 <= i < len(nxt):
+                t = float(nxt[i]) * gap
+                if lo < t < best:
                     best = t
         return best
 
@@ -399,7 +409,7 @@ class TwinCloud:
         self.advance(now)
         if self.phase == "running":
             self._settle_commits(now)
-        groups = {g.name: g.observation(now) for g in self.groups.values()}
+        groups = self._group_observations(now)
         live = {v.id: v.report for g in self.groups.values() for v in g.vms.values() if v.report is not None}
         reports = {vm: r for vm, r in {**self._departed, **live}.items() if r[0] <= now + _EPS}
         self._departed = {}
@@ -414,6 +424,21 @@ class TwinCloud:
         )
         self._events, self._failures = [], []
         return obs
+
+    def _group_observations(self, now: float) -> dict[str, GroupObservation]:
+        """Every group's observation; reused whole while no group changed and no VM became ready.
+
+        Versions only grow, so an unchanged sum means no group changed; the copy keeps
+        each tick's observation its own dict.
+        """
+        version = sum(g.version for g in self.groups.values())
+        seen = self._groups_seen
+        if seen is not None and seen[0] == version and now + _EPS < seen[1]:
+            return dict(seen[2])
+        groups = {g.name: g.observation(now) for g in self.groups.values()}
+        until = min((g.seen[1] for g in self.groups.values() if g.seen is not None), default=math.inf)
+        self._groups_seen = (version, until, groups)
+        return dict(groups)
 
     def _read_drains(self, now: float) -> None:
         """The agents' drain monitor: a request the controller wrote is acted on from its time."""

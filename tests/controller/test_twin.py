@@ -244,3 +244,36 @@ def test_an_at_risk_gang_moves_whole_to_on_demand_and_gives_spot_back() -> None:
     assert asked and asked[0] == 4  # the whole gang, not the 2 missing nodes
     assert sorted(drained) and all(v.startswith("spot-a") for v in drained)
     assert r.met
+
+
+@pytest.mark.parametrize("frac", [0.1, 0.55])
+def test_reused_group_observations_equal_ones_built_fresh_every_tick(frac: float) -> None:
+    """The twin reuses a tick's group observations while nothing changed: each must equal a fresh build."""
+    plan, cloud = _window("ladder", (0, 3), frac, (900, 900, 1200, 14400), OD + 1, 10.0, 6.0)
+    seen: list[float] = []
+    observe = cloud.observe
+
+    def checked(now: float) -> PoolObservation:
+        obs = observe(now)
+        fresh = {}
+        for g in cloud.groups.values():
+            g.seen = None  # drop the per-group cache too: build from the VMs themselves
+            fresh[g.name] = g.observation(now)
+        assert obs.groups == fresh
+        assert all(a.ready == b.ready and a.pending == b.pending for a, b in zip(obs.groups.values(), fresh.values(), strict=True))
+        seen.append(now)
+        return obs
+
+    cloud.observe = checked  # type: ignore[method-assign]
+    run_twin(plan, cloud, horizon_seconds=2 * 86400.0, jump=False)
+    assert len(seen) > 100
+
+
+def test_plan_prices_and_limits_are_derived_once_and_only_for_its_own_groups() -> None:
+    plan = _plan()
+    for g in plan.groups:
+        assert plan.price(g) == plan._price(g) and plan.limit(g) == plan._limit(g)
+    assert [g.name for g in plan.on_demand_groups] == ["od"]
+    assert plan.loss_reserve_seconds == plan._loss_reserve_seconds()
+    other = plan.groups[0].model_copy(update={"price_per_hour": 9.5, "max_size": 7})  # same name, not the plan's
+    assert plan.price(other) == 9.5 and plan.limit(other) == 7
