@@ -278,7 +278,7 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
     if not isinstance(spec, AwsPoolSpec):
         raise PoolPlanError(
             f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools (value: {spec.cloud!r}); "
-            f"fix: build it with components.{spec.cloud}.GpuPool, or let spotgpu_pulumi.platform.deploy pick the class"
+            f"fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let spotgpu_pulumi.platform.deploy pick the class"
         )
     check_diversity(spec)
     names = PoolNames.for_pool(args.environment, spec)

@@ -25,6 +25,7 @@ from pulumi_gcp import compute, storage
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 from spotgpu.config import ConfigError
 from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
 
@@ -254,3 +255,39 @@ def controller_mig_condition(project: str, region: str, mig_names: tuple[str, ..
 def controller_state_condition(bucket: str, prefix: str) -> str:
     """IAM condition limiting the controller's object access to its state prefix (record, drains, agent commits)."""
     return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/{CONTROL_STORE_SUFFIX}/")'
+
+
+@dataclass(frozen=True)
+class PoolLayout:
+    """Every name and grouping decision of one pool, made (and checked) before any resource exists."""
+
+    spec: GcpPoolSpec
+    names: PoolNames
+    zones: tuple[str, ...]
+    groups: tuple[MachineGroup, ...]
+    spot_migs: tuple[str, ...]
+    fallback_mig: str
+    node_account_id: str
+    controller_account_id: str
+    bucket: str
+    store_url: str
+
+
+def plan_pool(spec: GcpPoolSpec, environment: str) -> PoolLayout:
+    """The one GCP planning sequence: the component builds from it, ``spotgpu preview`` validates with it."""
+    zones = distribution_zones(spec)
+    check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
+    groups = group_machine_choices(spec.machine_types)
+    names = PoolNames(spec.project, spec.name, environment)
+    return PoolLayout(
+        spec=spec,
+        names=names,
+        zones=zones,
+        groups=groups,
+        spot_migs=tuple(check_name(names.spot_mig(g.key), "MIG") for g in groups),
+        fallback_mig=check_name(names.fallback_mig, "fallback MIG"),
+        node_account_id=check_name(names.service_account_id("vm"), "service account"),
+        controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
+        bucket=check_bucket_name(names.bucket),
+        store_url=checkpoint_store_url(names.bucket, spec),
+    )

@@ -27,7 +27,6 @@ from spotgpu_pulumi.gcp.controller_job import ControllerJob, plan_gcp_controller
 from spotgpu_pulumi.gcp.events import PreemptionEvents
 from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
 from spotgpu_pulumi.gcp.identity import NodeIdentity
-from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupSettings
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
@@ -38,7 +37,7 @@ def _gcp_spec(args: PoolArgs) -> GcpPoolSpec:
     if not isinstance(args.spec, GcpPoolSpec):
         raise plan.GcpPlanError(
             f"spotgpu:pools[{args.spec.name}].cloud: spotgpu_pulumi.gcp.GpuPool builds only Google Cloud pools "
-            f"(value: {args.spec.cloud!r}); fix: build it with components.{args.spec.cloud}.GpuPool, or let "
+            f"(value: {args.spec.cloud!r}); fix: build it with spotgpu_pulumi.{args.spec.cloud}.GpuPool, or let "
             "spotgpu_pulumi.platform.deploy pick the class"
         )
     return args.spec
@@ -51,19 +50,15 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec = _gcp_spec(args)
-        zones = plan.distribution_zones(spec)
-        plan.check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
-        groups = plan.group_machine_choices(spec.machine_types)
-        names = PoolNames(spec.project, spec.name, args.environment)
-        spot_migs = [check_name(names.spot_mig(g.key), "MIG") for g in groups]
-        fallback_mig = check_name(names.fallback_mig, "fallback MIG")
-        store_url = plan.checkpoint_store_url(names.bucket, spec)
+        layout = plan.plan_pool(spec, args.environment)
+        zones, groups, names, store_url = layout.zones, layout.groups, layout.names, layout.store_url
+        spot_migs, fallback_mig = layout.spot_migs, layout.fallback_mig
         child = pulumi.ResourceOptions(parent=self)
 
         identity = NodeIdentity(
             f"{name}-node",
             project=spec.project,
-            account_id=check_name(names.service_account_id("vm"), "service account"),
+            account_id=layout.node_account_id,
             display_name=f"spotgpu pool {spec.name} ({args.environment}) VMs",
             opts=child,
         )
@@ -119,7 +114,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             startup_script=links.startup_script(args, spec, store_url, "on-demand"),
             labels=links.labels(args, "fallback"),
             node_service_account=identity.email,
-            controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
+            controller_account_id=layout.controller_account_id,
             controller_role_id=names.controller_role_id,
             controlled_migs=(*spot_migs, fallback_mig),
             bucket_name=bucket.bucket_name,
@@ -138,7 +133,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                     args.ladder,
                     base_name=names.prefix,
                     state_url=control_store_url(store_url),
-                    spot_migs=spot_migs,
+                    spot_migs=list(spot_migs),
                     fallback_mig=fallback_mig,
                     subscription=names.subscription,
                     topic=names.topic,

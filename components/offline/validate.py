@@ -37,17 +37,9 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
 
                 plan_aws(args)
             elif isinstance(spec, GcpPoolSpec):
-                from spotgpu_pulumi.gcp import plan as gcp
-                from spotgpu_pulumi.gcp.naming import PoolNames, check_name
+                from spotgpu_pulumi.gcp.plan import plan_pool as plan_gcp
 
-                gcp.distribution_zones(spec)
-                gcp.check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
-                groups = gcp.group_machine_choices(spec.machine_types)
-                names = PoolNames(spec.project, spec.name, args.environment)
-                for group in groups:
-                    check_name(names.spot_mig(group.key), "MIG")
-                check_name(names.fallback_mig, "fallback MIG")
-                gcp.check_bucket_name(names.bucket)
+                plan_gcp(spec, args.environment)
             elif isinstance(spec, AzurePoolSpec):
                 from spotgpu_pulumi.azure.plan import plan_pool as plan_azure
 

@@ -273,3 +273,16 @@ def test_preview_with_unknown_ids_keeps_links_plain() -> None:
     md = _spot_template(by_type).inputs["metadata"]
     assert md[tags.FALLBACK_GROUP] == "train-gcp-prod-od"
     assert md[tags.CHECKPOINT_STORE].startswith("gs://ml-prod-654321-train-gcp-prod-ckpt/")
+
+
+def test_the_component_builds_exactly_what_the_pure_planner_decided(prod: dict[str, list[RecordedResource]]) -> None:
+    """``spotgpu preview`` validates with ``plan.plan_pool`` before any resource exists; the component
+    must build from the same layout, or a name the planner accepted could still fail at build time."""
+    from spotgpu_pulumi.gcp import plan
+
+    args = pool_args("prod")
+    layout = plan.plan_pool(args.spec, args.environment)  # type: ignore[arg-type]
+    assert sorted(m.inputs["name"] for m in prod[MIG]) == sorted((*layout.spot_migs, layout.fallback_mig))
+    accounts = {r.inputs["accountId"] for r in prod["gcp:serviceaccount/account:Account"]}
+    assert {layout.node_account_id, layout.controller_account_id} <= accounts
+    assert [b.inputs["name"] for b in prod["gcp:storage/bucket:Bucket"]] == [layout.bucket]
