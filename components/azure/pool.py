@@ -35,7 +35,7 @@ from spotgpu_pulumi.azure.controller_job import (
     plan_azure_controller_job,
 )
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import PoolPlan, plan_pool
+from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
 from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
 from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
@@ -45,29 +45,31 @@ TOKEN = "spotgpu:azure:GpuPool"
 
 
 def plan_for(args: PoolArgs) -> tuple[AzurePoolSpec, PoolPlan, RolePlan]:
-    """Plan the pool and its roles; any rejection becomes a one-line ``pulumi.RunError``."""
+    """Plan the pool and its roles, purely: the component builds from this and ``spotgpu preview``
+    validates with it. Rejections are :class:`PlanError` (or a naming ``ValueError``)."""
     spec = args.spec
     if not isinstance(spec, AzurePoolSpec):
-        raise pulumi.RunError(f"pool {spec.name} is a {spec.cloud} pool; spotgpu_pulumi.azure.GpuPool takes azure pools")
-    try:
-        plan = plan_pool(
-            spec,
-            environment=args.environment,
-            base_tags=args.base_tags,
-            ladder=args.ladder,
-            workload=args.workload,
-            interval_seconds=args.interval.seconds,
+        raise PlanError(
+            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.azure.GpuPool builds only Azure pools "
+            f"(value: {spec.cloud!r}); fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let "
+            "spotgpu_pulumi.platform.deploy pick the class"
         )
-        roles = plan_roles(
-            pool=plan.pool,
-            environment=plan.environment,
-            resource_group=plan.resource_group,
-            account=plan.storage.account,
-            container=plan.storage.container,
-            scale_sets={s.key: s.name for s in (*plan.spot, plan.fallback)},
-        )
-    except ValueError as err:  # PlanError and NamingError included
-        raise pulumi.RunError(f"pool {spec.name}: {err}") from None
+    plan = plan_pool(
+        spec,
+        environment=args.environment,
+        base_tags=args.base_tags,
+        ladder=args.ladder,
+        workload=args.workload,
+        interval_seconds=args.interval.seconds,
+    )
+    roles = plan_roles(
+        pool=plan.pool,
+        environment=plan.environment,
+        resource_group=plan.resource_group,
+        account=plan.storage.account,
+        container=plan.storage.container,
+        scale_sets={s.key: s.name for s in (*plan.spot, plan.fallback)},
+    )
     return spec, plan, roles
 
 
@@ -84,7 +86,10 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus group, identity and storage names."""
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        spec, plan, roles = plan_for(args)
+        try:
+            spec, plan, roles = plan_for(args)
+        except ValueError as err:  # PlanError and NamingError included
+            raise pulumi.RunError(f"pool {args.spec.name}: {err}") from None
         super().__init__(TOKEN, name, None, opts)
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         subscription_id = client.subscription_id

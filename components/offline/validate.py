@@ -41,16 +41,9 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
 
                 plan_gcp(spec, args.environment)
             elif isinstance(spec, AzurePoolSpec):
-                from spotgpu_pulumi.azure.plan import plan_pool as plan_azure
+                from spotgpu_pulumi.azure.pool import plan_for as plan_azure
 
-                plan_azure(
-                    spec,
-                    environment=args.environment,
-                    base_tags=args.base_tags,
-                    ladder=args.ladder,
-                    workload=args.workload,
-                    interval_seconds=args.interval.seconds,
-                )
+                plan_azure(args)
         except ValueError as err:  # ConfigError subclasses (plan errors) and naming errors
             raise ConfigError(_restyle(namespace, spec.name, str(err))) from None
 

@@ -196,3 +196,19 @@ def test_storage_plan_follows_checkpoint_spec() -> None:
     assert prod.version_days == 7 and dev.version_days == 3
     assert prod.sku == "Standard_ZRS"
     assert _plan(spec(checkpoint={"prefix": "teams/llm"})).storage.url == "az://spotgpuprodckpt/checkpoints/teams/llm"
+
+
+def test_a_pool_of_another_cloud_is_refused_with_its_key_path() -> None:
+    """``plan_for`` is the one Azure planning entry (component and preview edge alike)."""
+    from azure_fixtures import stack_raw
+
+    from spotgpu.config import parse_stack_config
+    from spotgpu_pulumi.args import PoolArgs
+    from spotgpu_pulumi.azure.pool import plan_for
+
+    config = parse_stack_config(stack_raw("prod"))
+    gcp = next(p for p in config.pools if p.cloud == "gcp")
+    with pytest.raises(PlanError, match=r"spotgpu:pools\[train-gcp\]\.cloud: spotgpu_pulumi.azure.GpuPool builds only Azure pools"):
+        plan_for(PoolArgs.for_pool(config, gcp))
+    spec, planned, roles = plan_for(pool_args("prod"))
+    assert planned.pool == spec.name and roles  # the roles are planned with the pool, before any resource
