@@ -4,7 +4,9 @@ A uniquely named module (not conftest) so test files can import it by name in a 
 
 from __future__ import annotations
 
-from spotgpu.controller.config import GroupSpec
+from typing import Any
+
+from spotgpu.controller.config import ControllerConfig, GroupSpec
 from spotgpu.controller.plan import PoolPlan
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
@@ -73,4 +75,42 @@ def make_plan(
         strategy=make_strategy(policy, lad),
         stable_spot_seconds=stable,
         job_started_at=job_started_at,
+    )
+
+
+#: The groups of the one-pool AWS controller config: a primary spot group and the on-demand fallback.
+TWO_GROUPS: tuple[dict[str, Any], ...] = ({"name": "spot-a", "role": "same_pool"}, {"name": "od", "role": "on_demand"})
+
+
+def aws_controller_config(
+    state_url: str = "file:///unused",
+    *,
+    groups: tuple[dict[str, Any], ...] = TWO_GROUPS,
+    target: int = 2,
+    max_size: int = 4,
+    profile: WorkloadProfile | None = None,
+    waits: tuple[int, int, int, int] | None = None,
+    **top: Any,
+) -> ControllerConfig:
+    """A validated controller config for one AWS pool ``pool-a`` (workload ``train``, ladder ``main``);
+    ``top`` adds top-level keys such as ``stableSpotSeconds``."""
+    steps = ladder(waits) if waits is not None else ladder()
+    return ControllerConfig.model_validate(
+        {
+            "stateUrl": state_url,
+            **top,
+            "workloads": {"train": (profile or workload()).model_dump(by_alias=True)},
+            "ladders": {"main": steps.model_dump(by_alias=True, mode="json")},
+            "pools": [
+                {
+                    "cloud": "aws",
+                    "name": "pool-a",
+                    "region": "us-east-1",
+                    "workload": "train",
+                    "ladder": "main",
+                    "capacity": {"target": target, "max": max_size},
+                    "groups": list(groups),
+                }
+            ],
+        }
     )

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_factories import ladder, workload
+from controller_factories import aws_controller_config
 
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.daemon import Agent
@@ -56,26 +56,7 @@ class FakeCloud:
 
 
 def controller_config(state_url: str) -> ControllerConfig:
-    return ControllerConfig.model_validate(
-        {
-            "stateUrl": state_url,
-            "stableSpotSeconds": 60,
-            "workloads": {"train": workload().model_dump(by_alias=True)},
-            "ladders": {"main": ladder().model_dump(by_alias=True, mode="json")},
-            "pools": [
-                {
-                    "cloud": "aws",
-                    "name": "pool-a",
-                    "region": "us-east-1",
-                    "workload": "train",
-                    "ladder": "main",
-                    "capacity": {"target": 2, "max": 4},
-                    "groups": [{"name": "spot-a", "role": "same_pool"}, {"name": "od", "role": "on_demand"}],
-                }
-            ],
-        }
-    )
-
+    return aws_controller_config(state_url, stableSpotSeconds=60)
 
 @pytest.fixture
 def imds() -> Iterator[FakeAwsImds]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from controller_factories import ladder, workload
+from controller_factories import aws_controller_config
 
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.lease import FENCE_FIELD, Lease
@@ -17,25 +17,7 @@ from spotgpu.controller.telemetry import Telemetry
 
 
 def _config() -> ControllerConfig:
-    return ControllerConfig.model_validate(
-        {
-            "stateUrl": "file:///unused",
-            "workloads": {"train": workload().model_dump(by_alias=True)},
-            "ladders": {"main": ladder((300, 300, 300, 3600)).model_dump(by_alias=True, mode="json")},
-            "pools": [
-                {
-                    "cloud": "aws",
-                    "name": "pool-a",
-                    "region": "us-east-1",
-                    "workload": "train",
-                    "ladder": "main",
-                    "capacity": {"target": 1, "max": 2},
-                    "groups": [{"name": "spot-a", "role": "same_pool"}, {"name": "od", "role": "on_demand"}],
-                }
-            ],
-        }
-    )
-
+    return aws_controller_config(target=1, max_size=2, waits=(300, 300, 300, 3600))
 
 class _Unreachable:
     """A cloud that cannot be observed: the tick still saves the record, and counts the calls."""

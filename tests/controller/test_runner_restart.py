@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from controller_factories import ladder, workload
+from controller_factories import aws_controller_config, workload
 
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
@@ -17,31 +17,19 @@ from spotgpu.controller.telemetry import Telemetry
 from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.traces import load_group
 
+#: Every rung's groups: the primary, another zone, another SKU at its own price, and on-demand.
+FOUR_GROUPS = (
+    {"name": "spot-a", "role": "same_pool"},
+    {"name": "spot-b", "role": "alternate_zone"},
+    {"name": "spot-sku", "role": "alternate_sku", "pricePerHour": 1.8},
+    {"name": "od", "role": "on_demand"},
+)
+
 
 def _config(state_url: str) -> ControllerConfig:
-    return ControllerConfig.model_validate(
-        {
-            "stateUrl": state_url,
-            "stableSpotSeconds": 120,
-            "workloads": {"train": workload(work_hours=100.0).model_dump(by_alias=True)},
-            "ladders": {"main": ladder((300, 300, 300, 3600)).model_dump(by_alias=True, mode="json")},
-            "pools": [
-                {
-                    "cloud": "aws",
-                    "name": "pool-a",
-                    "region": "us-east-1",
-                    "workload": "train",
-                    "ladder": "main",
-                    "capacity": {"target": 2, "max": 4},
-                    "groups": [
-                        {"name": "spot-a", "role": "same_pool"},
-                        {"name": "spot-b", "role": "alternate_zone"},
-                        {"name": "spot-sku", "role": "alternate_sku", "pricePerHour": 1.8},
-                        {"name": "od", "role": "on_demand"},
-                    ],
-                }
-            ],
-        }
+    return aws_controller_config(
+        state_url, groups=FOUR_GROUPS, profile=workload(work_hours=100.0), waits=(300, 300, 300, 3600),
+        stableSpotSeconds=120,
     )
 
 
