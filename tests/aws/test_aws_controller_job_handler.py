@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -27,14 +26,8 @@ REGION = "us-east-1"
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+def endpoint(moto_endpoint: str) -> str:
+    return moto_endpoint  # tests/conftest.py: moto's server on loopback
 
 
 @pytest.fixture

@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto.server import ThreadedMotoServer
 
 from spotgpu.cli import main
 from spotgpu.drills import aws as drill
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/spotgpu-drill"
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
