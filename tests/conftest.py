@@ -1,10 +1,136 @@
-"""Fixtures every test folder may use (each folder keeps its own conftest for the rest)."""
+"""Loopback servers every test folder may use (each folder keeps its own conftest for the rest).
+
+moto (S3, EC2, Auto Scaling, SQS, FIS) and Azurite (Blob) bind 127.0.0.1 on a random free port
+and are shut down at the end. Azurite comes from npm (``./run test`` installs it into
+.cache/node); a missing Azurite FAILS the Blob tests with the fix, it does not skip them,
+because CI always installs it.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE_ACCOUNT = "devstoreaccount1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[dict[str, Any]]:
+    """moto's S3 on loopback; yields obstore options for s3:// URLs."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+    boto3.client("s3", endpoint_url=endpoint, **creds).create_bucket(Bucket="ckpt")
+    yield {
+        "endpoint": endpoint,
+        "access_key_id": "testing",
+        "secret_access_key": "testing",
+        "region": "us-east-1",
+        "client_options": {"allow_http": True},
+        "retry_config": {"max_retries": 2},
+    }
+    server.stop()
+
+
+def azurite_bin() -> str:
+    explicit = os.environ.get("SPOTGPU_AZURITE_BIN")
+    candidates = [explicit] if explicit else [str(REPO / ".cache/node/node_modules/.bin/azurite-blob")]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        f"Azurite not found (SPOTGPU_AZURITE_BIN={explicit!r}, looked in {candidates}); fix: run ./run test, or "
+        "mkdir -p .cache/node && cd .cache/node && npm init -y && npm install azurite@3.35.0",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Azurite's Blob service on loopback; yields obstore options for az:// URLs."""
+    from azure.storage.blob import BlobServiceClient
+
+    binary = azurite_bin()
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("azurite")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--inMemoryPersistence",
+            "--disableTelemetry",
+            "--skipApiVersionCheck",
+            "--silent",
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, 60, proc)
+        endpoint = f"http://127.0.0.1:{port}"
+        conn = (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint}/{AZURITE_ACCOUNT};"
+        )
+        BlobServiceClient.from_connection_string(conn).create_container("ckpt")
+        # obstore's emulator mode reads the Azurite URL from this variable.
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AZURITE_BLOB_STORAGE_URL", endpoint)
+            yield {
+                "account_name": AZURITE_ACCOUNT,
+                "account_key": AZURITE_KEY,
+                "use_emulator": True,
+                "client_options": {"allow_http": True},
+                "retry_config": {"max_retries": 2},
+            }
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ import pytest
 from lease_worker import RECORD, run_worker
 
 from spotgpu.controller.store import ObjectJsonStore
-from tests.checkpoint.conftest import azurite, s3_server  # noqa: F401 - session fixtures: moto S3, Azurite
 
 TICKS = 200
 TTL, SKEW = 0.25, 0.05
@@ -74,12 +73,12 @@ def _check(entries: list[dict[str, Any]], record: dict[str, Any]) -> None:
     assert len(holders) > 10
 
 
-def test_two_controllers_on_moto_s3(s3_server: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+def test_two_controllers_on_moto_s3(s3_server: dict[str, Any], tmp_path: Path) -> None:
     entries, record = _race(f"s3://ckpt/lease-{uuid.uuid4().hex[:8]}/_controller", s3_server, tmp_path)
     _check(entries, record)
 
 
 @pytest.mark.azurite
-def test_two_controllers_on_azurite(azurite: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+def test_two_controllers_on_azurite(azurite: dict[str, Any], tmp_path: Path) -> None:
     entries, record = _race(f"az://ckpt/lease-{uuid.uuid4().hex[:8]}/_controller", azurite, tmp_path)
     _check(entries, record)
