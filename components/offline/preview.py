@@ -74,7 +74,7 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
     that declares ``pools`` (a program may name its own, ``load_config("ml")``),
     whatever the project is called.
     """
-    from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
+    from spotgpu.config import ConfigError, read_stack_file, stack_config_from_engine
 
     project = load_project(project_dir)
     _, engine = read_stack_file(str(stack_file(project, stack)))
@@ -82,10 +82,9 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
     if not namespaces:
         return {}
     namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
-    raw = {key.split(":", 1)[1]: value for key, value in engine.items() if key.startswith(namespace + ":")}
-    try:
-        config = parse_stack_config(raw, namespace=namespace)
-    except ConfigError:
+    try:  # the program's own read (clouds selection and provider regions included), not a second one
+        config = stack_config_from_engine(engine, namespace)
+    except ConfigError:  # the program itself reports it; a preview of it has no economics to show
         return {}
     from spotgpu.economics.report import stack_economics
 

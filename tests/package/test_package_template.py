@@ -49,6 +49,8 @@ def test_rendered_template_previews_with_zero_mandatory_violations(tmp_path: Pat
     assert set(doc["outputs"]) == pools
     bucket = next(r for r in doc["resources"] if r["type"] == "aws:s3/bucket:Bucket")
     assert bucket["inputs"]["tags"]["spotgpu-owner"] == "vision-team"
+    # The economics are the program's own config read (clouds selection included), for exactly these pools.
+    assert set(doc["economics"]["pools"]) == pools
 
 
 def test_clouds_prompt_rejects_unknown_clouds() -> None:
