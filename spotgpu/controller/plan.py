@@ -219,11 +219,12 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
         if f.reason is not FailureReason.OTHER:
             failed_groups.add(f.group)
     for name in sorted(failed_groups):
-        state.backoff.setdefault(name, Backoff()).fail(obs.now)
-    for name, group in obs.groups.items() if state.backoff else ():
-        backoff = state.backoff.get(name)
-        if backoff and name not in failed_groups and group.vms and len(group.ready) >= group.desired:
-            del state.backoff[name]  # the group delivered what it was asked for
+        asked = obs.groups[name].desired if name in obs.groups else 0
+        state.backoff.setdefault(name, Backoff()).fail(obs.now, asked)
+    for name in [n for n in state.backoff if n not in failed_groups]:
+        group = obs.groups.get(name)
+        if group is not None and group.vms and state.backoff[name].over(len(group.ready), obs.now):
+            del state.backoff[name]  # the group delivered what it was asked for (or the streak is long over)
 
 
 def _walk(
@@ -351,9 +352,15 @@ def _size_groups(
         if seen.desired != want:
             why = "on-demand carries the job to its deadline: no new spot" if held else "keep retrying the same pool at target"
             actions.append(SetDesired(primary.name, want, why))
+    whole_gang = _escalated(plan, obs, step) if at_risk else None
+    if step is None and whole_gang is None:  # nothing may grow: every other group holds what it has
+        for group in plan.growable:
+            seen = obs.groups.get(group.name)
+            if seen is not None and seen.desired != len(seen.vms):
+                actions.append(SetDesired(group.name, len(seen.vms), "hold: keep running VMs, withdraw open requests"))
+        return actions
     nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
     deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
-    whole_gang = _escalated(plan, obs, step) if at_risk else None
     for group in plan.growable:
         seen = obs.groups.get(group.name)
         if seen is None:
@@ -363,7 +370,7 @@ def _size_groups(
         if whole_gang is not None and group.role is StepKind.ON_DEMAND:
             if _allowed(plan, group, whole_gang, state, obs.now):
                 add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
-        elif step is not None and _allowed(plan, group, step, state, obs.now):
+        elif step is not None and group.role is step.kind and _allowed(plan, group, step, state, obs.now):
             add = max(0, min(deficit, plan.limit(group) - live))
             deficit -= add
         want = live + add
@@ -454,9 +461,10 @@ def _scale_in(
 def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
     """The earliest time after ``now`` at which :func:`reconcile` could act differently on the same cloud.
 
-    Every timer the planner reads: the next rung boundary, a backoff ending, the stable-spot
-    wait, a notice expiring, and the deadline tests crossing (slack reaching zero or the
-    loss reserve, progress falling below the uniform-progress line) with progress frozen.
+    Every timer the planner reads: the next rung boundary, a backoff ending (while a group
+    may grow), the stable-spot wait, a notice expiring, and the deadline tests crossing with
+    progress frozen (slack reaching the loss reserve; progress falling below the
+    uniform-progress line, for a strategy that reads it, while capacity is lost).
     Commits only raise progress, so a crossing computed without them is never late; a
     caller that wakes at this time (or on any change in the cloud) makes the same decisions
     as one that ticks every ``tick_seconds``. ``math.inf`` when nothing is pending.
@@ -466,20 +474,24 @@ def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
         left = plan.strategy.walker.seconds_left(max(0.0, now - state.lost_since))
         if left is not None:
             times.append(now + max(left, 1e-6))
-    # the primary is kept at target whatever its backoff, so only the other groups' backoffs are timers
-    times += [b.until for name, b in state.backoff.items() if b.until > now and name != plan.primary.name]
+    status = deadline(plan, state, now)
+    if state.lost_since is not None or _at_risk(plan, status):
+        # a backoff is read only to grow a group: within an episode, or moving an at-risk gang to
+        # on-demand; the primary is kept at target whatever its backoff, so it has no timer
+        times += [b.until for name, b in state.backoff.items() if b.until > now and name != plan.primary.name]
     if state.surplus_since is not None:
         times.append(state.surplus_since + plan.stable_spot_seconds)
     if state.interrupted_at is not None:
         times.append(state.interrupted_at + NOTICE_EXPIRY_SECONDS + 1e-6)
-    status = deadline(plan, state, now)
     if status is not None and status.work_left_hours > 0:
         slack = status.slack_hours * 3600.0
-        times += [now + slack, now + slack - plan.loss_reserve_seconds]
+        times.append(now + slack - plan.loss_reserve_seconds)  # _at_risk's crossing; slack 0 moves nothing
         work = plan.workload
         assert plan.job_started_at is not None and work.deadline_hours is not None
         behind_at = plan.job_started_at + state.work_done_hours / work.work_hours * work.deadline_hours * 3600.0
-        if behind_at >= now:  # at exactly now the line is met; any later instant is behind it
+        # read only by a strategy that asks for it, within an episode; at exactly now the line is
+        # met, any later instant is behind it
+        if state.lost_since is not None and plan.strategy.reads_behind_schedule and behind_at >= now:
             times.append(max(behind_at, now + 1e-6))
     later = [t for t in times if t > now]
     return min(later) if later else math.inf

@@ -16,6 +16,8 @@ from typing import Any
 #: How many event / failure keys to remember per pool; older ones cannot be redelivered anyway.
 SEEN_LIMIT = 512
 RECORD_VERSION = 1
+#: Longest backoff; a group that has not failed for this long past its wait starts a fresh streak.
+BACKOFF_CAP_SECONDS = 1800.0
 
 
 @dataclass
@@ -24,13 +26,21 @@ class Backoff:
 
     attempts: int = 0
     until: float = 0.0
+    #: The size the group was asked for when it last failed: only reaching it ends the streak.
+    #: (Withdrawing the request while backed off must not look like success and reset the backoff.)
+    wanted: int = 0
 
-    def fail(self, now: float, base: float = 60.0, cap: float = 1800.0) -> None:
+    def fail(self, now: float, wanted: int = 0, base: float = 60.0, cap: float = BACKOFF_CAP_SECONDS) -> None:
         self.attempts += 1
+        self.wanted = max(self.wanted, wanted)
         self.until = now + min(cap, base * 2.0 ** min(self.attempts - 1, 30))
 
     def blocked(self, now: float) -> bool:
         return now < self.until
+
+    def over(self, ready: int, now: float) -> bool:
+        """The streak ended: the group delivered what it was asked, or nothing failed for a whole cap past the wait."""
+        return ready >= self.wanted or now >= self.until + BACKOFF_CAP_SECONDS
 
 
 @dataclass

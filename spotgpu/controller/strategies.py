@@ -28,6 +28,8 @@ class StrategyContext:
 
 class RecoveryStrategy(ABC):
     name: ClassVar[str]
+    #: Whether :meth:`step_index` reads ``behind_schedule`` (so the planner must wake when it flips).
+    reads_behind_schedule: ClassVar[bool] = False
 
     def __init__(self, ladder: FallbackLadder) -> None:
         self.ladder = ladder
@@ -98,6 +100,8 @@ class UniformProgressStrategy(RecoveryStrategy):
     waiting for spot is free slack; below it, each second waited is a second the
     deadline loses, so the pool goes to on-demand at once.
     """
+
+    reads_behind_schedule = True
 
     def step_index(self, ctx: StrategyContext) -> int:
         behind = ctx.deadline_at_risk or ctx.behind_schedule

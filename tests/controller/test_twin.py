@@ -25,7 +25,7 @@ from spotgpu.controller.actions import RequestDrain, SetDesired
 from spotgpu.controller.observe import Interruption, PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, reconcile
 from spotgpu.controller.state import PoolState
-from spotgpu.controller.twin import TwinCloud, TwinJob, job_for, plan_for, run_twin
+from spotgpu.controller.twin import TwinCloud, TwinJob, job_for, plan_for, run_twin, zone_groups
 from spotgpu.models.ladder import StepKind
 from spotgpu.models.workload import FALLBACK_POLICIES
 from spotgpu.traces import Trace, load_group
@@ -224,6 +224,55 @@ def test_skipping_quiet_ticks_gives_the_same_decisions(
         outcomes.append((r.finish_seconds, round(r.cost_usd, 9), r.interruptions, r.restarts, r.lost_work_hours))
     assert logs[0] == logs[1]
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("policy", FALLBACK_POLICIES)
+@pytest.mark.parametrize(("home", "frac", "deadline", "work"), [(0, 0.2, 30.0, 24.0), (3, 0.6, 13.0, 10.0), (7, 0.85, None, 20.0)])
+def test_skipping_quiet_ticks_gives_the_same_decisions_on_all_nine_zones(
+    policy: str, home: int, frac: float, deadline: float | None, work: float
+) -> None:
+    """The bench's shape (one primary, eight alternate zones, on-demand): backoffs, rungs and deadline timers all in play."""
+    ts = traces()
+    gap = ts[0].gap_seconds
+    start = float(int(frac * (len(ts[0].data) * gap - 3 * 86400.0)) // gap * gap)
+    groups, index = zone_groups([t.zone for t in ts], home, 1)
+    wl = workload(deadline_hours=deadline, work_hours=work, policy=policy)
+    runs = []
+    for jump in (False, True):
+        plan = plan_for(wl, ladder((900, 900, 1200, 7200), OD + 1), groups, start=start, interval_seconds=1200, policy=policy)
+        cloud = TwinCloud(plan, job_for(wl, 1200), {n: ts[i].data for n, i in index.items()}, gap, start)
+        log: list[tuple[float, object]] = []
+        r = run_twin(plan, cloud, horizon_seconds=2 * 86400.0, jump=jump,
+                     on_tick=lambda now, obs, s, res, log=log: log.extend((now, a) for a in res.actions))  # fmt: skip
+        runs.append((log, r.finish_seconds, round(r.cost_usd, 9), r.interruptions, r.restarts, r.failures_by_reason, r.ticks))
+    assert runs[0][:-1] == runs[1][:-1]
+    assert runs[1][-1] < runs[0][-1]  # and it did skip ticks
+
+
+def test_an_at_risk_gang_retries_on_demand_when_its_backoff_ends_with_or_without_quiet_ticks() -> None:
+    """A gang of 4 at risk, whole on 2 spot + 2 on-demand VMs, on-demand quota 2: every backoff end is a retry.
+
+    The pool is whole (no episode), so only the at-risk move of the whole gang reads the
+    on-demand backoff; skipping quiet ticks must still wake at each backoff end, and the
+    hold that withdraws the request between tries must not reset the backoff.
+    """
+    wl = workload(deadline_hours=10.0, work_hours=9.5).model_copy(update={"nodes": 4})
+    runs = []
+    for jump in (False, True):
+        plan = plan_for(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
+        two = np.full(400, 2, dtype=np.int64)
+        cloud = TwinCloud(plan, job_for(wl, 1200), {"spot-a": two, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0,
+                          quota={"od": 2})  # fmt: skip
+        asked: list[float] = []
+        run_twin(plan, cloud, horizon_seconds=4 * 3600.0, jump=jump,
+                 on_tick=lambda now, obs, s, res, asked=asked: asked.extend(
+                     now for a in res.actions if isinstance(a, SetDesired) and a.group == "od" and a.desired > 2))  # fmt: skip
+        runs.append((asked, dict(cloud.failures_by_reason)))
+    asked = runs[0][0]
+    assert len(asked) >= 4 and runs[0][1]["quota"] >= 4  # backed off and retried, more than once
+    waits = [b - a for a, b in zip(asked, asked[1:], strict=False)][:4]
+    assert waits == sorted(waits) and waits[-1] > waits[0]  # exponentially: withdrawing the ask is no success
+    assert runs[0] == runs[1]
 
 
 def test_an_at_risk_gang_moves_whole_to_on_demand_and_gives_spot_back() -> None:
