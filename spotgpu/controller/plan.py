@@ -214,7 +214,12 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
         if not state.remember(f"f:{f.key}"):
             continue
         events.append(
-            Event("launch_failure", plan.name, f.at, {"group": f.group, "reason": f.reason.value, "code": f.code, "zone": f.zone})
+            Event(
+                "launch_failure",
+                plan.name,
+                f.at,
+                {"group": f.group, "reason": f.reason.value, "code": f.code, "zone": f.zone},
+            )
         )
         if f.reason is not FailureReason.OTHER:
             failed_groups.add(f.group)
@@ -246,12 +251,22 @@ def _walk(
             state.lost_since, state.step_index, state.step_entered_at = start, 0, start
     elif state.lost_since is not None:
         t0 = state.interrupted_at if state.interrupted_at is not None else state.lost_since
-        readies = [v.ready_at for g in obs.groups.values() for v in g.ready if v.ready_at is not None and v.ready_at >= t0]
+        readies = [
+            v.ready_at for g in obs.groups.values() for v in g.ready if v.ready_at is not None and v.ready_at >= t0
+        ]
         t1 = min(now, max(readies)) if readies else now
         step_seconds = now - (state.step_entered_at if state.step_entered_at is not None else now)
         events.append(
-            Event("reacquired", plan.name, now, {"latencySeconds": t1 - t0, "step": plan.strategy.ladder.steps[state.step_index].kind.value,
-                                                 "secondsOnStep": step_seconds})
+            Event(
+                "reacquired",
+                plan.name,
+                now,
+                {
+                    "latencySeconds": t1 - t0,
+                    "step": plan.strategy.ladder.steps[state.step_index].kind.value,
+                    "secondsOnStep": step_seconds,
+                },
+            )
         )
         state.lost_since = state.interrupted_at = state.step_entered_at = None
         state.step_index = 0
@@ -274,9 +289,13 @@ def _walk(
                 "step_changed",
                 plan.name,
                 now,
-                {"from": ladder.steps[state.step_index].kind.value, "to": ladder.steps[index].kind.value,
-                 "waitedSeconds": ctx.waited_seconds, "deadlineAtRisk": ctx.deadline_at_risk,
-                 "secondsOnPrevious": now - (state.step_entered_at if state.step_entered_at is not None else now)},
+                {
+                    "from": ladder.steps[state.step_index].kind.value,
+                    "to": ladder.steps[index].kind.value,
+                    "waitedSeconds": ctx.waited_seconds,
+                    "deadlineAtRisk": ctx.deadline_at_risk,
+                    "secondsOnPrevious": now - (state.step_entered_at if state.step_entered_at is not None else now),
+                },
             )
         )
         state.step_index, state.step_entered_at = index, now
@@ -350,7 +369,11 @@ def _size_groups(
         held = at_risk and _on_demand_ready(plan, obs) >= plan.capacity.target
         want = len(seen.vms) if held else max(plan.capacity.target, len(seen.vms))
         if seen.desired != want:
-            why = "on-demand carries the job to its deadline: no new spot" if held else "keep retrying the same pool at target"
+            why = (
+                "on-demand carries the job to its deadline: no new spot"
+                if held
+                else "keep retrying the same pool at target"
+            )
             actions.append(SetDesired(primary.name, want, why))
     whole_gang = _escalated(plan, obs, step) if at_risk else None
     if step is None and whole_gang is None:  # nothing may grow: every other group holds what it has
@@ -375,7 +398,11 @@ def _size_groups(
             deficit -= add
         want = live + add
         if seen.desired != want:
-            why = f"{step.kind.value} step fills {add} node(s)" if step and add else "hold: keep running VMs, withdraw open requests"
+            why = (
+                f"{step.kind.value} step fills {add} node(s)"
+                if step and add
+                else "hold: keep running VMs, withdraw open requests"
+            )
             actions.append(SetDesired(group.name, want, why))
     return actions
 
@@ -440,7 +467,13 @@ def _scale_in(
     elif stable:
         rank = {g.name: (-g.role.rank, -plan.price(g)) for g in plan.growable}
         candidates = sorted(
-            (v for g in plan.growable if g.name in obs.groups for v in obs.groups[g.name].ready if v.id not in state.drains),
+            (
+                v
+                for g in plan.growable
+                if g.name in obs.groups
+                for v in obs.groups[g.name].ready
+                if v.id not in state.drains
+            ),
             key=lambda v: (rank[v.group], v.id),
         )
     if candidates:
@@ -453,7 +486,9 @@ def _scale_in(
         committed = obs.commits.get(vm_id)
         if committed is not None and committed >= asked_at and asked_at >= 0:
             actions.append(RemoveInstance(by_id[vm_id].group, vm_id))
-            events.append(Event("removed", plan.name, now, {"vm": vm_id, "group": by_id[vm_id].group, "commitAt": committed}))
+            events.append(
+                Event("removed", plan.name, now, {"vm": vm_id, "group": by_id[vm_id].group, "commitAt": committed})
+            )
             state.drains[vm_id] = -1.0  # removal issued; never issue it twice
     return actions
 

@@ -118,4 +118,3 @@ class OnDemandOnlyStrategy(RecoveryStrategy):
     def step_index(self, ctx: StrategyContext) -> int:
         walked = self.walker.index_for(ctx.waited_seconds, False)
         return max(walked, self._first_non_spot)
-

@@ -14,6 +14,7 @@ A last test checks that skipping quiet ticks gives exactly the decisions of tick
 from __future__ import annotations
 
 from functools import cache
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -227,7 +228,9 @@ def test_skipping_quiet_ticks_gives_the_same_decisions(
 
 
 @pytest.mark.parametrize("policy", FALLBACK_POLICIES)
-@pytest.mark.parametrize(("home", "frac", "deadline", "work"), [(0, 0.2, 30.0, 24.0), (3, 0.6, 13.0, 10.0), (7, 0.85, None, 20.0)])
+@pytest.mark.parametrize(
+    ("home", "frac", "deadline", "work"), [(0, 0.2, 30.0, 24.0), (3, 0.6, 13.0, 10.0), (7, 0.85, None, 20.0)]
+)
 def test_skipping_quiet_ticks_gives_the_same_decisions_on_all_nine_zones(
     policy: str, home: int, frac: float, deadline: float | None, work: float
 ) -> None:
@@ -239,12 +242,16 @@ def test_skipping_quiet_ticks_gives_the_same_decisions_on_all_nine_zones(
     wl = workload(deadline_hours=deadline, work_hours=work, policy=policy)
     runs = []
     for jump in (False, True):
-        plan = plan_for(wl, ladder((900, 900, 1200, 7200), OD + 1), groups, start=start, interval_seconds=1200, policy=policy)
+        plan = plan_for(
+            wl, ladder((900, 900, 1200, 7200), OD + 1), groups, start=start, interval_seconds=1200, policy=policy
+        )
         cloud = TwinCloud(plan, job_for(wl, 1200), {n: ts[i].data for n, i in index.items()}, gap, start)
         log: list[tuple[float, object]] = []
         r = run_twin(plan, cloud, horizon_seconds=2 * 86400.0, jump=jump,
                      on_tick=lambda now, obs, s, res, log=log: log.extend((now, a) for a in res.actions))  # fmt: skip
-        runs.append((log, r.finish_seconds, round(r.cost_usd, 9), r.interruptions, r.restarts, r.failures_by_reason, r.ticks))
+        runs.append(
+            (log, r.finish_seconds, round(r.cost_usd, 9), r.interruptions, r.restarts, r.failures_by_reason, r.ticks)
+        )
     assert runs[0][:-1] == runs[1][:-1]
     assert runs[1][-1] < runs[0][-1]  # and it did skip ticks
 
@@ -270,7 +277,7 @@ def test_an_at_risk_gang_retries_on_demand_when_its_backoff_ends_with_or_without
         runs.append((asked, dict(cloud.failures_by_reason)))
     asked = runs[0][0]
     assert len(asked) >= 4 and runs[0][1]["quota"] >= 4  # backed off and retried, more than once
-    waits = [b - a for a, b in zip(asked, asked[1:], strict=False)][:4]
+    waits = [b - a for a, b in pairwise(asked)][:4]
     assert waits == sorted(waits) and waits[-1] > waits[0]  # exponentially: withdrawing the ask is no success
     assert runs[0] == runs[1]
 
@@ -309,7 +316,10 @@ def test_reused_group_observations_equal_ones_built_fresh_every_tick(frac: float
             g.seen = None  # drop the per-group cache too: build from the VMs themselves
             fresh[g.name] = g.observation(now)
         assert obs.groups == fresh
-        assert all(a.ready == b.ready and a.pending == b.pending for a, b in zip(obs.groups.values(), fresh.values(), strict=True))
+        assert all(
+            a.ready == b.ready and a.pending == b.pending
+            for a, b in zip(obs.groups.values(), fresh.values(), strict=True)
+        )
         seen.append(now)
         return obs
 
