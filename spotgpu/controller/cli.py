@@ -53,7 +53,7 @@ def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledP
         from spotgpu.controller.gcp import GcpPoolAdapter, GooglePubSubSource
 
         pubsub = GooglePubSubSource(pool.subscription) if pool.subscription else None
-        return GcpPoolAdapter(pool, compute_v1.RegionInstanceGroupManagersClient(), pubsub)
+        return GcpPoolAdapter(pool, compute_v1.RegionInstanceGroupManagersClient(), pubsub, peek=peek)
     from azure.identity import DefaultAzureCredential
     from azure.mgmt.compute import ComputeManagementClient
 

@@ -29,6 +29,9 @@ class PubSubSource(Protocol):
 
     def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]: ...
     def ack(self, ack_ids: list[str]) -> None: ...
+    def release(self, ack_ids: list[str]) -> None:
+        """Make pulled messages deliverable again at once (ack deadline 0): a dry run's peek."""
+        ...
 
 
 def _ts(value: str) -> float:
@@ -50,16 +53,29 @@ def parse_log_entry(entry: dict[str, Any]) -> Interruption | None:
     kind = _PREEMPT_METHODS.get(payload.get("methodName", ""))
     if kind is None:
         return None
-    name = _last(payload.get("resourceName", "")) or (entry.get("resource") or {}).get("labels", {}).get("instance_id", "")
+    name = _last(payload.get("resourceName", "")) or (entry.get("resource") or {}).get("labels", {}).get(
+        "instance_id", ""
+    )
     return Interruption(f"gcp:{entry.get('insertId', name)}", name, kind, _ts(entry["timestamp"]))
 
 
 class GcpPoolAdapter:
-    def __init__(self, pool: GcpControlledPool, migs: Any, pubsub: PubSubSource | None = None, max_messages: int = 100) -> None:
+    def __init__(
+        self,
+        pool: GcpControlledPool,
+        migs: Any,
+        pubsub: PubSubSource | None = None,
+        max_messages: int = 100,
+        *,
+        peek: bool = False,
+    ) -> None:
         self.pool = pool
         self.migs = migs
         self.pubsub = pubsub
         self.max_messages = max_messages
+        #: A dry run's peek: pulled messages are released at once (never acked), so the real
+        #: controller still gets every one; the delivery attempt count is the only trace left.
+        self.peek = peek
         self._urls: dict[str, str] = {}
 
     def _where(self, group: str) -> dict[str, str]:
@@ -78,18 +94,39 @@ class GcpPoolAdapter:
                 name = mi.name or _last(mi.instance)
                 self._urls[name] = mi.instance
                 ready = mi.instance_status == "RUNNING" and mi.current_action in ("NONE", "VERIFYING")
-                sku = mi.properties_from_flexibility_policy.machine_type if "properties_from_flexibility_policy" in mi else ""
+                sku = (
+                    mi.properties_from_flexibility_policy.machine_type
+                    if "properties_from_flexibility_policy" in mi
+                    else ""
+                )
                 vms.append(Vm(name, spec.name, ready, zone=_zone(mi.instance), sku=_last(sku) if sku else ""))
                 if "last_attempt" in mi:
                     for err in mi.last_attempt.errors.errors:
                         reason, code = classify(err.code, err.message)
-                        failures.append(LaunchFailure(spec.name, reason, code, now, f"gcp:{name}:{err.code}", err.message[:300], _zone(mi.instance)))
+                        failures.append(
+                            LaunchFailure(
+                                spec.name,
+                                reason,
+                                code,
+                                now,
+                                f"gcp:{name}:{err.code}",
+                                err.message[:300],
+                                _zone(mi.instance),
+                            )
+                        )
             for item in self.migs.list_errors(**where):
                 reason, code = classify(item.error.code, item.error.message)
                 instance = item.instance_action_details.instance
                 failures.append(
-                    LaunchFailure(spec.name, reason, code, _ts(item.timestamp), f"gcp:{item.timestamp}:{_last(instance)}:{item.error.code}",
-                                  item.error.message[:300], _zone(instance))
+                    LaunchFailure(
+                        spec.name,
+                        reason,
+                        code,
+                        _ts(item.timestamp),
+                        f"gcp:{item.timestamp}:{_last(instance)}:{item.error.code}",
+                        item.error.message[:300],
+                        _zone(instance),
+                    )
                 )
             groups[spec.name] = GroupObservation(spec.name, target, tuple(sorted(vms, key=lambda v: v.id)))
         interruptions: list[Interruption] = []
@@ -103,7 +140,12 @@ class GcpPoolAdapter:
                     continue
                 if event is not None:
                     interruptions.append(event)
-        return PoolObservation(self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts))
+            if self.peek and receipts:
+                self.pubsub.release(receipts)
+                receipts = []  # nothing for a dry run to acknowledge
+        return PoolObservation(
+            self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts)
+        )
 
     def apply(self, action: SetDesired | RemoveInstance) -> None:
         where = self._where(action.group)
@@ -151,3 +193,7 @@ class GooglePubSubSource:
 
     def ack(self, ack_ids: list[str]) -> None:
         self.client.acknowledge(request={"subscription": self.subscription, "ack_ids": ack_ids})
+
+    def release(self, ack_ids: list[str]) -> None:
+        request = {"subscription": self.subscription, "ack_ids": ack_ids, "ack_deadline_seconds": 0}
+        self.client.modify_ack_deadline(request=request)
