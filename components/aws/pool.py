@@ -46,7 +46,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         plan = plan_pool(args)  # before registering: bad input fails with no half-built tree
         super().__init__(TOKEN, name, None, opts)
         spec = plan.spec
-        child, invoke = _region_options(name, spec.region, self)
+        child, invoke = region_options(name, spec.region, self)
         partition = aws.get_partition_output(opts=invoke).partition
 
         bucket = CheckpointBucket(
@@ -96,7 +96,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 queue_arn=events.queue_arn,
                 spot_group_arn=spot.group_arn,
                 fleet_arn=spot.fleet_arn,
-                controller_principal=_controller_principal(spec.controller_principal_arn, partition, invoke),
+                controller_principal=controller_principal_output(spec.controller_principal_arn, partition, invoke),
             ),
             child,
         )
@@ -156,7 +156,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         self.register_outputs(self.exports)
 
 
-def _region_options(
+def region_options(
     name: str, region: str | None, pool: pulumi.Resource
 ) -> tuple[pulumi.ResourceOptions, pulumi.InvokeOutputOptions]:
     """Children's options: inherit the caller's providers, or pin the pool's own ``region``.
@@ -174,7 +174,7 @@ def _region_options(
     )
 
 
-def _controller_principal(
+def controller_principal_output(
     configured: Ref | None, partition: pulumi.Output[str], invoke: pulumi.InvokeOutputOptions
 ) -> pulumi.Output[str]:
     """The principal trusted to assume the controller role: as configured, else this account's root.

@@ -1,0 +1,210 @@
+"""Typed args shared by the packaged components, and the config document built from them.
+
+The pools (``spotgpu_pulumi.package``) and the standalone fallback groups
+(``spotgpu_pulumi.package_fallback``) describe a pool with the same nested
+types (workload, ladder, capacity, subnets, machine types); the SDK's analyzer
+names each type once in the schema, so they live here, imported by both.
+:func:`pool_args_from` turns them into the stack config document a Python
+stack writes and validates it with the same pydantic models.
+"""
+
+# No `from __future__ import annotations`: the SDK's analyzer reads the annotations as objects.
+from typing import Any, NotRequired, TypedDict, TypeVar
+
+import pulumi
+from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
+
+from spotgpu.config import ConfigError, format_error, parse_stack_config
+from spotgpu_pulumi.args import PoolArgs
+
+PACKAGE_NAME = "spotgpu"
+_WORKLOAD_KEY = "workload"
+_LADDER_KEY = "ladder"
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class PricesArgs(TypedDict):
+    """USD prices the cost model uses, per node-hour unless stated."""
+
+    spot_per_hour: float
+    """Spot price per node-hour."""
+    on_demand_per_hour: float
+    """On-demand price per node-hour."""
+    storage_per_gb_month: NotRequired[float]
+    """Checkpoint storage, USD per GB-month (default 0.023)."""
+    request_per_1000: NotRequired[float]
+    """Checkpoint write requests, USD per 1000 (default 0.005)."""
+    deadline_penalty_per_hour: NotRequired[float]
+    """Cost of each hour past the deadline (default 0)."""
+
+
+class WorkloadArgs(TypedDict):
+    """Measured figures of the work the pool runs (docs/configuration.md, spotgpu:workloads)."""
+
+    checkpoint_bytes: int
+    """Size of one full checkpoint."""
+    checkpoint_write_seconds: float
+    """Measured seconds to save and commit one checkpoint."""
+    checkpoint_load_seconds: float
+    """Measured seconds to restore one checkpoint."""
+    restart_seconds: float
+    """Boot to training-ready, excluding the load."""
+    expected_reacquisition_seconds: float
+    """Mean seconds from an interruption to a replacement running."""
+    interruptions_per_hour: float
+    """Interruption exposure per node-hour."""
+    work_hours: float
+    """Wall-clock hours of useful compute one job needs on all its nodes."""
+    prices: PricesArgs
+    """Spot, on-demand and storage prices."""
+    checkpoint_interval_seconds: NotRequired[str]
+    """Seconds between checkpoints, or "auto" (default): the optimum bounded by the loss bound."""
+    deadline_hours: NotRequired[float]
+    """Hours from submission the job must finish within."""
+    max_lost_work_seconds: NotRequired[float]
+    """Bound on expected work lost per interruption (default 3600)."""
+    nodes: NotRequired[int]
+    """Nodes per job (default 1)."""
+    fallback_policy: NotRequired[str]
+    """ladder (default), fixed-wait, uniform-progress or on-demand-only."""
+
+
+class LadderStepArgs(TypedDict):
+    """One rung of the reacquisition ladder."""
+
+    kind: str
+    """same_pool, alternate_zone, alternate_sku, on_demand or queue_defer (in this order, each once)."""
+    max_wait_seconds: int
+    """Longest wait on this rung before the next."""
+    cost_ceiling_per_hour: float
+    """Most this rung may cost per node-hour (0 only for queue_defer)."""
+
+
+class LadderArgs(TypedDict):
+    """How capacity is reacquired after an interruption (docs/configuration.md, spotgpu:ladders)."""
+
+    steps: list[LadderStepArgs]
+    """The rungs, in order; at least on_demand or queue_defer."""
+    deadline_escalation: NotRequired[bool]
+    """Let a deadline at risk skip to on-demand (default true)."""
+
+
+class CapacityArgs(TypedDict):
+    """Pool size in nodes."""
+
+    target: int
+    """Nodes the spot group aims for."""
+    max: int
+    """Most nodes the spot group may grow to."""
+    fallback_max: NotRequired[int]
+    """Most on-demand nodes the fallback group may grow to (default max)."""
+
+
+class AwsSubnetArgs(TypedDict):
+    """A subnet of the landing zone."""
+
+    id: pulumi.Input[str]
+    """Subnet id (subnet-...), or an Output of one."""
+    zone: str
+    """Its availability zone (us-east-1a): spread and names are planned from it."""
+
+
+class GcpMachineArgs(TypedDict):
+    """A ranked machine type."""
+
+    machine_type: str
+    """Machine type, e.g. a2-highgpu-1g or g2-standard-8."""
+    accelerator_type: NotRequired[str]
+    """Only for N1: the attached GPU type, e.g. nvidia-tesla-t4."""
+    accelerator_count: NotRequired[int]
+    """Only for N1: GPUs per VM."""
+
+
+def _workload(args: WorkloadArgs) -> dict[str, Any]:
+    workload: dict[str, Any] = dict(args)
+    interval = workload.get("checkpoint_interval_seconds")
+    if isinstance(interval, str) and interval.isdigit():
+        workload["checkpoint_interval_seconds"] = int(interval)
+    return workload
+
+
+def _gcp_machines(machines: list[GcpMachineArgs]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in machines:
+        choice: dict[str, Any] = {"machine_type": m["machine_type"]}
+        if "accelerator_type" in m:
+            choice["accelerator"] = {"type": m["accelerator_type"], "count": m.get("accelerator_count", 1)}
+        out.append(choice)
+    return out
+
+
+_COMMON_FIELDS = (
+    "environment",
+    "owner",
+    "workload",
+    "ladder",
+    "capacity",
+    "pool_name",
+    "workload_name",
+    "ladder_name",
+    "settings",
+)
+
+
+def _camel_keys(value: Any) -> Any:
+    """Schema-typed values arrive with Python names; errors must name the keys as the user wrote them."""
+    if isinstance(value, dict):
+        return {to_camel(k): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
+def pool_args_from(name: str, cloud: str, args: Any, exclude: tuple[str, ...] = ()) -> PoolArgs:
+    """The typed args as the stack config document, validated by the same models as a Python stack.
+
+    ``exclude`` names args that are not pool keys (a fallback group's ids of the pool's other parts).
+    """
+    pool: dict[str, Any] = {k: v for k, v in dict(args).items() if k not in _COMMON_FIELDS + exclude}
+    if cloud == "gcp" and "machine_types" in pool:
+        pool["machine_types"] = _gcp_machines(pool["machine_types"])
+    pool = _camel_keys(pool)
+    pool.update(dict(args.get("settings") or {}))  # already camelCase, as in docs/configuration.md
+    pool.update(
+        cloud=cloud,
+        name=args.get("pool_name") or name,
+        workload=args.get("workload_name") or _WORKLOAD_KEY,
+        ladder=args.get("ladder_name") or _LADDER_KEY,
+        capacity=_camel_keys(dict(args["capacity"])),
+    )
+    raw = {
+        "environment": args["environment"],
+        "owner": args["owner"],
+        "workloads": {pool["workload"]: _camel_keys(_workload(args["workload"]))},
+        "ladders": {pool["ladder"]: _camel_keys(dict(args["ladder"]))},
+        "pools": [pool],
+    }
+    try:
+        config = parse_stack_config(raw, namespace=name)
+    except ConfigError as err:
+        raise pulumi.RunError(str(err).replace(f"{name}:pools[{pool['name']}].", f"{name}.")) from None
+    return PoolArgs.for_pool(config, config.pools[0])
+
+
+def validated(name: str, model: type[_Model], args: Any) -> _Model:
+    """The args ``model`` knows, validated by it; a bad value fails as one line keyed ``<name>.<key>``.
+
+    Plain values are checked (patterns, ranges, fix hints); an Output is passed
+    through untouched where the model's field is a ``Ref``.
+    """
+    try:
+        return model.model_validate({to_camel(k): args[k] for k in model.model_fields if k in args})
+    except ValidationError as err:
+        raise pulumi.RunError(format_error(err, name, model).replace(f"{name}:", f"{name}.")) from None
+
+
+def plan_error(name: str, pool: str, err: Exception) -> pulumi.RunError:
+    """A planner's one-line rejection, keyed by the resource as the other input errors are."""
+    text = str(err).replace(f"spotgpu:pools[{pool}].", f"{name}.").replace(f"pool {pool}: ", f"{name}: ")
+    return pulumi.RunError(text if text.startswith(f"{name}") else f"{name}: {text}")
