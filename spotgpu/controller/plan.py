@@ -174,6 +174,14 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
 
 def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event]) -> None:
     _progress(plan, obs, state)
+    if plan.tracks_deadline and obs.commits and not obs.steps and state.remember("w:progress-unreported"):
+        # commits without a step cannot move committed work: the deadline test then runs on the
+        # clock alone (safe, but it escalates to on-demand early); say so once, loudly
+        events.append(Event("progress_unreported", plan.name, obs.now, {
+            "commits": len(obs.commits),
+            "why": "commits carry no step: work done stays at the last reported step and the deadline test runs on the "
+                   "clock alone; fix: pass step= to AgentClient.report with each commit",
+        }))  # fmt: skip
     dt = 0.0 if state.last_tick is None else max(0.0, obs.now - state.last_tick)
     if dt == 0:
         return

@@ -25,7 +25,10 @@ class Telemetry:
         self.json_lines = json_lines
         r = self.registry
         self.launch_failures = Counter(
-            "spotgpu_launch_failures", "Launch failures by pool, group and reason.", ["pool", "group", "reason"], registry=r
+            "spotgpu_launch_failures",
+            "Launch failures by pool, group and reason.",
+            ["pool", "group", "reason"],
+            registry=r,
         )
         self.interruptions = Counter("spotgpu_interruptions", "Interruption events seen.", ["pool", "type"], registry=r)
         self.reacquisition = Histogram(
@@ -38,7 +41,9 @@ class Telemetry:
         self.fallback_seconds = Counter(
             "spotgpu_fallback_node_seconds", "Node-seconds on the on-demand fallback group.", ["pool"], registry=r
         )
-        self.fallback_cost = Counter("spotgpu_fallback_cost_usd", "USD spent on fallback capacity.", ["pool"], registry=r)
+        self.fallback_cost = Counter(
+            "spotgpu_fallback_cost_usd", "USD spent on fallback capacity.", ["pool"], registry=r
+        )
         self.step_seconds = Histogram(
             "spotgpu_ladder_step_seconds",
             "Seconds a pool spent on a rung before leaving it (next rung or reacquired).",
@@ -46,8 +51,16 @@ class Telemetry:
             buckets=REACQUISITION_BUCKETS,
             registry=r,
         )
-        self.step = Gauge("spotgpu_ladder_step", "Current ladder rung rank; -1 when the pool is whole.", ["pool"], registry=r)
+        self.step = Gauge(
+            "spotgpu_ladder_step", "Current ladder rung rank; -1 when the pool is whole.", ["pool"], registry=r
+        )
         self.deferred = Gauge("spotgpu_deferred", "1 while the pool's work is deferred.", ["pool"], registry=r)
+        self.progress_unreported = Gauge(
+            "spotgpu_progress_unreported",
+            "1 once a pool with a deadline saw commits without a step: its deadline test runs on the clock alone.",
+            ["pool"],
+            registry=r,
+        )
         self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
         self.action_failures = Counter(
             "spotgpu_controller_action_failures", "Actions the cloud refused.", ["pool", "action"], registry=r
@@ -73,6 +86,8 @@ class Telemetry:
                 self.deferred.labels(pool).set(1)
             case "resumed":
                 self.deferred.labels(pool).set(0)
+            case "progress_unreported":
+                self.progress_unreported.labels(pool).set(1)
             case "action":
                 self.actions.labels(pool, d["action"]).inc()
             case "action_failed":

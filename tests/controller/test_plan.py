@@ -8,6 +8,7 @@ from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resu
 from spotgpu.controller.observe import FailureReason, GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
 from spotgpu.controller.plan import PoolPlan, reconcile
 from spotgpu.controller.state import PoolState
+from spotgpu.controller.telemetry import Telemetry
 from spotgpu.models.ladder import StepKind
 
 Factory = Callable[..., PoolPlan]
@@ -45,10 +46,14 @@ def test_walks_the_ladder_and_grows_each_allowed_group(plan_factory: Factory) ->
     assert _desired(reconcile(plan, _lost(0), state).actions) == {}  # same_pool: the cloud retries
     assert _desired(reconcile(plan, _lost(600), state).actions) == {"spot-b": 2}
     # spot-b got one VM; the next rung withdraws its open request and asks spot-sku for the rest
-    r = reconcile(plan, _obs(1200, {"spot-a": (2, 0, 0), "spot-b": (2, 1, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}), state)
+    r = reconcile(
+        plan, _obs(1200, {"spot-a": (2, 0, 0), "spot-b": (2, 1, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}), state
+    )
     assert r.step is not None and r.step.kind is StepKind.ALTERNATE_SKU
     assert _desired(r.actions) == {"spot-b": 1, "spot-sku": 1}
-    r = reconcile(plan, _obs(1800, {"spot-a": (2, 0, 0), "spot-b": (1, 1, 0), "spot-sku": (1, 0, 0), "od": (0, 0, 0)}), state)
+    r = reconcile(
+        plan, _obs(1800, {"spot-a": (2, 0, 0), "spot-b": (1, 1, 0), "spot-sku": (1, 0, 0), "od": (0, 0, 0)}), state
+    )
     assert r.step is not None and r.step.kind is StepKind.ON_DEMAND
     assert _desired(r.actions) == {"spot-sku": 0, "od": 1}
 
@@ -58,7 +63,9 @@ def test_failures_are_counted_once_and_back_off_the_group(plan_factory: Factory)
     reconcile(plan, _lost(0), state)
     reconcile(plan, _lost(600), state)
     fail = LaunchFailure("spot-b", FailureReason.CAPACITY, "InsufficientInstanceCapacity", 690, "act-1")
-    obs = _obs(700, {"spot-a": (2, 0, 0), "spot-b": (2, 0, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}, failures=(fail,))
+    obs = _obs(
+        700, {"spot-a": (2, 0, 0), "spot-b": (2, 0, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}, failures=(fail,)
+    )
     r = reconcile(plan, obs, state)
     assert _desired(r.actions) == {"spot-b": 0}  # backed off: open request withdrawn until the backoff ends
     assert [e.data["reason"] for e in r.events if e.kind == "launch_failure"] == ["capacity"]
@@ -66,10 +73,16 @@ def test_failures_are_counted_once_and_back_off_the_group(plan_factory: Factory)
     r2 = reconcile(plan, obs, state)
     assert not [e for e in r2.events if e.kind == "launch_failure"]
     assert state.backoff["spot-b"].attempts == 1
-    assert _desired(reconcile(plan, _obs(761, {"spot-a": (2, 0, 0), "spot-b": (0, 0, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}), state).actions) == {"spot-b": 2}
+    assert _desired(
+        reconcile(
+            plan, _obs(761, {"spot-a": (2, 0, 0), "spot-b": (0, 0, 0), "spot-sku": (0, 0, 0), "od": (0, 0, 0)}), state
+        ).actions
+    ) == {"spot-b": 2}
 
 
-def test_on_demand_growth_respects_the_cost_ceiling(plan_factory: Factory, ladder_factory: Callable[..., object]) -> None:
+def test_on_demand_growth_respects_the_cost_ceiling(
+    plan_factory: Factory, ladder_factory: Callable[..., object]
+) -> None:
     cheap = plan_factory(ladder_factory(od_ceiling=2.5))  # on-demand costs 3.0/h
     state = PoolState()
     reconcile(cheap, _lost(0), state)
@@ -135,3 +148,23 @@ def test_never_lowers_desired_below_running_vms(plan_factory: Factory) -> None:
     counts = {"spot-a": (2, 2, 0), "spot-b": (3, 1, 0), "spot-sku": (0, 0, 0), "od": (5, 1, 1)}
     r = reconcile(plan, _obs(0, counts), PoolState())
     assert _desired(r.actions) == {"spot-b": 1, "od": 2}
+
+
+def test_commits_without_a_step_are_reported_once_as_unreported_progress(plan_factory: Factory) -> None:
+    plan = plan_factory(job_started_at=0.0, deadline_hours=11.0)
+    state = PoolState()
+    seen = []
+    for now in (600.0, 660.0, 720.0):
+        blind = _whole(now)
+        blind = PoolObservation(blind.pool, now, blind.groups, commits={"spot-a-r0": now - 30})
+        seen += [e for e in reconcile(plan, blind, state).events if e.kind == "progress_unreported"]
+    assert len(seen) == 1 and seen[0].data["commits"] == 1 and "step=" in seen[0].data["why"]
+    telemetry = Telemetry()
+    telemetry.emit(seen[0])
+    assert telemetry.registry.get_sample_value("spotgpu_progress_unreported", {"pool": plan.name}) == 1
+    assert state.work_done_hours == 0.0  # nothing to count it from
+    told = _whole(780.0)
+    told = PoolObservation(told.pool, 780.0, told.groups, commits={"spot-a-r0": 750.0}, steps={"spot-a-r0": 3600})
+    assert not [e for e in reconcile(plan, told, PoolState()).events if e.kind == "progress_unreported"]
+    no_deadline = plan_factory()
+    assert not [e for e in reconcile(no_deadline, blind, PoolState()).events if e.kind == "progress_unreported"]
