@@ -135,8 +135,8 @@ class AzureGpuPoolArgs(TypedDict):
     settings: NotRequired[dict[str, Any]]
     """Any other pool key of docs/configuration.md, camelCase (checkpoint, notice, optOut, drill, ...)."""
 
-    resource_group_name: str
-    """Existing resource group; role names and scopes derive from it."""
+    resource_group_name: pulumi.Input[str]
+    """Existing resource group, or an Output of one (a ResourceGroup's name); the role scopes derive from it."""
     location: str
     """Azure location, e.g. eastus."""
     vm_sizes: list[str]

@@ -329,8 +329,8 @@ class AzureFallbackGroupArgs(TypedDict):
     settings: NotRequired[dict[str, Any]]
     """Any other pool key of docs/configuration.md, camelCase (checkpoint, notice, fallbackVmSize, ...)."""
 
-    resource_group_name: str
-    """Existing resource group of the scale set."""
+    resource_group_name: pulumi.Input[str]
+    """Existing resource group of the scale set, or an Output of one (a ResourceGroup's name)."""
     location: str
     """Azure location, e.g. eastus."""
     vm_sizes: list[str]

@@ -16,7 +16,7 @@ import pulumi
 from pydantic import Field
 
 from spotgpu.models.base import SpotModel, fix_hint
-from spotgpu.models.pools import CheckpointStoreSpec
+from spotgpu.models.pools import AZURE_RESOURCE_GROUP_FIX, AzureResourceGroupRef, CheckpointStoreSpec
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 from spotgpu_pulumi.package_args import PACKAGE_NAME, validated
 
@@ -66,8 +66,8 @@ class GcpCheckpointStoreArgs(TypedDict):
 class AzureCheckpointStoreArgs(TypedDict):
     """A standalone hardened Blob checkpoint store (HTTPS and Entra ID only, private, versioned, bounded retention)."""
 
-    resource_group_name: str
-    """Existing resource group of the storage account; the role assignment's scope and name derive from it."""
+    resource_group_name: pulumi.Input[str]
+    """Existing resource group of the storage account, or an Output of one; the role assignment's scope derives from it."""
     location: str
     """Azure location, e.g. eastus."""
     storage_account_name: str
@@ -91,9 +91,7 @@ class AzureCheckpointStoreArgs(TypedDict):
 class _AzureStoreSettings(SpotModel):
     """The Azure store's own keys, checked as a pool's are (one line naming the key, the value and the fix)."""
 
-    resource_group_name: str = Field(
-        pattern=r"^[-\w.()]{0,89}[-\w()]$", json_schema_extra=fix_hint("name an existing resource group")
-    )
+    resource_group_name: AzureResourceGroupRef = Field(json_schema_extra=fix_hint(AZURE_RESOURCE_GROUP_FIX))
     location: str = Field(pattern=r"^[a-z0-9]+$", json_schema_extra=fix_hint("use a location like eastus"))
     storage_account_name: str = Field(
         pattern=r"^[a-z0-9]{3,24}$",
@@ -241,7 +239,9 @@ class AzureCheckpointStore(pulumi.ComponentResource):
                     role=STORAGE_BLOB_DATA_CONTRIBUTOR,
                     custom_role=None,
                     scope=Scope("container", group, container, account),
-                    guid=naming.stable_guid(account, group, name, "writer", "blob", container),
+                    guid=naming.stable_guid(
+                        account, naming.resource_group_key(group), name, "writer", "blob", container
+                    ),
                 ),
             ),
             pulumi.ResourceOptions(parent=self),

@@ -5,7 +5,27 @@ from __future__ import annotations
 import pulumi
 import pulumi_azure_native.authorization as authorization
 
-from spotgpu_pulumi.azure.roles import Grant
+from spotgpu_pulumi.azure.roles import Grant, Scope
+from spotgpu_pulumi.inputs import as_input
+
+
+def scope_id(scope: Scope, subscription_id: pulumi.Output[str]) -> pulumi.Output[str]:
+    """The scope's ARM id once the subscription id (and, for an Output resource group, its name) is known."""
+    return subscription_id.apply(lambda sub: as_input(scope.render(sub)))
+
+
+def replace_options(scope: Scope, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """``opts``, plus ``delete_before_replace`` when the resource group is an Output.
+
+    Its GUIDs are keyed without the group's name (naming.resource_group_key), so a
+    stack that switches from a plain name to an Output replaces its role
+    assignments and custom roles; Azure holds one assignment per principal, role
+    and scope and one custom role per name, so the old one must go first. A plain
+    resource group keeps its options as they were.
+    """
+    if not scope.deferred:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
 
 
 def assign_role(
@@ -28,7 +48,7 @@ def assign_role(
         principal_id=principal_id,
         principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
         role_definition_id=subscription_id.apply(grant.role_definition_id),
-        scope=subscription_id.apply(grant.scope.render),
+        scope=scope_id(grant.scope, subscription_id),
         description=f"spotgpu: {grant.key}",
-        opts=opts,
+        opts=replace_options(grant.scope, opts),
     )

@@ -15,8 +15,10 @@ import pulumi
 import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.managedidentity as managedidentity
 
-from spotgpu_pulumi.azure.assign import assign_role
+from spotgpu.models.refs import Ref
+from spotgpu_pulumi.azure.assign import assign_role, replace_options, scope_id
 from spotgpu_pulumi.azure.roles import RolePlan
+from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:azure:ControllerIdentity"
 
@@ -24,7 +26,8 @@ TOKEN = "spotgpu:azure:ControllerIdentity"
 @dataclass(frozen=True)
 class ControllerIdentityArgs:
     identity_name: str
-    resource_group: str
+    #: the resource group's name, or an Output of it
+    resource_group: Ref
     location: str
     tags: dict[str, str]
     roles: RolePlan
@@ -45,14 +48,14 @@ class ControllerIdentity(pulumi.ComponentResource):
         self.identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
             resource_name_=args.identity_name,
-            resource_group_name=args.resource_group,
+            resource_group_name=as_input(args.resource_group),
             location=args.location,
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self),
         )
         definitions: dict[str, authorization.RoleDefinition] = {}
         for role in args.roles.custom_roles:
-            scope = args.subscription_id.apply(role.scope.render)
+            scope = scope_id(role.scope, args.subscription_id)
             definitions[role.key] = authorization.RoleDefinition(
                 f"{name}-role-{role.key}",
                 role_definition_id=role.guid,
@@ -62,7 +65,7 @@ class ControllerIdentity(pulumi.ComponentResource):
                 scope=scope,
                 assignable_scopes=[scope],
                 permissions=[authorization.PermissionArgs(actions=list(role.actions))],
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=replace_options(role.scope, pulumi.ResourceOptions(parent=self)),
             )
         for grant in args.roles.for_principal("controller"):
             custom = [definitions[grant.custom_role]] if grant.custom_role else []

@@ -25,6 +25,7 @@ from spotgpu import __version__
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:azure:ControllerJob"
 COMMAND_ARGS = ["controller", "run", "--once", "--config", f"env:{CONFIG_ENV}"]
@@ -69,11 +70,16 @@ def azure_config_json(
     ladder: FallbackLadder,
     *,
     subscription_id: str,
+    resource_group: str,
     state_url: str,
     spot_sets: list[str],
     fallback_set: str,
 ) -> str:
-    """One scale set per GPU size: the first is the primary, the rest the ``alternate_sku`` rung."""
+    """One scale set per GPU size: the first is the primary, the rest the ``alternate_sku`` rung.
+
+    ``resource_group`` is the resolved name (the spec's may be an Output): call this inside an
+    ``apply`` over the subscription id and the group, as the pool does (:func:`azure_config_output`).
+    """
     return config_json(
         render_controller_config(
             spec,
@@ -83,7 +89,32 @@ def azure_config_json(
             primary_group=spot_sets[0],
             fallback_group=fallback_set,
             alternate_groups=spot_sets[1:],
-            cloud={"subscriptionId": subscription_id, "resourceGroupName": spec.resource_group_name},
+            cloud={"subscriptionId": subscription_id, "resourceGroupName": resource_group},
+        )
+    )
+
+
+def azure_config_output(
+    spec: AzurePoolSpec,
+    workload: WorkloadProfile,
+    ladder: FallbackLadder,
+    *,
+    subscription_id: pulumi.Output[str],
+    state_url: str,
+    spot_sets: list[str],
+    fallback_set: str,
+) -> pulumi.Output[str]:
+    """The controller's config JSON once the subscription id and the resource group's name are known."""
+    return pulumi.Output.all(subscription_id, as_input(spec.resource_group_name)).apply(
+        lambda known: azure_config_json(
+            spec,
+            workload,
+            ladder,
+            subscription_id=known[0],
+            resource_group=known[1],
+            state_url=state_url,
+            spot_sets=spot_sets,
+            fallback_set=fallback_set,
         )
     )
 
@@ -113,7 +144,7 @@ class ControllerJob(pulumi.ComponentResource):
             environment = app.ManagedEnvironment(
                 f"{name}-environment",
                 environment_name=job.environment_name,
-                resource_group_name=spec.resource_group_name,
+                resource_group_name=as_input(spec.resource_group_name),
                 location=spec.location,
                 tags=job.tags,
                 opts=child,
@@ -126,7 +157,7 @@ class ControllerJob(pulumi.ComponentResource):
         container_job = app.Job(
             f"{name}-job",
             job_name=job.job_name,
-            resource_group_name=spec.resource_group_name,
+            resource_group_name=as_input(spec.resource_group_name),
             location=spec.location,
             environment_id=environment_id,
             identity=app.ManagedServiceIdentityArgs(

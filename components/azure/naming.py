@@ -23,12 +23,18 @@ import hashlib
 import re
 import uuid
 
+from spotgpu.models.refs import Ref, is_deferred
+
 MAX_SCALE_SET_NAME = 64 - len("_12345678")
 MAX_COMPUTER_NAME_PREFIX = 15
 CHECKPOINT_CONTAINER = "checkpoints"
 
 #: Names namespace for role-assignment / role-definition GUIDs (uuid5 of stable keys).
 SPOTGPU_NAMESPACE = uuid.UUID("5b0f3c1e-8d5a-4f3e-9c8e-2f6a1d7b9e40")
+#: Stands in for a resource group given as an Output in GUID keys: its name is not known when the
+#: pool is planned, and a GUID must be. '<' and '>' cannot occur in a resource group name, so this
+#: key never equals a plain name's.
+DEFERRED_RESOURCE_GROUP_KEY = "<resource group output>"
 
 _SIZE = re.compile(r"^Standard_([A-Z]+)([0-9]+)([a-z]*)((?:_[A-Za-z0-9]+)*)$")
 #: Whole-name reserved words (ARM "ReservedResourceName"), compared case-insensitively.
@@ -177,6 +183,17 @@ def scale_set_resource_id(subscription_id: str, resource_group: str, name: str) 
 
 def resource_group_id(subscription_id: str, resource_group: str) -> str:
     return f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}"
+
+
+def resource_group_key(resource_group: Ref) -> str:
+    """The resource group as a GUID key: its name, or :data:`DEFERRED_RESOURCE_GROUP_KEY` for an Output.
+
+    A plain name keeps every GUID exactly as before. For an Output the GUIDs stay
+    unique, because their keys also hold the globally unique storage account name;
+    switching a stack between the two changes the GUIDs, so Pulumi replaces the
+    role assignments and custom role definitions named by them (docs/azure.md).
+    """
+    return DEFERRED_RESOURCE_GROUP_KEY if is_deferred(resource_group) else str(resource_group)
 
 
 def stable_guid(*keys: str) -> str:

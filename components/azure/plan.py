@@ -26,6 +26,7 @@ from spotgpu import tags
 from spotgpu.config import ConfigError
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
+from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure import naming
 
 #: GPU families (N-series): NC (compute), ND (training), NV (visualisation), NG (gaming/VDI).
@@ -200,7 +201,8 @@ class StoragePlan:
 class PoolPlan:
     pool: str
     environment: str
-    resource_group: str
+    #: the resource group's name, or the Output of it given in the spec (passed through, never resolved here)
+    resource_group: Ref
     location: str
     zones: ZonePlan
     spot: tuple[ScaleSetPlan, ...]

@@ -31,7 +31,7 @@ from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdenti
 from spotgpu_pulumi.azure.controller_job import (
     AzureControllerJobArgs,
     ControllerJob,
-    azure_config_json,
+    azure_config_output,
     plan_azure_controller_job,
 )
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
@@ -39,6 +39,7 @@ from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
 from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
 from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
+from spotgpu_pulumi.inputs import as_input
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:azure:GpuPool"
@@ -97,7 +98,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity",
             resource_name_=plan.pool_identity,
-            resource_group_name=plan.resource_group,
+            resource_group_name=as_input(plan.resource_group),
             location=plan.location,
             tags=plan.identity_tags,
             opts=pulumi.ResourceOptions(parent=self),
@@ -144,16 +145,14 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         )
         job = None
         if spec.controller.enabled:
-            config = subscription_id.apply(
-                lambda sub: azure_config_json(
-                    spec,
-                    args.workload,
-                    args.ladder,
-                    subscription_id=sub,
-                    state_url=control_store_url(plan.storage.url),
-                    spot_sets=[s.name for s in plan.spot],
-                    fallback_set=plan.fallback.name,
-                )
+            config = azure_config_output(
+                spec,
+                args.workload,
+                args.ladder,
+                subscription_id=subscription_id,
+                state_url=control_store_url(plan.storage.url),
+                spot_sets=[s.name for s in plan.spot],
+                fallback_set=plan.fallback.name,
             )
             job = ControllerJob(
                 f"{name}-controller-job",
@@ -179,7 +178,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 controllerIdentity=controller.client_id,
                 controllerStateUrl=control_store_url(plan.storage.url),
             ),
-            "resourceGroup": plan.resource_group,
+            "resourceGroup": as_input(plan.resource_group),
             "location": plan.location,
             "scaleSets": [s.name for s in plan.spot],
             "fallbackScaleSet": plan.fallback.name,

@@ -156,7 +156,7 @@ def scale_set_args(
     policies = spot_policies(spec) if spot else SpotPolicies()
     return compute.VirtualMachineScaleSetArgs(
         vm_scale_set_name=scale_set.name,
-        resource_group_name=plan.resource_group,
+        resource_group_name=as_input(plan.resource_group),
         location=plan.location,
         orchestration_mode=compute.OrchestrationMode.FLEXIBLE,
         platform_fault_domain_count=spec.platform_fault_domain_count,

@@ -21,6 +21,12 @@ Role definitions are created in the pool's resource group and are assignable
 there only (custom roles cannot be assignable at a single-resource scope).
 Names are GUIDs derived from stable keys that include the globally unique
 storage account name, so re-running a stack never duplicates an assignment.
+
+The resource group may be an Output (a ``ResourceGroup`` of the same program, a
+``StackReference`` value): planning stays pure and the GUIDs stay plain strings,
+keyed by :data:`~spotgpu_pulumi.azure.naming.DEFERRED_RESOURCE_GROUP_KEY` in the
+group's place (:func:`~spotgpu_pulumi.azure.naming.resource_group_key`); only the
+scopes wait for the name (:meth:`Scope.render` returns an Output).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from spotgpu.models.refs import Ref, is_deferred
 from spotgpu_pulumi.azure import naming
 
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
@@ -50,19 +57,34 @@ Principal = Literal["pool", "controller"]
 
 @dataclass(frozen=True)
 class Scope:
-    """Where a role applies; rendered once the subscription id is known."""
+    """Where a role applies; rendered once the subscription id is known.
+
+    ``resource_group`` is the group's name, or an Output of it (:data:`~spotgpu.models.refs.Ref`).
+    """
 
     kind: ScopeKind
-    resource_group: str
+    resource_group: Ref
     name: str = ""
     account: str = ""
 
-    def render(self, subscription_id: str) -> str:
+    @property
+    def deferred(self) -> bool:
+        """True when the resource group is an Output: the rendered scope is one too."""
+        return is_deferred(self.resource_group)
+
+    def render(self, subscription_id: str) -> Ref:
+        """The ARM id of the scope: a str for a plain resource group, an Output (its ``apply``) for an Output one."""
+        group = self.resource_group
+        if isinstance(group, str):
+            return self._render(subscription_id, group)
+        return group.apply(lambda name: self._render(subscription_id, name))
+
+    def _render(self, subscription_id: str, resource_group: str) -> str:
         if self.kind == "container":
-            return naming.container_resource_id(subscription_id, self.resource_group, self.account, self.name)
+            return naming.container_resource_id(subscription_id, resource_group, self.account, self.name)
         if self.kind == "scale-set":
-            return naming.scale_set_resource_id(subscription_id, self.resource_group, self.name)
-        return naming.resource_group_id(subscription_id, self.resource_group)
+            return naming.scale_set_resource_id(subscription_id, resource_group, self.name)
+        return naming.resource_group_id(subscription_id, resource_group)
 
 
 @dataclass(frozen=True)
@@ -110,7 +132,7 @@ def plan_roles(
     *,
     pool: str,
     environment: str,
-    resource_group: str,
+    resource_group: Ref,
     account: str,
     container: str,
     scale_sets: dict[str, str],
@@ -118,12 +140,13 @@ def plan_roles(
     """Every custom role and role assignment a pool needs, at the narrowest scope that works.
 
     ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name.
+    ``resource_group`` may be an Output: the GUIDs then use a fixed key in its place.
     """
     if not scale_sets:
         raise ValueError("a pool has at least one scale set; got none")
     if len(set(scale_sets.values())) != len(scale_sets):
         raise ValueError(f"scale set names repeat in {sorted(scale_sets.values())}; each scale set gets one grant")
-    keys = (account, resource_group, pool, environment)
+    keys = (account, naming.resource_group_key(resource_group), pool, environment)
     rg_scope = Scope("resource-group", resource_group)
     capacity = CustomRole(
         key="capacity",

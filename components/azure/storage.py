@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.storage as storage
 
+from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure.assign import assign_role
 from spotgpu_pulumi.azure.plan import StoragePlan
 from spotgpu_pulumi.azure.roles import Grant
+from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:azure:CheckpointStorage"
 
@@ -26,7 +28,8 @@ TOKEN = "spotgpu:azure:CheckpointStorage"
 @dataclass(frozen=True)
 class CheckpointStorageArgs:
     plan: StoragePlan
-    resource_group: str
+    #: the resource group's name, or an Output of it (a ResourceGroup's name, a StackReference value)
+    resource_group: Ref
     location: str
     subscription_id: pulumi.Output[str]
     #: the pool identity's principal id and its container-scoped grant
@@ -70,12 +73,13 @@ class CheckpointStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: CheckpointStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         plan = args.plan
+        group = as_input(args.resource_group)
         # forceDestroy false: `pulumi destroy` must not take live checkpoints with it.
         keep = pulumi.ResourceOptions(parent=self, protect=plan.protect)
         account = storage.StorageAccount(
             f"{name}-account",
             account_name=plan.account,
-            resource_group_name=args.resource_group,
+            resource_group_name=group,
             location=args.location,
             kind=storage.Kind.STORAGE_V2,
             sku=storage.SkuArgs(name=plan.sku),
@@ -93,7 +97,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         storage.BlobServiceProperties(
             f"{name}-blob-service",
             account_name=account.name,
-            resource_group_name=args.resource_group,
+            resource_group_name=group,
             blob_services_name="default",
             is_versioning_enabled=True,
             delete_retention_policy=storage.DeleteRetentionPolicyArgs(enabled=True, days=plan.version_days),
@@ -103,7 +107,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         container = storage.BlobContainer(
             f"{name}-container",
             account_name=account.name,
-            resource_group_name=args.resource_group,
+            resource_group_name=group,
             container_name=plan.container,
             public_access=storage.PublicAccess.NONE,
             opts=pulumi.ResourceOptions(parent=self, protect=plan.protect, depends_on=[account]),
@@ -111,7 +115,7 @@ class CheckpointStorage(pulumi.ComponentResource):
         storage.ManagementPolicy(
             f"{name}-lifecycle",
             account_name=account.name,
-            resource_group_name=args.resource_group,
+            resource_group_name=group,
             management_policy_name="default",
             policy=storage.ManagementPolicySchemaArgs(rules=lifecycle_rules(plan)),
             opts=on_account,

@@ -28,6 +28,12 @@ SubnetIdRef = Annotated[Ref, ref_check(r"^subnet-[0-9a-f]{8,17}$"), REF_SERIALIZ
 AnyIdRef = Annotated[Ref, ref_check(r"^\S+$"), REF_SERIALIZER]
 PrincipalArnRef = Annotated[Ref, ref_check(r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/.+|user/.+)$"), REF_SERIALIZER]
 AzureSubnetRef = Annotated[Ref, ref_check(r"^/subscriptions/.+/subnets/[^/]+$"), REF_SERIALIZER]
+#: ARM resource group names: 1-90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'.
+AZURE_RESOURCE_GROUP_PATTERN = r"^[-\w.()]{0,89}[-\w()]$"
+AzureResourceGroupRef = Annotated[Ref, ref_check(AZURE_RESOURCE_GROUP_PATTERN), REF_SERIALIZER]
+AZURE_RESOURCE_GROUP_FIX = (
+    "name an existing resource group: 1-90 letters, digits, '_', '-', '.', '(' and ')', not ending in '.'"
+)
 
 
 class CheckpointStoreSpec(SpotModel):
@@ -484,7 +490,11 @@ class AzurePriorityMix(SpotModel):
 
 class AzurePoolSpec(_PoolBase):
     cloud: Literal["azure"] = "azure"
-    resource_group_name: str = Field(json_schema_extra=fix_hint("name an existing resource group"))
+    resource_group_name: AzureResourceGroupRef = Field(
+        description="The pool's existing resource group: its name, or an Output of one (a ResourceGroup's name, "
+        "a StackReference value).",
+        json_schema_extra=fix_hint(AZURE_RESOURCE_GROUP_FIX),
+    )
     location: str = Field(pattern=r"^[a-z0-9]+$", json_schema_extra=fix_hint("use a location like eastus"))
     vm_sizes: tuple[str, ...] = Field(
         min_length=1,

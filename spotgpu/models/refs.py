@@ -38,7 +38,7 @@ Ref = str | Deferred
 
 def _check(pattern: str | None, value: object) -> object:
     if isinstance(value, str):
-        if pattern is not None and not re.match(pattern, value):
+        if pattern is not None and not re.fullmatch(pattern, value):  # fullmatch: "$" alone lets "x\n" through
             raise PydanticCustomError(
                 "string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": pattern}
             )

@@ -67,7 +67,7 @@ def test_schema_types_required_inputs_outputs_and_descriptions() -> None:
     gcp = schema["resources"]["spotgpu:index:GcpGpuPool"]["inputProperties"]
     assert all("plain" not in gcp[k] for k in ("image", "network", "subnetwork"))
     azure = schema["resources"]["spotgpu:index:AzureGpuPool"]["inputProperties"]
-    assert "plain" not in azure["subnetId"]
+    assert "plain" not in azure["subnetId"] and "plain" not in azure["resourceGroupName"]
     for name, resource in schema["resources"].items():
         assert resource.get("description"), name
         if name.endswith("GpuPool"):
@@ -157,6 +157,40 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     assert next(r for r in built if r.type == root).parent == wrapper[0].urn
     assert _tree(built, root) == _tree(direct, root)
     assert len(_tree(direct, root)) > 10
+
+
+def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> None:
+    """A TypeScript or YAML program's own ResourceGroup: its name reaches every child, as with the Python class."""
+    import pulumi_azure_native.resources as resources
+
+    raw, pool = _prod_pool("azure")
+
+    def group() -> Any:  # the mocks echo the logical name as the group's name
+        return resources.ResourceGroup("ml-team-rg", resource_group_name="ml-team-rg", location="eastus").name
+
+    def direct_program() -> Any:
+        local = copy.deepcopy(raw)
+        local["pools"][0]["resourceGroupName"] = group()
+        return deploy(parse_stack_config(local))
+
+    def construct() -> Any:
+        provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
+        inputs = {**_construct_inputs(raw, pool), "resourceGroupName": group()}
+        return provider.construct(pool["name"], "spotgpu:index:AzureGpuPool", inputs, pulumi.ResourceOptions()).state
+
+    built = record(construct, stack="prod")
+    direct = record(direct_program, stack="prod")
+    root = "spotgpu:azure:GpuPool"
+    assert _tree(built, root) == _tree(direct, root)
+    rg = next(r for r in built if r.type == "azure-native:resources:ResourceGroup")
+    placed = [r for r in built if "resourceGroupName" in r.inputs and r.type != rg.type]
+    assert len(placed) == 12 and {r.inputs["resourceGroupName"] for r in placed} == {"ml-team-rg"}
+    assert all(rg.urn in r.property_dependencies["resourceGroupName"] for r in placed)
+    scopes = [r.inputs["scope"] for r in built if r.type == "azure-native:authorization:RoleAssignment"]
+    assert len(scopes) == 7 and all("/resourceGroups/ml-team-rg" in s for s in scopes)
+    job = next(r for r in built if r.type == "azure-native:app:Job")
+    config = json.loads(job.inputs["template"]["containers"][0]["env"][0]["value"])
+    assert config["pools"][0]["resourceGroupName"] == "ml-team-rg"
 
 
 def test_construct_reports_bad_input_with_the_key() -> None:

@@ -86,16 +86,15 @@ def test_schema_lists_the_standalone_components_with_their_inputs_and_outputs() 
         for key, prop in [*resource["inputProperties"].items(), *resource["properties"].items()]:
             assert prop.get("description"), f"{component}.{key} has no description"
     ids = {
-        "AzureCheckpointStore": ["writerPrincipalId"],
+        "AzureCheckpointStore": ["writerPrincipalId", "resourceGroupName"],
         "AwsFallbackGroup": ["instanceProfileName", "queueArn", "spotGroupArn", "bucketArn", "imageId"],
         "GcpFallbackGroup": ["nodeServiceAccount", "subscriptionName", "bucketName", "image"],
-        "AzureFallbackGroup": ["identityId", "subnetId"],
+        "AzureFallbackGroup": ["identityId", "subnetId", "resourceGroupName"],
     }
     for component, keys in ids.items():  # Input[str]: an Output of the consuming program is accepted
         inputs = resources[f"spotgpu:index:{component}"]["inputProperties"]
         assert all("plain" not in inputs[k] for k in keys), component
     # Names and scopes derive from these: plain.
-    assert resources["spotgpu:index:AzureCheckpointStore"]["inputProperties"]["resourceGroupName"]["plain"] is True
     assert resources["spotgpu:index:AwsFallbackGroup"]["inputProperties"]["instanceTypes"]["plain"] is True
     assert resources["spotgpu:index:AwsFallbackGroup"]["inputProperties"]["workload"]["$ref"].endswith(":WorkloadArgs")
 
@@ -162,6 +161,8 @@ def test_azure_checkpoint_store_checks_plain_values_and_passes_outputs() -> None
            r'^ckpt\.writerPrincipalId: .*"team-identity".*fix: give the identity.s principal \(object\) id')  # fmt: skip
     _fails("ckpt", "AzureCheckpointStore", {**STORE, "noncurrentVersionDays": 0},
            r"^ckpt\.noncurrentVersionDays: .*fix: use 1 to 365 days")  # fmt: skip
+    _fails("ckpt", "AzureCheckpointStore", {**STORE, "resourceGroupName": "ml-prod."},
+           r'^ckpt\.resourceGroupName: .*\(value: "ml-prod\."\); fix: name an existing resource group: 1-90 ')  # fmt: skip
 
     def with_identity() -> Any:
         import pulumi_azure_native.managedidentity as managedidentity
@@ -174,6 +175,55 @@ def test_azure_checkpoint_store_checks_plain_values_and_passes_outputs() -> None
     assignment = _one(built, "azure-native:authorization:RoleAssignment")
     assert assignment.inputs["principalId"] not in ("", PRINCIPAL)  # the identity's, as an Output
     assert identity.urn in assignment.dependencies
+
+
+def _team_group() -> Any:
+    """The consuming program's own ResourceGroup; the mocks echo the logical name as its name."""
+    import pulumi_azure_native.resources as resources
+
+    return resources.ResourceGroup("ml-team-rg", resource_group_name="ml-team-rg", location="eastus").name
+
+
+def test_azure_checkpoint_store_takes_the_resource_group_as_an_output() -> None:
+    from spotgpu_pulumi.azure import naming
+    from spotgpu_pulumi.azure.plan import StoragePlan
+    from spotgpu_pulumi.azure.roles import STORAGE_BLOB_DATA_CONTRIBUTOR, Grant, Scope
+    from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
+
+    built = record(lambda: _construct("ckpt", "AzureCheckpointStore", {**STORE, "resourceGroupName": _team_group()}))
+    guid = naming.stable_guid("teamckpt01", naming.DEFERRED_RESOURCE_GROUP_KEY, "ckpt", "writer", "blob", "checkpoints")
+
+    def direct_program() -> Any:
+        group = _team_group()
+        grant = Grant(key="writer-blob", principal="pool", role=STORAGE_BLOB_DATA_CONTRIBUTOR, custom_role=None,
+                      scope=Scope("container", group, "checkpoints", "teamckpt01"), guid=guid)  # fmt: skip
+        plan = StoragePlan(
+            account="teamckpt01", container="checkpoints", prefix="llm/run-1",
+            url="az://teamckpt01/checkpoints/llm/run-1", sku="Standard_ZRS", version_days=3, protect=True,
+            tags={"managed-by": "spotgpu"},
+        )  # fmt: skip
+        return CheckpointStorage("ckpt-checkpoints", CheckpointStorageArgs(
+            plan=plan, resource_group=group, location="eastus",
+            subscription_id=pulumi.Output.from_input("00000000-0000-0000-0000-000000000000"),
+            writer_principal_id=PRINCIPAL, writer_grant=grant))  # fmt: skip
+
+    root = "spotgpu:azure:CheckpointStorage"
+    assert _tree(built, root) == _tree(record(direct_program), root)
+    rg = _one(built, "azure-native:resources:ResourceGroup")
+    storage = [r for r in built if r.type.startswith("azure-native:storage:")]
+    assert len(storage) == 4 and {r.inputs["resourceGroupName"] for r in storage} == {"ml-team-rg"}
+    assignment = _one(built, "azure-native:authorization:RoleAssignment")
+    assert assignment.inputs["scope"] == (
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-team-rg/providers/Microsoft.Storage"
+        "/storageAccounts/teamckpt01/blobServices/default/containers/checkpoints"
+    )
+    assert rg.urn in assignment.property_dependencies["scope"]
+    assert assignment.inputs["roleAssignmentName"] == guid  # known at plan time, whatever the group resolves to
+    assert assignment.request.deleteBeforeReplace is True  # a plain group's assignment (another GUID) goes first
+    plain = record(lambda: _construct("ckpt", "AzureCheckpointStore", STORE))
+    assert _one(plain, "azure-native:authorization:RoleAssignment").inputs["roleAssignmentName"] == naming.stable_guid(
+        "teamckpt01", "ml-prod", "ckpt", "writer", "blob", "checkpoints"
+    )
 
 
 # --- Fallback groups ----------------------------------------------------------------------------------------------
@@ -307,6 +357,23 @@ def test_fallback_group_takes_plain_ids_and_outputs_of_other_resources() -> None
     resources = json.dumps(json.loads(policy_resource.inputs["policy"])["Statement"])
     assert ACCOUNT.format("autoscaling", "team-spot") in resources and ACCOUNT.format("sqs", "team-queue") in resources
     assert _one(built, "aws:sqs/queue:Queue").urn in policy_resource.dependencies
+
+
+def test_azure_fallback_group_takes_the_resource_group_as_an_output() -> None:
+    raw, pool = _prod_pool("azure")
+    inputs = {**_construct_inputs(raw, pool), **_plain_ids("azure")}
+    built = record(
+        lambda: _construct("train-az", "AzureFallbackGroup", {**inputs, "resourceGroupName": _team_group()}),
+        stack="prod",
+    )
+    plain = record(lambda: _construct("train-az", "AzureFallbackGroup", inputs), stack="prod")
+    rg = _one(built, "azure-native:resources:ResourceGroup")
+    scale_set = _one(built, "azure-native:compute:VirtualMachineScaleSet")
+    assert scale_set.inputs["resourceGroupName"] == "ml-team-rg" and scale_set.name == "train-az-fallback-ondemand"
+    assert rg.urn in scale_set.property_dependencies["resourceGroupName"]
+    root = "spotgpu:azure:OnDemandFallbackGroup"
+    mine = {(t, n, i.replace('"ml-team-rg"', '"ml-prod"')) for t, n, i in _tree(built, root)}
+    assert mine == _tree(plain, root)  # the same group in every other respect
 
 
 def test_fallback_group_reports_a_planner_rejection_as_one_line() -> None:

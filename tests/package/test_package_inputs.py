@@ -113,6 +113,9 @@ def test_plain_values_are_still_validated_and_deferred_ones_pass() -> None:
     with pytest.raises(ConfigError) as err:
         parse_stack_config(raw)
     assert "spotgpu:pools[train-aws].subnets[0].id" in str(err.value) and "fix: use a subnet id like subnet-0abc12345" in str(err.value)
+    raw["pools"][0]["subnets"][0]["id"] = "subnet-0abc12345\n"  # a pattern's "$" alone would let this through
+    with pytest.raises(ConfigError, match=r"subnets\[0\]\.id"):
+        parse_stack_config(raw)
     raw["pools"][0]["subnets"][0]["id"] = 12345
     with pytest.raises(ConfigError, match="Input should be a valid string"):
         parse_stack_config(raw)
