@@ -384,14 +384,10 @@ def _size_groups(
             )
             actions.append(SetDesired(primary.name, want, why))
     whole_gang = _escalated(plan, obs, step) if at_risk else None
-    if step is None and whole_gang is None:  # nothing may grow: every other group holds what it has
-        for group in plan.growable:
-            seen = obs.groups.get(group.name)
-            if seen is not None and seen.desired != len(seen.vms):
-                actions.append(SetDesired(group.name, len(seen.vms), "hold: keep running VMs, withdraw open requests"))
-        return actions
-    nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
-    deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
+    deficit = 0
+    if step is not None:  # the gap a rung's groups may fill (pending VMs elsewhere already count)
+        nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
+        deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
     for group in plan.growable:
         seen = obs.groups.get(group.name)
         if seen is None:
@@ -401,7 +397,7 @@ def _size_groups(
         if whole_gang is not None and group.role is StepKind.ON_DEMAND:
             if _allowed(plan, group, whole_gang, state, obs.now):
                 add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
-        elif step is not None and group.role is step.kind and _allowed(plan, group, step, state, obs.now):
+        elif step is not None and _allowed(plan, group, step, state, obs.now):
             add = max(0, min(deficit, plan.limit(group) - live))
             deficit -= add
         want = live + add

@@ -75,7 +75,9 @@ def describe_observe_error(err: Exception) -> str:
     if isinstance(response, dict):
         code = str(response.get("Error", {}).get("Code", ""))
     lowered = f"{name} {code} {text}".lower()
-    if any(k in lowered for k in ("nocredentials", "credential", "defaultcredentialserror", "clientauthenticationerror")):
+    if any(
+        k in lowered for k in ("nocredentials", "credential", "defaultcredentialserror", "clientauthenticationerror")
+    ):
         why = "no usable credentials"
     elif any(k in lowered for k in ("accessdenied", "unauthorized", "forbidden", "permission", "authorizationfailed")):
         why = "permission denied"
@@ -160,7 +162,9 @@ class Controller:
                 self._emit(event)
             if self.dry_run:
                 for action in result.actions:
-                    self._emit(Event("action", name, now, {"action": type(action).__name__, **dataclasses.asdict(action)}))
+                    self._emit(
+                        Event("action", name, now, {"action": type(action).__name__, **dataclasses.asdict(action)})
+                    )
             else:
                 self._apply(name, plan, adapter, state, result.actions, now)
             if result.step is None and not self.dry_run:
@@ -186,7 +190,13 @@ class Controller:
         return dataclasses.replace(obs, commits=commits, steps=steps)
 
     def _apply(
-        self, pool: str, plan: PoolPlan, adapter: CloudAdapter, state: PoolState, actions: tuple[Action, ...], now: float
+        self,
+        pool: str,
+        plan: PoolPlan,
+        adapter: CloudAdapter,
+        state: PoolState,
+        actions: tuple[Action, ...],
+        now: float,
     ) -> None:
         for action in actions:
             kind = type(action).__name__
@@ -202,7 +212,7 @@ class Controller:
             except Exception as err:
                 self._emit(Event("action_failed", pool, now, {"action": kind, "error": str(err)[:300]}))
                 if isinstance(action, SetDesired):
-                    state.backoff.setdefault(action.group, Backoff()).fail(now)
+                    state.backoff.setdefault(action.group, Backoff()).fail(now, action.desired)
                 elif isinstance(action, RemoveInstance):
                     state.drains[action.vm_id] = 0.0  # committed already; retry removal next tick
                 continue

@@ -70,16 +70,17 @@ class FakeSubscription:
 
     def acknowledge(self, request: types.AcknowledgeRequest) -> empty_pb2.Empty:
         self.calls.append("Acknowledge")
+        acked = set(request.ack_ids)
         with self._lock:
-            self.messages = [m for m in self.messages if m.ack_id not in set(request.ack_ids)]
+            self.messages = [m for m in self.messages if m.ack_id not in acked]
         return empty_pb2.Empty()
 
     def modify_ack_deadline(self, request: types.ModifyAckDeadlineRequest) -> empty_pb2.Empty:
         self.calls.append(f"ModifyAckDeadline({request.ack_deadline_seconds})")
-        now = time.monotonic()
+        now, released = time.monotonic(), set(request.ack_ids)
         with self._lock:
             for m in self.messages:
-                if m.ack_id in set(request.ack_ids):
+                if m.ack_id in released:
                     m.out_until = now + request.ack_deadline_seconds
         return empty_pb2.Empty()
 

@@ -28,7 +28,10 @@ FOUR_GROUPS = (
 
 def _config(state_url: str) -> ControllerConfig:
     return aws_controller_config(
-        state_url, groups=FOUR_GROUPS, profile=workload(work_hours=100.0), waits=(300, 300, 300, 3600),
+        state_url,
+        groups=FOUR_GROUPS,
+        profile=workload(work_hours=100.0),
+        waits=(300, 300, 300, 3600),
         stableSpotSeconds=120,
     )
 
@@ -39,8 +42,12 @@ def _sim(store: object, traces: dict[str, object] | None = None, gap: float | No
     plan = build_plans(_config("file:///unused"))["pool-a"]
     data = traces or {"spot-a": ts[0].data * 2, "spot-b": ts[1].data * 2, "spot-sku": ts[2].data * 2}
     return TwinCloud(
-        plan, job_for(plan.workload, plan.checkpoint_interval_seconds), data,  # type: ignore[arg-type]
-        gap or ts[0].gap_seconds, 0.0, drain_store=store,  # type: ignore[arg-type]
+        plan,
+        job_for(plan.workload, plan.checkpoint_interval_seconds),
+        data,  # type: ignore[arg-type]
+        gap or ts[0].gap_seconds,
+        0.0,
+        drain_store=store,  # type: ignore[arg-type]
     )
 
 
@@ -113,7 +120,12 @@ def test_telemetry_json_lines_and_prometheus(tmp_path: Path) -> None:
     kinds = {e["kind"] for e in events}
     assert {"launch_failure", "interruption", "reacquired", "step_changed", "fallback_usage"} <= kinds
     reg = telemetry.registry
-    assert (reg.get_sample_value("spotgpu_launch_failures_total", {"pool": "pool-a", "group": "spot-a", "reason": "capacity"}) or 0) > 0
+    assert (
+        reg.get_sample_value(
+            "spotgpu_launch_failures_total", {"pool": "pool-a", "group": "spot-a", "reason": "capacity"}
+        )
+        or 0
+    ) > 0
     assert (reg.get_sample_value("spotgpu_reacquisition_seconds_count", {"pool": "pool-a"}) or 0) >= 1
     assert (reg.get_sample_value("spotgpu_fallback_cost_usd_total", {"pool": "pool-a"}) or 0) > 0
 
@@ -134,6 +146,38 @@ def test_no_capacity_anywhere_defers_through_the_scheduler_hook(tmp_path: Path) 
     controller = Controller(config, {"pool-a": _Recording(sim)}, store, telemetry)
     for i in range(100):  # 100 min > 300 * 3 s of spot + 3600 s on on-demand
         controller.tick(i * 60.0)
-    assert store.get("scheduler/pool-a.json") == {"state": "deferred", "reason": store.objects["scheduler/pool-a.json"]["reason"], "at": 4500.0}
+    assert store.get("scheduler/pool-a.json") == {
+        "state": "deferred",
+        "reason": store.objects["scheduler/pool-a.json"]["reason"],
+        "at": 4500.0,
+    }
     assert telemetry.registry.get_sample_value("spotgpu_deferred", {"pool": "pool-a"}) == 1
-    assert (telemetry.registry.get_sample_value("spotgpu_ladder_step_seconds_count", {"pool": "pool-a", "step": "on_demand"}) or 0) == 1
+    assert (
+        telemetry.registry.get_sample_value(
+            "spotgpu_ladder_step_seconds_count", {"pool": "pool-a", "step": "on_demand"}
+        )
+        or 0
+    ) == 1
+
+
+class _RefusingOnDemand(_Recording):
+    """The cloud refuses every resize of the on-demand group (a quota or permission error)."""
+
+    def apply(self, action: SetDesired | RemoveInstance) -> None:
+        if isinstance(action, SetDesired) and action.group == "od" and action.desired > 0:
+            raise RuntimeError("VcpuLimitExceeded")
+        super().apply(action)
+
+
+def test_a_refused_resize_backs_the_group_off_until_it_delivers_what_was_asked() -> None:
+    zeros = load_group("1-node/aws-02-15-2023")[0].data * 0
+    cloud = _RefusingOnDemand(_sim(MemoryJsonStore(), {"spot-a": zeros, "spot-b": zeros, "spot-sku": zeros}))
+    store = MemoryJsonStore()
+    config = _config("file:///unused")
+    controller = Controller(config, {"pool-a": cloud}, store)
+    for i in range(40):  # the spot rungs (900 s) pass, then on-demand is asked and refused
+        controller.tick(i * 60.0)
+    record = store.get(RECORD_KEY)
+    assert record is not None
+    backoff = record["pools"]["pool-a"]["backoff"]["od"]
+    assert backoff["wanted"] == config.pools[0].capacity.target and backoff["attempts"] >= 2  # kept across refusals
