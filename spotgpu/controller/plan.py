@@ -94,7 +94,7 @@ class PoolPlan:
 
     @property
     def tracks_deadline(self) -> bool:
-        return self.job_started_at is not None and self.workload.deadline_hours is not None
+        return self._tracks_deadline  # type: ignore[attr-defined, no-any-return]
 
     @property
     def loss_reserve_seconds(self) -> float:
@@ -119,6 +119,7 @@ class PoolPlan:
         object.__setattr__(self, "_prices", {g.name: (g, self._price(g)) for g in self.groups})
         object.__setattr__(self, "_limits", {g.name: (g, self._limit(g)) for g in self.groups})
         object.__setattr__(self, "_loss_reserve", self._loss_reserve_seconds())
+        object.__setattr__(self, "_tracks_deadline", self.job_started_at is not None and self.workload.deadline_hours is not None)
         object.__setattr__(self, "_on_demand", tuple(g for g in self.groups if g.role is StepKind.ON_DEMAND))
         others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
         object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
@@ -218,7 +219,7 @@ def _progress(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> None:
 
 def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, events: list[Event]) -> None:
     failed_groups: set[str] = set()
-    for f in sorted(obs.failures, key=lambda f: (f.at, f.key)):
+    for f in sorted(obs.failures, key=lambda f: (f.at, f.key)) if obs.failures else ():
         if not state.remember(f"f:{f.key}"):
             continue
         events.append(
@@ -234,17 +235,22 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
     for name in sorted(failed_groups):
         asked = obs.groups[name].desired if name in obs.groups else 0
         state.backoff.setdefault(name, Backoff()).fail(obs.now, asked)
-    for name in [n for n in state.backoff if n not in failed_groups]:
+    over = []
+    for name, backoff in state.backoff.items():
         group = obs.groups.get(name)
-        if group is not None and group.vms and state.backoff[name].over(len(group.ready), obs.now):
-            del state.backoff[name]  # the group delivered what it was asked for (or the streak is long over)
+        if group is None or not group.vms or name in failed_groups:
+            continue  # a group holding nothing has delivered nothing: its streak goes on
+        if backoff.over(len(group.ready), obs.now):
+            over.append(name)
+    for name in over:
+        del state.backoff[name]  # the group delivered what it was asked for (or the streak is long over)
 
 
 def _walk(
     plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event], actions: list[Action]
 ) -> LadderStep | None:
     now, target = obs.now, plan.capacity.target
-    for i in sorted(obs.interruptions, key=lambda i: (i.at, i.event_id)):
+    for i in sorted(obs.interruptions, key=lambda i: (i.at, i.event_id)) if obs.interruptions else ():
         if not state.remember(f"i:{i.event_id}"):
             continue
         stale = _stale(plan, state, i.at, now)
@@ -323,12 +329,26 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     Work left is turned into wall time on on-demand (which still checkpoints, so
     ``1 + C/T``), and the overhead is one restart + load plus one tick of reaction.
     """
+    global _last_deadline
+    hit = _last_deadline
+    if hit is not None and hit[0] is plan and hit[1] == now and hit[2] == state.work_done_hours:
+        return hit[3]  # a tick asks up to four times (walk, sizing, next wake, the twin's jump)
+    status = _deadline(plan, state.work_done_hours, now)
+    _last_deadline = (plan, now, state.work_done_hours, status)
+    return status
+
+
+#: (plan, now, work done, status) of the last :func:`deadline` call: it is pure in these three.
+_last_deadline: tuple[PoolPlan, float, float, DeadlineStatus | None] | None = None
+
+
+def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineStatus | None:
     work = plan.workload
     if plan.job_started_at is None or work.deadline_hours is None:
         return None
     elapsed_h = (now - plan.job_started_at) / 3600.0
     stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
-    left = max(0.0, work.work_hours - state.work_done_hours) * stall
+    left = max(0.0, work.work_hours - work_done_hours) * stall
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
@@ -338,13 +358,33 @@ def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
     status = deadline(plan, state, now)
     if status is None:
         return StrategyContext(waited, False, False)
+    return StrategyContext(waited, _at_risk(plan, status), _behind(plan, state, now))
+
+
+def commits_matter(plan: PoolPlan, state: PoolState, now: float) -> bool:
+    """Whether a new commit (more committed work) could change a decision made now.
+
+    Committed work only grows, and more of it only raises the slack and lifts progress
+    above the uniform-progress line; so a commit moves a decision only while the deadline
+    is at risk (it may end that), or, for a strategy that reads the line, while an episode
+    is behind it. Otherwise it only moves timers later. (A drained VM's removal waits for
+    its final checkpoint, which the cloud reports as a timed event of its own.)
+    """
+    if not plan.tracks_deadline:
+        return False
+    if not can_give_back(plan, state, now):
+        return True
+    return state.lost_since is not None and plan.strategy.reads_behind_schedule and _behind(plan, state, now)
+
+
+def _behind(plan: PoolPlan, state: PoolState, now: float) -> bool:
+    """Committed work below the uniform-progress line (work x elapsed / deadline)."""
     work = plan.workload
     assert plan.job_started_at is not None and work.deadline_hours is not None
     elapsed_h = max(0.0, (now - plan.job_started_at) / 3600.0)
-    behind = state.work_done_hours < work.work_hours and (
+    return state.work_done_hours < work.work_hours and (
         state.work_done_hours < work.work_hours * min(1.0, elapsed_h / work.deadline_hours)
     )
-    return StrategyContext(waited, _at_risk(plan, status), behind)
 
 
 def _at_risk(plan: PoolPlan, status: DeadlineStatus | None) -> bool:
@@ -384,20 +424,21 @@ def _size_groups(
             )
             actions.append(SetDesired(primary.name, want, why))
     whole_gang = _escalated(plan, obs, step) if at_risk else None
+    groups, now = obs.groups, obs.now
+    present = [(g, groups[g.name]) for g in plan.growable if g.name in groups]
     deficit = 0
     if step is not None:  # the gap a rung's groups may fill (pending VMs elsewhere already count)
-        nonprimary_pending = sum(len(obs.groups[g.name].pending) for g in plan.growable if g.name in obs.groups)
-        deficit = max(0, plan.capacity.target - ready - nonprimary_pending)
-    for group in plan.growable:
-        seen = obs.groups.get(group.name)
-        if seen is None:
-            continue
+        deficit = max(0, plan.capacity.target - ready - sum(len(seen.pending) for _, seen in present))
+    sizing = whole_gang is not None or step is not None
+    for group, seen in present:
         live = len(seen.vms)
         add = 0
-        if whole_gang is not None and group.role is StepKind.ON_DEMAND:
-            if _allowed(plan, group, whole_gang, state, obs.now):
+        if not sizing:
+            pass  # no rung and no escalation: every group holds what it has (the usual tick)
+        elif whole_gang is not None and group.role is StepKind.ON_DEMAND:
+            if _allowed(plan, group, whole_gang, state, now):
                 add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
-        elif step is not None and _allowed(plan, group, step, state, obs.now):
+        elif step is not None and group.role is step.kind and _allowed(plan, group, step, state, now):
             add = max(0, min(deficit, plan.limit(group) - live))
             deficit -= add
         want = live + add
@@ -450,7 +491,7 @@ def _scale_in(
     """Drain extra non-primary VMs, most expensive first; remove each only after a later commit."""
     now = obs.now
     actions: list[Action] = []
-    by_id: dict[str, Vm] = {v.id: v for g in obs.groups.values() for v in g.vms}
+    by_id: dict[str, Vm] = {v.id: v for g in obs.groups.values() for v in g.vms} if state.drains else {}
     for vm_id in [v for v in state.drains if v not in by_id]:
         del state.drains[vm_id]  # gone: removed by us, or lost to the cloud
     if surplus > 0:
@@ -484,6 +525,7 @@ def _scale_in(
         need = surplus - len(state.drains)
         for vm in candidates[: max(0, need)]:
             state.drains[vm.id] = now
+            by_id[vm.id] = vm
             actions.append(RequestDrain(vm.group, vm.id))
             events.append(Event("drain_requested", plan.name, now, {"vm": vm.id, "group": vm.group}))
     for vm_id, asked_at in sorted(state.drains.items()):

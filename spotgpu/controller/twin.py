@@ -49,7 +49,7 @@ from spotgpu.controller.observe import (
     PoolObservation,
     Vm,
 )
-from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, next_wake, reconcile
+from spotgpu.controller.plan import PoolPlan, TickResult, commits_matter, next_wake, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
@@ -109,10 +109,15 @@ class TwinGroup:
     quota: int | None = None
     desired: int = 0
     vms: dict[str, TwinVm] = field(default_factory=dict)
-    last_cap: int = -1  # capacity at the last change processed (a change with the request open retries it)
+    last_cap: int = -1  # capacity at the last launch attempt (a change with the request open retries it)
+    trace: np.ndarray | None = None  # the availability trace itself, for ``next_below``
     version: int = 0  # bumped on every change, so an unchanged group's observation is reused
     #: (version, valid until: the next pending VM's ready time, observation)
     seen: tuple[int, float, GroupObservation] | None = None
+
+    def next_below(self, held: int) -> list[int] | None:
+        """For each tick i, the first tick j > i whose availability is below ``held`` (None: on-demand)."""
+        return None if self.trace is None else _next_below_cached(self.trace, held)
 
     def observation(self, now: float) -> GroupObservation:
         if self.seen is not None and self.seen[0] == self.version and now + _EPS < self.seen[1]:
@@ -137,6 +142,32 @@ def _trace_lists_cached(avail: np.ndarray) -> tuple[list[int], list[int]]:
         hit = (avail, ([int(x) for x in np.asarray(avail).tolist()], _next_change(avail).tolist()))
         _TRACE_CACHE[key] = hit
     return hit[1]
+
+
+_BELOW_CACHE: dict[tuple[int, int, int], tuple[np.ndarray, list[int]]] = {}
+
+
+def _next_below_cached(avail: np.ndarray, held: int) -> list[int]:
+    """``_next_below`` as a list, once per trace array and count held."""
+    key = (id(avail), len(avail), held)
+    hit = _BELOW_CACHE.get(key)
+    if hit is None or hit[0] is not avail:
+        if len(_BELOW_CACHE) > 4096:
+            _BELOW_CACHE.clear()
+        hit = (avail, _next_below(avail, held).tolist())
+        _BELOW_CACHE[key] = hit
+    return hit[1]
+
+
+def _next_below(avail: np.ndarray, held: int) -> np.ndarray:
+    """For each tick i, the first tick j > i with ``avail[j] < held`` (len(avail) when none: the trace's end allows 0)."""
+    n = len(avail)
+    below = np.flatnonzero(np.asarray(avail) < held)
+    idx = np.searchsorted(below, np.arange(n), side="right")
+    out = np.full(n, n, dtype=np.int64)
+    ok = idx < len(below)
+    out[ok] = below[idx[ok]]
+    return out
 
 
 def _next_change(avail: np.ndarray) -> np.ndarray:
@@ -182,6 +213,7 @@ class TwinCloud:
             self.groups[g.name] = TwinGroup(
                 g.name, g.role, plan.price(g), None if lists is None else lists[0], None if lists is None else lists[1],
                 (quota or {}).get(g.name),
+                trace=avail,
             )
         self.t = start
         self._seq = 0
@@ -189,8 +221,16 @@ class TwinCloud:
         self._failures: list[LaunchFailure] = []
         self._departed: dict[str, tuple[float, int | None]] = {}
         self.removals: list[Removal] = []
-        #: (sum of the groups' versions, valid until, observations): see ``_group_observations``
+        self._group_list = list(self.groups.values())
+        self._version = 0  # bumped with every group's version (see ``_changed``)
+        #: (cloud version, the groups holding VMs or asking for them): see ``_active``
+        self._active_seen: tuple[int, list[TwinGroup]] = (-1, [])
+        #: (cloud version, valid until, observations): see ``_group_observations``
         self._groups_seen: tuple[int, float, dict[str, GroupObservation]] | None = None
+        #: (after, cloud version, result) of the last ``_next_group_change``: it reads only the groups'
+        #: VMs and requests (every change bumps the version), and the twin asks twice per wake: for
+        #: the jump, and when the next observation advances to it
+        self._internal_seen: tuple[float, int, float] | None = None
         self.interruptions = 0
         self.failures_by_reason: dict[str, int] = {}
         # the job
@@ -209,7 +249,25 @@ class TwinCloud:
         if initial:  # the pool was created at its target: the primary's VMs boot as the job starts
             primary = plan.primary.name
             self.groups[primary].desired = plan.capacity.target
+            self._changed(self.groups[primary])
             self._fill(self.groups[primary], start, quiet=True)
+
+    def _changed(self, group: TwinGroup) -> None:
+        """Every change to a group's VMs or request (after it): its observation and the cloud's next change are stale."""
+        group.version += 1
+        self._version += 1
+
+    def _active(self) -> list[TwinGroup]:
+        """The groups holding VMs or asking for them, in plan order: no other group can change or matter.
+
+        Most of a pool's groups are idle most of the time (eight alternate zones wait for
+        an episode), so the per-event loops walk only these.
+        """
+        seen = self._active_seen
+        if seen[0] != self._version:
+            seen = (self._version, [g for g in self._group_list if g.vms or g.desired > 0])
+            self._active_seen = seen
+        return seen[1]
 
     # --- capacity ----------------------------------------------------------
     def capacity(self, group: TwinGroup, t: float) -> int:
@@ -222,14 +280,16 @@ class TwinCloud:
         self._seq += 1
         vm = TwinVm(f"{group.name}-{self._seq}", group.name, group.price, t, t + self.job.boot_seconds)
         group.vms[vm.id] = vm
-        group.version += 1
+        self._changed(group)
 
     def _fill(self, group: TwinGroup, t: float, *, quiet: bool = False) -> None:
         """Launch toward desired as far as capacity and quota allow; a shortfall is a launch failure."""
         want = group.desired - len(group.vms)
         if want <= 0:
             return
-        room = self.capacity(group, t) - len(group.vms)
+        cap = self.capacity(group, t)
+        group.last_cap = cap
+        room = cap - len(group.vms)
         quota_room = math.inf if group.quota is None else group.quota - len(group.vms)
         n = int(max(0, min(want, room, quota_room)))
         for _ in range(n):
@@ -252,7 +312,7 @@ class TwinCloud:
         if vm.id in self.gang:
             self._gang_lost(t)  # first: the commits it made up to now are its agent's last reports
         del group.vms[vm.id]
-        group.version += 1
+        self._changed(group)
         if vm.report is not None:
             self._departed[vm.id] = vm.report  # its agent's report stays in the store
         self._bill(vm, t)
@@ -280,7 +340,7 @@ class TwinCloud:
     def _form_gang(self, t: float) -> None:
         if self.phase != "idle":
             return
-        ready = [v for g in self.groups.values() for v in g.vms.values() if v.ready_at <= t + _EPS and v.drain_at is None]
+        ready = [v for g in self._active() for v in g.vms.values() if v.ready_at <= t + _EPS and v.drain_at is None]
         if len(ready) < self.job.nodes:
             return
         ready.sort(key=lambda v: (v.price, v.ready_at, v.id))
@@ -307,7 +367,7 @@ class TwinCloud:
     def _gang_vms(self) -> list[TwinVm]:
         out = []
         for vm_id in self.gang:
-            for g in self.groups.values():
+            for g in self._active():
                 if vm_id in g.vms:
                     out.append(g.vms[vm_id])
         return out
@@ -332,24 +392,44 @@ class TwinCloud:
         self.finish = math.inf
 
     # --- time ------------------------------------------------------------------
-    def _next_internal(self, after: float) -> float:
-        """The next time the cloud or the job changes by itself (strictly after ``after``)."""
+    def _next_internal(self, after: float, *, phases: bool = True) -> float:
+        """The next time the cloud or the job changes by itself (strictly after ``after``).
+
+        ``phases=False`` leaves out the job's own transitions (load done, run done, final
+        checkpoint written): none of them changes what the controller observes, except
+        through the commits they lead to.
+        """
         lo = after + _EPS
-        best = self.phase_until if self.phase_until > lo else math.inf
+        best = self._next_group_change(after)
+        if phases and lo < self.phase_until < best:
+            best = self.phase_until
+        return best
+
+    def _next_group_change(self, after: float) -> float:
+        """The next VM ready or trace change that can matter to a group holding VMs or asking for them."""
+        seen = self._internal_seen
+        if seen is not None and seen[0] == after and seen[1] == self._version:
+            return seen[2]
+        lo = after + _EPS
+        best = math.inf
         gap = self.gap
         i = int(lo // gap)
-        for g in self.groups.values():
+        for g in self._active():
             vms = g.vms
-            if not vms and g.desired <= 0:
-                continue  # nothing held or asked: neither a VM nor a trace change can matter
             for v in vms.values():
                 if lo < v.ready_at < best:
                     best = v.ready_at
-            nxt = g.next_change
+            if g.desired > len(vms):
+                nxt = g.next_change  # a request is open: any change of capacity retries it
+            elif vms:
+                nxt = g.next_below(len(vms))  # the request is met: only a drop below what is held matters
+            else:
+                continue  # nothing held or asked: neither a VM nor a trace change can matter
             if nxt is not None and 0 <= i < len(nxt):
                 t = float(nxt[i]) * gap
                 if lo < t < best:
                     best = t
+        self._internal_seen = (after, self._version, best)
         return best
 
     def advance(self, t: float) -> None:
@@ -374,16 +454,16 @@ class TwinCloud:
             elif self.phase == "stopping":
                 self.gang, self.phase, self.phase_until = (), "idle", math.inf
         # 2. capacity: take what the trace no longer allows, launch what it now allows
-        for g in self.groups.values():
+        for g in list(self._active()):  # a copy: taking a VM may change which groups are active
             cap = self.capacity(g, t)
             extra = len(g.vms) - cap
             if extra > 0:
                 for vm in sorted(g.vms.values(), key=lambda v: (-v.launched_at, v.id))[:extra]:
                     self._interrupt(g, vm, t)
             if g.desired > len(g.vms):
-                # the cloud retries an open request when capacity changes; still short is a failure
-                self._fill(g, t, quiet=cap == g.last_cap)
-            g.last_cap = cap
+                # the cloud retries an open request when capacity changed since its last attempt or a VM
+                # was taken; still short is a failure
+                self._fill(g, t, quiet=cap == g.last_cap and extra <= 0)
         # 3. a gang on new capacity
         self._form_gang(t)
 
@@ -410,7 +490,7 @@ class TwinCloud:
         if self.phase == "running":
             self._settle_commits(now)
         groups = self._group_observations(now)
-        live = {v.id: v.report for g in self.groups.values() for v in g.vms.values() if v.report is not None}
+        live = {v.id: v.report for g in self._active() for v in g.vms.values() if v.report is not None}
         reports = {vm: r for vm, r in {**self._departed, **live}.items() if r[0] <= now + _EPS}
         self._departed = {}
         obs = PoolObservation(
@@ -431,12 +511,21 @@ class TwinCloud:
         Versions only grow, so an unchanged sum means no group changed; the copy keeps
         each tick's observation its own dict.
         """
-        version = sum(g.version for g in self.groups.values())
+        version = self._version
         seen = self._groups_seen
         if seen is not None and seen[0] == version and now + _EPS < seen[1]:
             return dict(seen[2])
-        groups = {g.name: g.observation(now) for g in self.groups.values()}
-        until = min((g.seen[1] for g in self.groups.values() if g.seen is not None), default=math.inf)
+        groups: dict[str, GroupObservation] = {}
+        until = math.inf
+        for g in self._group_list:
+            mine = g.seen
+            if mine is None or mine[0] != g.version or now + _EPS >= mine[1]:
+                g.observation(now)
+                mine = g.seen
+                assert mine is not None  # set by observation()
+            groups[g.name] = mine[2]
+            if mine[1] < until:
+                until = mine[1]
         self._groups_seen = (version, until, groups)
         return dict(groups)
 
@@ -455,15 +544,16 @@ class TwinCloud:
     def apply(self, action: SetDesired | RemoveInstance, now: float | None = None) -> None:
         t = self.t if now is None else now
         group = self.groups[action.group]
-        group.version += 1
         if isinstance(action, SetDesired):
             group.desired = action.desired
+            self._changed(group)
             self._fill(group, t)
             return
         vm = group.vms[action.vm_id]
         self.removals.append(Removal(vm.id, group.name, t, vm.drain_at, vm.report[0] if vm.report else None))
         group.desired = max(0, group.desired - 1)
         self._remove(group, vm, t)
+        self._fill(group, t, quiet=True)  # an open request takes the room at once (it already failed once)
         self._form_gang(t)
 
     def request_drain(self, vm_id: str, t: float) -> None:
@@ -487,9 +577,16 @@ class TwinCloud:
         return bool(self._events) or any(f.group != primary for f in self._failures)
 
     def next_change(self, now: float, commits_matter: bool) -> float:
-        """When the next observation could differ from this one (for the jump in :func:`run_twin`)."""
-        e = self._next_internal(now)
-        for g in self.groups.values():
+        """When the next observation could differ from this one (for the jump in :func:`run_twin`).
+
+        The job's own transitions are left out unless commits matter: a transition changes
+        nothing the controller sees but the commits (a finished job is found by the next
+        observation, and the twin bills it to its finish time). That holds because a quiet
+        retry never launches: every way room appears (a VM taken, a VM removed, a new
+        request) is acted on at once.
+        """
+        e = self._next_internal(now, phases=commits_matter)
+        for g in self._active():
             for v in g.vms.values():
                 if v.report is not None and v.report[0] > now + _EPS:
                     e = min(e, v.report[0])
@@ -541,6 +638,7 @@ def run_twin(
     ticks = deferrals = 0
     steps: set[str] = set()
     k = 0
+    last = math.floor((end - start) / tick + 1e-9)  # the last tick within the horizon
     while True:
         now = start + k * tick
         if now > end or cloud.phase == "done":
@@ -566,11 +664,10 @@ def run_twin(
         if not jump or cloud.has_news():
             k += 1  # news (a launch failure, an interruption) is seen on the very next tick
             continue
-        matter = plan.tracks_deadline and (
-            state.lost_since is not None or state.surplus_since is not None or not can_give_back(plan, state, now)
-        )
-        wake = min(next_wake(plan, state, now), cloud.next_change(now, matter))
-        k = max(k + 1, math.ceil((wake - start) / tick - 1e-9)) if math.isfinite(wake) else math.ceil((end - start) / tick) + 1
+        wake = min(next_wake(plan, state, now), cloud.next_change(now, commits_matter(plan, state, now)))
+        # never past the last tick: a job that finished unseen (its end moves nothing) is found there
+        at = math.ceil((wake - start) / tick - 1e-9) if math.isfinite(wake) else last
+        k = max(k + 1, min(at, last))
     done_at = cloud.finish if cloud.phase == "done" else math.inf
     cloud.close(min(done_at, end) if math.isfinite(done_at) else end)
     job = cloud.job

@@ -336,3 +336,34 @@ def test_plan_prices_and_limits_are_derived_once_and_only_for_its_own_groups() -
     assert plan.loss_reserve_seconds == plan._loss_reserve_seconds()
     other = plan.groups[0].model_copy(update={"price_per_hour": 9.5, "max_size": 7})  # same name, not the plan's
     assert plan.price(other) == 9.5 and plan.limit(other) == 7
+
+
+def test_commits_matter_only_while_at_risk_or_behind_the_line_of_a_strategy_that_reads_it() -> None:
+    """The twin sleeps through periodic commits unless one could change a decision."""
+    from spotgpu.controller.plan import commits_matter
+
+    ladder_plan, up_plan = _plan("ladder", deadline=10.0, work=4.0), _plan("uniform-progress", deadline=10.0, work=4.0)
+    ahead = PoolState(work_done_hours=2.0)  # 2 h of 4 done after 2 h of 10: safe, above the line (0.8 h)
+    behind = PoolState(work_done_hours=0.5, lost_since=6000.0)  # safe, but below the line, in an episode
+    assert not commits_matter(ladder_plan, ahead, 7200.0)
+    assert not commits_matter(up_plan, ahead, 7200.0)
+    assert not commits_matter(ladder_plan, behind, 7200.0)  # the ladder does not read the line
+    assert commits_matter(up_plan, behind, 7200.0)
+    assert can_give_back(up_plan, behind, 7200.0)
+    at_risk = PoolState(work_done_hours=0.5)  # 3.5 h left with 1 h to go
+    assert not can_give_back(ladder_plan, at_risk, 9.0 * 3600) and commits_matter(ladder_plan, at_risk, 9.0 * 3600)
+    assert not commits_matter(_plan("ladder", deadline=None), at_risk, 9.0 * 3600)  # no deadline: never
+
+
+def test_a_removal_gives_its_room_to_an_open_request_at_once() -> None:
+    """Room made by removing a VM is taken by the request still open on that group, not at some later event."""
+    plan = _plan()
+    cloud = TwinCloud(plan, _job(), {"spot-a": np.ones(400, dtype=np.int64), "spot-b": np.ones(400, dtype=np.int64)},
+                      60, 0.0)  # fmt: skip
+    cloud.apply(SetDesired("spot-b", 3, "test"), 100.0)  # 1 VM of 3: short by 2 (a failure)
+    first = next(iter(cloud.groups["spot-b"].vms))
+    from spotgpu.controller.actions import RemoveInstance
+
+    cloud.apply(RemoveInstance("spot-b", first), 200.0)  # desired 2, room 1
+    vms = cloud.groups["spot-b"].vms
+    assert len(vms) == 1 and first not in vms and next(iter(vms.values())).launched_at == 200.0
