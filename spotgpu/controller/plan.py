@@ -175,9 +175,12 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
 
 def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event]) -> None:
     _progress(plan, obs, state)
-    if plan.tracks_deadline and obs.commits and not obs.steps and state.remember("w:progress-unreported"):
+    unreported = plan.tracks_deadline and obs.commits and not obs.steps and state.committed_at is None
+    if unreported and state.remember("w:progress-unreported"):
         # commits without a step cannot move committed work: the deadline test then runs on the
-        # clock alone (safe, but it escalates to on-demand early); say so once, loudly
+        # clock alone (safe, but it escalates to on-demand early); say so once, loudly. A pool that
+        # has counted a step reports steps: a stepless report then is a drained idle VM's
+        # acknowledgement, not a workload that forgot ``step=``
         events.append(Event("progress_unreported", plan.name, obs.now, {
             "commits": len(obs.commits),
             "why": "commits carry no step: work done stays at the last reported step and the deadline test runs on the "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
@@ -168,3 +169,9 @@ def test_commits_without_a_step_are_reported_once_as_unreported_progress(plan_fa
     assert not [e for e in reconcile(plan, told, PoolState()).events if e.kind == "progress_unreported"]
     no_deadline = plan_factory()
     assert not [e for e in reconcile(no_deadline, blind, PoolState()).events if e.kind == "progress_unreported"]
+    stepped, counted = dataclasses.replace(plan, total_steps=36000), PoolState()
+    reconcile(stepped, told, counted)  # a step was counted: this workload reports steps
+    assert counted.committed_at == 750.0
+    ack = PoolObservation(told.pool, 840.0, told.groups, commits={"spot-a-r1": 830.0})  # an idle VM acks its drain
+    assert not [e for e in reconcile(stepped, ack, counted).events if e.kind == "progress_unreported"]
+    assert [e for e in reconcile(stepped, ack, PoolState()).events if e.kind == "progress_unreported"]  # none counted yet
