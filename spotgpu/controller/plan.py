@@ -432,13 +432,10 @@ def _size_groups(
     deficit = 0
     if step is not None:  # the gap a rung's groups may fill (pending VMs elsewhere already count)
         deficit = max(0, plan.capacity.target - ready - sum(len(seen.pending) for _, seen in present))
-    sizing = whole_gang is not None or step is not None
-    for group, seen in present:
+    for group, seen in present:  # with no rung and no escalation, every group holds what it has
         live = len(seen.vms)
         add = 0
-        if not sizing:
-            pass  # no rung and no escalation: every group holds what it has (the usual tick)
-        elif whole_gang is not None and group.role is StepKind.ON_DEMAND:
+        if whole_gang is not None and group.role is StepKind.ON_DEMAND:
             if _allowed(plan, group, whole_gang, state, now):
                 add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
         elif step is not None and group.role is step.kind and _allowed(plan, group, step, state, now):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -129,57 +130,49 @@ class TwinGroup:
         return obs
 
 
-_TRACE_CACHE: dict[tuple[int, int], tuple[np.ndarray, tuple[list[int], list[int]]]] = {}
+_T = TypeVar("_T")
+_TRACE_CACHE: dict[tuple[int, int, int | None], tuple[np.ndarray, Any]] = {}
+
+
+def _per_trace(avail: np.ndarray, held: int | None, build: Callable[[], _T]) -> _T:
+    """``build()`` once per trace array (and count held): a bench replays the same traces thousands of times."""
+    key = (id(avail), len(avail), held)
+    hit = _TRACE_CACHE.get(key)
+    if hit is None or hit[0] is not avail:
+        if len(_TRACE_CACHE) > 4096:
+            _TRACE_CACHE.clear()
+        hit = (avail, build())
+        _TRACE_CACHE[key] = hit
+    return cast(_T, hit[1])
 
 
 def _trace_lists_cached(avail: np.ndarray) -> tuple[list[int], list[int]]:
-    """(availability, ``_next_change``) as lists, once per trace array (a bench replays the same traces thousands of times)."""
-    key = (id(avail), len(avail))
-    hit = _TRACE_CACHE.get(key)
-    if hit is None or hit[0] is not avail:
-        if len(_TRACE_CACHE) > 256:
-            _TRACE_CACHE.clear()
-        hit = (avail, ([int(x) for x in np.asarray(avail).tolist()], _next_change(avail).tolist()))
-        _TRACE_CACHE[key] = hit
-    return hit[1]
-
-
-_BELOW_CACHE: dict[tuple[int, int, int], tuple[np.ndarray, list[int]]] = {}
+    """(availability, ``_next_change``) as lists."""
+    return _per_trace(avail, None, lambda: ([int(x) for x in np.asarray(avail).tolist()], _next_change(avail).tolist()))
 
 
 def _next_below_cached(avail: np.ndarray, held: int) -> list[int]:
-    """``_next_below`` as a list, once per trace array and count held."""
-    key = (id(avail), len(avail), held)
-    hit = _BELOW_CACHE.get(key)
-    if hit is None or hit[0] is not avail:
-        if len(_BELOW_CACHE) > 4096:
-            _BELOW_CACHE.clear()
-        hit = (avail, _next_below(avail, held).tolist())
-        _BELOW_CACHE[key] = hit
-    return hit[1]
+    """``_next_below`` as a list."""
+    return _per_trace(avail, held, lambda: _next_below(avail, held).tolist())
+
+
+def _first_after(ticks: np.ndarray, n: int) -> np.ndarray:
+    """For each tick i < n, the first of the sorted ``ticks`` that is > i (n when none)."""
+    out = np.full(n, n, dtype=np.int64)
+    idx = np.searchsorted(ticks, np.arange(n), side="right")
+    ok = idx < len(ticks)
+    out[ok] = ticks[idx[ok]]
+    return out
 
 
 def _next_below(avail: np.ndarray, held: int) -> np.ndarray:
     """For each tick i, the first tick j > i with ``avail[j] < held`` (len(avail) when none: the trace's end allows 0)."""
-    n = len(avail)
-    below = np.flatnonzero(np.asarray(avail) < held)
-    idx = np.searchsorted(below, np.arange(n), side="right")
-    out = np.full(n, n, dtype=np.int64)
-    ok = idx < len(below)
-    out[ok] = below[idx[ok]]
-    return out
+    return _first_after(np.flatnonzero(np.asarray(avail) < held), len(avail))
 
 
 def _next_change(avail: np.ndarray) -> np.ndarray:
     """For each tick i, the first tick j > i with a different value (len(avail) when none)."""
-    n = len(avail)
-    out = np.full(n, n, dtype=np.int64)
-    if n > 1:
-        change = np.flatnonzero(avail[1:] != avail[:-1]) + 1  # ticks that differ from the one before
-        idx = np.searchsorted(change, np.arange(n), side="right")
-        ok = idx < len(change)
-        out[ok] = change[idx[ok]]
-    return out
+    return _first_after(np.flatnonzero(avail[1:] != avail[:-1]) + 1, len(avail))  # ticks unlike the one before
 
 
 class TwinCloud:
@@ -508,24 +501,15 @@ class TwinCloud:
     def _group_observations(self, now: float) -> dict[str, GroupObservation]:
         """Every group's observation; reused whole while no group changed and no VM became ready.
 
-        Versions only grow, so an unchanged sum means no group changed; the copy keeps
-        each tick's observation its own dict.
+        Every change bumps the cloud's version, so an unchanged version means no group
+        changed; the copy keeps each tick's observation its own dict.
         """
         version = self._version
         seen = self._groups_seen
         if seen is not None and seen[0] == version and now + _EPS < seen[1]:
             return dict(seen[2])
-        groups: dict[str, GroupObservation] = {}
-        until = math.inf
-        for g in self._group_list:
-            mine = g.seen
-            if mine is None or mine[0] != g.version or now + _EPS >= mine[1]:
-                g.observation(now)
-                mine = g.seen
-                assert mine is not None  # set by observation()
-            groups[g.name] = mine[2]
-            if mine[1] < until:
-                until = mine[1]
+        groups = {g.name: g.observation(now) for g in self._group_list}
+        until = min((g.seen[1] for g in self._group_list if g.seen is not None), default=math.inf)
         self._groups_seen = (version, until, groups)
         return dict(groups)
 

@@ -22,9 +22,9 @@ from controller_factories import OD, SPOT, ladder, workload
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spotgpu.controller.actions import RequestDrain, SetDesired
+from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.observe import Interruption, PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, reconcile
+from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, commits_matter, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.twin import TwinCloud, TwinJob, job_for, plan_for, run_twin, zone_groups
 from spotgpu.models.ladder import StepKind
@@ -340,8 +340,6 @@ def test_plan_prices_and_limits_are_derived_once_and_only_for_its_own_groups() -
 
 def test_commits_matter_only_while_at_risk_or_behind_the_line_of_a_strategy_that_reads_it() -> None:
     """The twin sleeps through periodic commits unless one could change a decision."""
-    from spotgpu.controller.plan import commits_matter
-
     ladder_plan, up_plan = _plan("ladder", deadline=10.0, work=4.0), _plan("uniform-progress", deadline=10.0, work=4.0)
     ahead = PoolState(work_done_hours=2.0)  # 2 h of 4 done after 2 h of 10: safe, above the line (0.8 h)
     behind = PoolState(work_done_hours=0.5, lost_since=6000.0)  # safe, but below the line, in an episode
@@ -362,8 +360,6 @@ def test_a_removal_gives_its_room_to_an_open_request_at_once() -> None:
                       60, 0.0)  # fmt: skip
     cloud.apply(SetDesired("spot-b", 3, "test"), 100.0)  # 1 VM of 3: short by 2 (a failure)
     first = next(iter(cloud.groups["spot-b"].vms))
-    from spotgpu.controller.actions import RemoveInstance
-
     cloud.apply(RemoveInstance("spot-b", first), 200.0)  # desired 2, room 1
     vms = cloud.groups["spot-b"].vms
     assert len(vms) == 1 and first not in vms and next(iter(vms.values())).launched_at == 200.0
