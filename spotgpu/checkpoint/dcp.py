@@ -29,9 +29,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.distributed._shard._utils import narrow_tensor_by_index
-from torch.distributed.checkpoint import LoadPlan, LoadPlanner, SavePlan, SavePlanner, StorageReader, StorageWriter
+from torch.distributed.checkpoint import (
+    DefaultSavePlanner,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    StorageReader,
+    StorageWriter,
+)
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
-from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
+from torch.distributed.checkpoint.planner import LoadItemType, WriteItem, WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
@@ -41,9 +49,25 @@ from spotgpu.checkpoint.hashing import DEFAULT_HASH, digest
 from spotgpu.checkpoint.manifest import CommitRecord, ObjectEntry
 from spotgpu.checkpoint.snapshot import Item
 from spotgpu.checkpoint.store import Store, open_store
-from spotgpu.checkpoint.torch import tensor_bytes, tensor_from_bytes
+from spotgpu.checkpoint.torch import check_tensor, tensor_bytes, tensor_from_bytes
 
 METADATA_KEY = "dcp.metadata"
+
+
+class ExactSavePlanner(DefaultSavePlanner):
+    """DCP's default save planner, but non-tensor values keep their exact dtypes.
+
+    DCP stores values that are not tensors (NumPy arrays, Python objects) with
+    ``torch.save``, whose default pickle protocol 2 turns a big-endian NumPy array into a
+    native-endian one (equal values, another dtype). Protocol 5 keeps it. Tensors are
+    unaffected either way; ``transform_object`` is DCP's documented extension point."""
+
+    def transform_object(self, write_item: WriteItem, object: Any) -> Any:
+        if write_item.type == WriteItemType.BYTE_IO:
+            buffer = io.BytesIO()
+            torch.save(object, buffer, pickle_protocol=5)
+            return buffer
+        return super().transform_object(write_item, object)
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,7 @@ class GenerationWriter(StorageWriter):
                 items.append(Item(key, "bytes", memoryview(value.getbuffer()).cast("B")))
             else:
                 assert isinstance(value, torch.Tensor)
+                check_tensor(value, key)
                 dtype = str(value.dtype).removeprefix("torch.")
                 items.append(Item(key, "torch", tensor_bytes(value).data, dtype, tuple(value.shape)))
         part = writer.write_part(

@@ -45,9 +45,7 @@ def normalize(state: Mapping[str, Any]) -> list[Item]:
         if not isinstance(key, str) or not key:
             raise TypeError(f"state key {key!r} must be a non-empty str")
         if isinstance(value, np.ndarray):
-            if value.dtype.hasobject or value.dtype.fields is not None:
-                raise TypeError(f"state[{key!r}]: dtype {value.dtype} is not a plain numeric dtype; fix: use bytes")
-            arr = np.ascontiguousarray(value)
+            arr = contiguous_array(value, f"state[{key!r}]")
             flat = arr.reshape(-1).view(np.uint8)
             items.append(Item(key, "ndarray", flat.data, arr.dtype.str, tuple(arr.shape)))
         elif isinstance(value, bytes | bytearray | memoryview):
@@ -64,10 +62,24 @@ def normalize(state: Mapping[str, Any]) -> list[Item]:
     return items
 
 
+def contiguous_array(value: np.ndarray, where: str) -> np.ndarray:
+    """``value`` as a C-contiguous array of the *same* shape and dtype (byte order included).
+
+    ``np.ascontiguousarray`` is not that: it returns at least 1-d, so a 0-d array would be
+    saved (and restored) as shape ``(1,)``. A copy is made only for non-contiguous input."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"{where}: a masked array would lose its mask; fix: save .data and .mask as two arrays")
+    if value.dtype.hasobject or value.dtype.fields is not None:
+        raise TypeError(f"{where}: dtype {value.dtype} is not a plain numeric dtype; fix: use bytes")
+    if value.flags.c_contiguous:
+        return value
+    return np.ascontiguousarray(value).reshape(value.shape)
+
+
 def rebuild(kind: str, data: bytearray | np.ndarray, dtype: str | None, shape: tuple[int, ...] | None) -> Any:
     """The inverse of :func:`normalize` for one value (zero-copy over ``data``)."""
     if kind == "ndarray":
-        return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape or ())
+        return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(() if shape is None else shape)
     return bytes(data)
 
 

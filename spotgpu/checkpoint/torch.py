@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from spotgpu.checkpoint.snapshot import contiguous_array
+
 TREE_SUFFIX = "/tree"
 RNG_KEY = "rng"
 
@@ -36,10 +38,30 @@ class Stateful(Protocol):
     def load_state_dict(self, state: Any, /) -> Any: ...
 
 
+def check_tensor(tensor: torch.Tensor, where: str) -> None:
+    """Refuse, in one line, tensors whose raw bytes are not their value."""
+    if tensor.layout != torch.strided:
+        raise TypeError(f"{where}: a {tensor.layout} tensor has no flat bytes; fix: save tensor.to_dense()")
+    if tensor.is_quantized:
+        raise TypeError(f"{where}: a quantized tensor; fix: save dequantize() (or int_repr(), scale and zero point)")
+    if tensor.is_nested:
+        raise TypeError(f"{where}: a nested tensor; fix: save its components (tensor.unbind())")
+    if tensor.device.type == "meta":
+        raise TypeError(f"{where}: a meta tensor has no data; fix: materialize it (to_empty + init) before saving")
+
+
 def tensor_bytes(tensor: torch.Tensor) -> np.ndarray:
-    """A CPU tensor's bytes as a flat uint8 array (zero-copy when already contiguous on CPU)."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    return flat.view(torch.uint8).numpy() if flat.numel() else np.empty(0, dtype=np.uint8)
+    """A CPU tensor's bytes as a flat uint8 array (zero-copy when already contiguous on CPU).
+
+    Conjugate and negative views are resolved first: their stored bytes are not their value
+    (and torch refuses to reinterpret them as bytes). A one-element view with a stride
+    (``t[:1, 0]``) is "contiguous" to torch but cannot be viewed as bytes, so it is copied."""
+    flat = tensor.detach().resolve_conj().resolve_neg().cpu().contiguous().reshape(-1)
+    if not flat.numel():
+        return np.empty(0, dtype=np.uint8)
+    if flat.stride(0) != 1:  # one element of a strided view counts as contiguous but cannot be viewed as bytes
+        flat = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
+    return flat.view(torch.uint8).numpy()
 
 
 def tensor_from_bytes(data: Any, dtype: str, shape: list[int]) -> torch.Tensor:
@@ -54,20 +76,23 @@ def _encode(obj: Any, prefix: str, out: dict[str, Any]) -> Any:
     """A JSON-able tree; tensors and arrays go to ``out`` under ``prefix/N``."""
     if isinstance(obj, torch.Tensor):
         key = f"{prefix}/{len(out)}"
+        check_tensor(obj, key)
         out[key] = tensor_bytes(obj)
         return {"__tensor__": key, "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)}
     if isinstance(obj, np.ndarray):
         key = f"{prefix}/{len(out)}"
-        out[key] = np.ascontiguousarray(obj)
+        out[key] = contiguous_array(obj, key)  # shape, dtype and byte order as they are (0-d too)
         return {"__ndarray__": key}
+    if isinstance(obj, np.generic):  # a NumPy scalar keeps its dtype: np.float32(1.5) is not 1.5
+        key = f"{prefix}/{len(out)}"
+        out[key] = contiguous_array(np.asarray(obj), key)
+        return {"__npscalar__": key}
     if isinstance(obj, Mapping):
         return {"__dict__": [[_encode(k, prefix, out), _encode(v, prefix, out)] for k, v in obj.items()]}
     if isinstance(obj, tuple):
         return {"__tuple__": [_encode(v, prefix, out) for v in obj]}
     if isinstance(obj, list):
         return [_encode(v, prefix, out) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
     raise TypeError(
@@ -84,6 +109,8 @@ def _decode(node: Any, state: Mapping[str, Any]) -> Any:
         return tensor_from_bytes(state[node["__tensor__"]], node["dtype"], node["shape"])
     if "__ndarray__" in node:
         return np.array(state[node["__ndarray__"]])
+    if "__npscalar__" in node:
+        return np.asarray(state[node["__npscalar__"]])[()]
     if "__tuple__" in node:
         return tuple(_decode(v, state) for v in node["__tuple__"])
     return {_decode(k, state): _decode(v, state) for k, v in node["__dict__"]}
