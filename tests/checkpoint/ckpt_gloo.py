@@ -32,9 +32,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _entry(fn: Callable[..., None], rank: int, world: int, port: int, root: str, args: tuple[Any, ...]) -> None:
+def _entry(
+    fn: Callable[..., None], rank: int, world: int, port: int, root: str, args: tuple[Any, ...], init: bool
+) -> None:
     import torch.distributed as dist
 
+    if not init:  # the worker starts the group itself, from torchrun's environment variables
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        fn(rank, world, root, *args)
+        return
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
     )
@@ -44,12 +50,17 @@ def _entry(fn: Callable[..., None], rank: int, world: int, port: int, root: str,
         dist.destroy_process_group()
 
 
-def run_ranks(fn: Callable[..., None], world: int, root: Path, *args: Any, timeout: float = 60.0) -> None:
-    """Run ``fn`` on ``world`` gloo ranks; raise if any rank fails or is still running at ``timeout``."""
+def run_ranks(
+    fn: Callable[..., None], world: int, root: Path, *args: Any, timeout: float = 60.0, init: bool = True
+) -> None:
+    """Run ``fn`` on ``world`` gloo ranks; raise if any rank fails or is still running at ``timeout``.
+    ``init=False``: no group is started; the ranks get torchrun's RANK/WORLD_SIZE/MASTER_* instead."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)  # torch is imported once, not once per rank per test
     port = free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, r, world, port, str(root), args), daemon=True) for r in range(world)]
+    procs = [
+        ctx.Process(target=_entry, args=(fn, r, world, port, str(root), args, init), daemon=True) for r in range(world)
+    ]
     for p in procs:
         p.start()
     deadline = time.monotonic() + timeout

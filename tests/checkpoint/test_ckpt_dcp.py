@@ -135,7 +135,7 @@ def test_final_save_over_budget_is_abandoned_and_names_the_phase(tmp_path, slow_
 
 
 def test_final_reason_names_the_phase_from_each_ranks_side():
-    from spotgpu.checkpoint.dcp import COMMITTING, WRITING, BudgetExhausted, final_reason
+    from spotgpu.checkpoint.dcp import COMMITTING, PLANNING, WRITING, BudgetExhausted, final_reason
 
     writing = {1: BudgetExhausted(1, WRITING)}
     assert "while waiting for rank 1's part (rank 1 was still writing its objects)" in final_reason(0, writing, 9)
@@ -144,6 +144,8 @@ def test_final_reason_names_the_phase_from_each_ranks_side():
     assert "while waiting for the commit marker" in final_reason(1, committing, 9)
     assert "while committing" in final_reason(0, committing, 9)
     assert final_reason(0, {1: OSError("disk full")}, 9) == "failed on rank 1: disk full"
+    planning = {0: BudgetExhausted(0, PLANNING), 1: BudgetExhausted(1, PLANNING)}
+    assert final_reason(1, planning, 9) == "budget of 9.0s ran out while planning the save (nothing written)"
     for text in (final_reason(0, writing, 9), final_reason(1, committing, 9)):
         assert "ran out while writing" not in text  # never, when this rank had finished writing
 

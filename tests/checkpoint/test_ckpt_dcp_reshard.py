@@ -4,6 +4,7 @@ with the new world's own state_dict; the parameters equal the saved ones."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,46 @@ def test_a_corrupt_newest_generation_moves_every_rank_of_the_new_world_back_toge
     victim = sorted((store_copy / "generations" / generation / "r00001").iterdir())[0]
     victim.write_bytes(b"\xff" + victim.read_bytes()[1:])  # one flipped byte in rank 1's shard
     run_ranks(_restore_on, 3, store_copy, SAVED_STEP - 1, timeout=60)
+
+
+# ---- the recipe in docs/checkpoints.md, exactly as written ------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md"
+SECTION = "## Shapes, dtypes and DCP resharding"
+
+
+def doc_recipe() -> str:
+    section = DOC.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert len(blocks) == 1, "the section has one recipe; test any new one too"
+    return blocks[0]
+
+
+def _run_recipe(rank: int, world: int, root: str, code: str) -> None:
+    os.environ["CKPT_URL"] = Path(root).as_uri()
+    exec(compile(code, str(DOC), "exec"), {"__name__": "__main__"})
+
+
+@pytest.mark.timeout(120)
+def test_docs_recipe_runs_on_2_then_3_then_1_ranks(tmp_path: Path):
+    from ckpt_gloo import run_ranks
+
+    from spotgpu.checkpoint import CheckpointManager
+    from spotgpu.checkpoint.dcp import DCPCheckpointManager
+
+    code = doc_recipe()
+    torch.manual_seed(0)
+    initial = torch.nn.Linear(16, 12).state_dict()
+    for world, newest, steps_trained in ((2, 2, 3), (3, 5, 6), (1, 8, 9)):
+        run_ranks(_run_recipe, world, tmp_path, code, timeout=60, init=False)
+        infos = [i for i in CheckpointManager(tmp_path.as_uri()).list() if i.committed]
+        assert (infos[0].step, infos[0].world_size) == (newest, world)
+        target = {"model": {k: torch.zeros_like(v) for k, v in initial.items()}, "step": torch.tensor(0)}
+        restored = DCPCheckpointManager(tmp_path.as_uri()).restore(target)
+        assert restored is not None and restored.step == newest and int(target["step"]) == newest
+        for key, value in initial.items():
+            want = value.clone()
+            for _ in range(steps_trained):  # the recipe's training step, in the same float order
+                want.add_(1.0)
+            assert torch.equal(target["model"][key], want), key
+    assert [i.step for i in CheckpointManager(tmp_path.as_uri()).list()] == [8, 6, 5, 4, 2, 0]
