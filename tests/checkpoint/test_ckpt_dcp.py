@@ -194,3 +194,24 @@ def test_two_rank_final_save_reasons_and_commit(tmp_path):
     assert r0["ok"][:2] == r1["ok"][:2] and r0["ok"][0] is True
     assert r0["ok"][2] > 0 and r1["ok"][2] > 0  # last_save_seconds on every rank
     assert sorted(p.name for p in (tmp_path / "commits").iterdir()) == ["000000000003.json"]
+
+
+def test_a_failed_metadata_read_is_not_retried_as_rank_local_metadata(tmp_path):
+    """DCP retries ``read_metadata(rank=...)`` without collectives, on that rank alone, when
+    the reader's signature has a ``kwargs`` parameter: one rank would then leave the others
+    waiting in the planning collective. The reader must be read once, collectively."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from spotgpu.checkpoint.dcp import GenerationReader
+
+    calls = []
+
+    class Counting(GenerationReader):  # counts reads without touching read_metadata's signature
+        def _candidates(self):
+            calls.append(1)
+            return super()._candidates()
+
+    with pytest.raises(CheckpointException, match="no committed generation"):
+        dcp.load({"w": torch.zeros(2)}, storage_reader=Counting(tmp_path.as_uri()), no_dist=True)
+    assert calls == [1]
