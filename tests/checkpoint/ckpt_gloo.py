@@ -100,3 +100,20 @@ class SlowStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+class MissingOnThisRank:
+    """A store that, on one rank only, cannot read the matching paths (a transient error)."""
+
+    def __init__(self, inner: Store, match: Callable[[str], bool]) -> None:
+        self.inner, self.match = inner, match
+
+    def get(self, path: str) -> bytearray:
+        from spotgpu.checkpoint.errors import ObjectMissingError
+
+        if self.match(path):
+            raise ObjectMissingError(path)
+        return self.inner.get(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

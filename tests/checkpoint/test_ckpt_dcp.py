@@ -215,3 +215,31 @@ def test_a_failed_metadata_read_is_not_retried_as_rank_local_metadata(tmp_path):
     with pytest.raises(CheckpointException, match="no committed generation"):
         dcp.load({"w": torch.zeros(2)}, storage_reader=Counting(tmp_path.as_uri()), no_dist=True)
     assert calls == [1]
+
+
+def _diverging_worker(rank: int, world: int, root: str) -> None:
+    import torch.distributed as dist
+    from ckpt_gloo import MissingOnThisRank, write_result
+
+    from spotgpu.checkpoint.dcp import DCPCheckpointManager, load_verified
+    from spotgpu.checkpoint.store import open_store
+
+    url = Path(root).as_uri()
+    mgr = DCPCheckpointManager(url)
+    for step in (1, 2):
+        mgr.save(step, {"w": torch.full((4,), float(step))})
+    dist.barrier()
+    # Rank 1 cannot read step 2's part (a transient error), so it picks step 1 while the
+    # coordinator picks (and pins) step 2. Both must then agree on what to try next.
+    store = MissingOnThisRank(open_store(url), lambda p: rank == 1 and "000000000002-" in p and "part-r" in p)
+    target = {"w": torch.zeros(4)}
+    step = load_verified(target, url, store=store)
+    write_result(root, "diverging", rank, [step, target["w"].tolist()])
+
+
+@pytest.mark.timeout(90)
+def test_ranks_that_chose_different_generations_retry_the_same_one(tmp_path):
+    from ckpt_gloo import read_results, run_ranks
+
+    run_ranks(_diverging_worker, 2, tmp_path, timeout=60)  # before: one rank raised, the other hung
+    assert read_results(tmp_path, "diverging", 2) == [[1, [1.0] * 4]] * 2
