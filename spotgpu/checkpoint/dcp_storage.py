@@ -279,7 +279,8 @@ class GenerationReader(StorageReader):
     def read_metadata(self, *args: Any, **options: Any) -> Metadata:
         candidates = self._candidates()
         if not candidates:
-            raise VerificationError(f"no committed generation at {self.url} (a fresh start)")
+            below = "" if self.max_step is None else f" at or below step {self.max_step}"
+            raise VerificationError(f"no committed generation{below} at {self.url}")
         for step in candidates:
             try:
                 record = reader.read_commit(self.store, step)
