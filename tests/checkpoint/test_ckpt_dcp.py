@@ -121,13 +121,13 @@ def test_final_save_over_budget_is_abandoned_and_names_the_phase(tmp_path, slow_
 
     url = tmp_path.as_uri()
     DCPCheckpointManager(url).save(4, _small_state(4))
-    slow = SlowStore(open_store(url), lambda p: slow_path in p, seconds=1.5)
+    slow = SlowStore(open_store(url), lambda p: slow_path in p, seconds=3.0)
     mgr = DCPCheckpointManager(url, store=slow)
-    result = mgr.save_final(5, _small_state(5), budget_seconds=0.5)
+    result = mgr.save_final(5, _small_state(5), budget_seconds=1.5)
     assert (result.committed, result.generation) == (False, None)
-    assert result.reason.startswith("budget of 0.5s ") and reason in result.reason, result.reason
+    assert result.reason.startswith("budget of 1.5s ") and reason in result.reason, result.reason
     assert mgr.last_save_seconds is None
-    assert result.seconds < 5
+    assert result.seconds < 10
     assert not (tmp_path / "commits" / "000000000005.json").exists()
     target = _small_state(0)
     restored = DCPCheckpointManager(url).restore(target)
@@ -165,19 +165,19 @@ def _final_worker(rank: int, world: int, root: str) -> None:
         return {"w": distribute_tensor(torch.full((8, 4), float(step)), mesh, [Shard(0)]), "step": torch.tensor(step)}
 
     outcomes = {}
-    # Rank 1's disk is slow: rank 1 runs out writing, rank 0 (done) was waiting for rank 1's part.
-    slow_rank1 = SlowStore(open_store(url), lambda p: rank == 1 and "/r00001/" in p, seconds=1.0)
-    outcomes["slow_rank1"] = DCPCheckpointManager(url, store=slow_rank1).save_final(1, state(1), 0.5).reason
-    # The coordinator is slow to commit: rank 1 (done) was waiting for the commit marker.
-    slow_commit = SlowStore(open_store(url), lambda p: rank == 0 and p.endswith("dcp.metadata"), seconds=1.0)
-    outcomes["slow_commit"] = DCPCheckpointManager(url, store=slow_commit).save_final(2, state(2), 0.5).reason
     mgr = DCPCheckpointManager(url)
-    ok = mgr.save_final(3, state(3), 60)
+    ok = mgr.save_final(1, state(1), 60)  # also warms DCP up, so planning the slow saves is quick
     outcomes["ok"] = [ok.committed, ok.generation, mgr.last_save_seconds]
+    # Rank 1's disk is slow: rank 1 runs out writing, rank 0 (done) was waiting for rank 1's part.
+    slow_rank1 = SlowStore(open_store(url), lambda p: rank == 1 and "/r00001/" in p, seconds=3.0)
+    outcomes["slow_rank1"] = DCPCheckpointManager(url, store=slow_rank1).save_final(2, state(2), 1.5).reason
+    # The coordinator is slow to commit: rank 1 (done) was waiting for the commit marker.
+    slow_commit = SlowStore(open_store(url), lambda p: rank == 0 and p.endswith("dcp.metadata"), seconds=3.0)
+    outcomes["slow_commit"] = DCPCheckpointManager(url, store=slow_commit).save_final(3, state(3), 1.5).reason
     target = state(0)
     restored = DCPCheckpointManager(url).restore(target)
-    assert restored is not None and restored.step == 3
-    assert torch.equal(target["w"].full_tensor(), torch.full((8, 4), 3.0))
+    assert restored is not None and restored.step == 1  # the abandoned saves never count
+    assert torch.equal(target["w"].full_tensor(), torch.full((8, 4), 1.0))
     write_result(root, "final", rank, outcomes)
 
 
@@ -193,7 +193,7 @@ def test_two_rank_final_save_reasons_and_commit(tmp_path):
     assert "ran out while waiting for the commit marker" in r1["slow_commit"], r1
     assert r0["ok"][:2] == r1["ok"][:2] and r0["ok"][0] is True
     assert r0["ok"][2] > 0 and r1["ok"][2] > 0  # last_save_seconds on every rank
-    assert sorted(p.name for p in (tmp_path / "commits").iterdir()) == ["000000000003.json"]
+    assert sorted(p.name for p in (tmp_path / "commits").iterdir()) == ["000000000001.json"]
 
 
 def test_a_failed_metadata_read_is_not_retried_as_rank_local_metadata(tmp_path):
