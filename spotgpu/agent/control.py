@@ -9,6 +9,11 @@ Routes (JSON in and out):
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final).
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
+* ``GET  /healthz``                     liveness.
+
+Only the workload's own routes (``/v1/notice``, register, ready, report) count as
+contact: a status read or a health probe is an operator or a monitor, and must not
+make the agent wait out a final-checkpoint budget for a workload that does not exist.
 """
 
 from __future__ import annotations
@@ -73,8 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
         control: ControlServer = self.server.control
         url = urlsplit(self.path)
         query = parse_qs(url.query)
-        control.state.touch()
         if url.path == "/v1/notice":
+            control.state.touch()  # the workload's own route (the client's should_stop/long poll)
             if "wait" in query:
                 since = int(query.get("since", ["-1"])[0])
                 wait = min(float(query["wait"][0]), MAX_WAIT_SECONDS)

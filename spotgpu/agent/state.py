@@ -83,6 +83,7 @@ class WorkloadState:
 
     def mark_ready(self) -> bool:
         with self._cond:
+            self.workload_seen_at = time.time()
             first = self.workload_ready_at is None
             if first:
                 self.workload_ready_at = time.time()
