@@ -26,6 +26,10 @@ INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 #: AWS issues the instance-action notice two minutes before the action.
 SPOT_NOTICE_SECONDS = 120.0
+#: The fastest poll the agent allows. AWS throttles IMDS per instance without publishing a
+#: rate (link-local traffic shares a 1024 packets/s cap per interface) and recommends a 5 s
+#: poll; two sources at 0.2 s are 10 requests/s, far below the cap, and 1 s is the default.
+MIN_POLL_INTERVAL_SECONDS = 0.2
 
 
 class ImdsV2Client:

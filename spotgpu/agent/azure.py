@@ -22,6 +22,10 @@ DEFAULT_BASE_URL = "http://169.254.169.254"
 EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 COMPUTE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
 HEADERS = {"Metadata": "true"}
+#: The fastest Scheduled Events poll the agent allows. IMDS answers about 5 requests/s per VM
+#: (429 above), and the agent's other IMDS calls (compute, StartRequests) need room beside the
+#: poll: at most 4 polls/s. The docs recommend once a second, the default.
+MIN_POLL_INTERVAL_SECONDS = 0.25
 #: The first Scheduled Events call enables the service and "may take up to 2 minutes".
 FIRST_CALL_TIMEOUT_SECONDS = 120.0
 
@@ -69,8 +73,10 @@ class ScheduledEventsMonitor:
     source = "azure/scheduledevents"
 
     def __init__(self, client: AzureImdsClient, vm_name: str | None = None, interval: float = 1.0) -> None:
-        if interval < 0.2:
-            raise ValueError(f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= 0.2")
+        if interval < MIN_POLL_INTERVAL_SECONDS:
+            raise ValueError(
+                f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= {MIN_POLL_INTERVAL_SECONDS}"
+            )
         self.client = client
         self.vm_name = vm_name
         self.interval = interval

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
 from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, add_json_flag, error_line, print_json, style
-from spotgpu.config import ConfigError
+from spotgpu.config import ConfigError, format_error
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
@@ -36,11 +36,7 @@ def load_config(path: str) -> AgentConfig:
     try:
         return AgentConfig.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"{path}: {where} = {first.get('input')!r}: {first['msg']}; fix: correct that key (see docs/agent.md)"
-        ) from None
+        raise ConfigError(format_error(err, namespace=path, model=AgentConfig, data=raw)) from None
 
 
 def render_status(doc: dict[str, Any]) -> str:

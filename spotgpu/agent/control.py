@@ -40,11 +40,20 @@ def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
     if address.startswith("/"):
         return "unix", address
     hostport = urlsplit(address if "//" in address else f"//{address}")
-    if not hostport.hostname or hostport.port is None:
-        raise ValueError(f"control address {address!r}: use /path/to.sock or 127.0.0.1:PORT")
+    try:
+        port = hostport.port
+    except ValueError:  # urllib: "Port out of range 0-65535" or not a number
+        port = -1
+    if not hostport.hostname or port is None:
+        raise ValueError(f"control address {address!r} is neither a socket path nor HOST:PORT; fix: use /path/to.sock or 127.0.0.1:PORT")
+    if not 0 <= port <= 65535:
+        raise ValueError(
+            f"control address {address!r} has no valid port; fix: use 127.0.0.1:PORT with PORT 1 to 65535 "
+            "(0 picks a free port), or a Unix socket path"
+        )
     if hostport.hostname not in LOOPBACK:
         raise ValueError(f"control address {address!r} is not loopback; fix: use 127.0.0.1:PORT or a Unix socket")
-    return "tcp", (hostport.hostname, hostport.port)
+    return "tcp", (hostport.hostname, port)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -70,7 +70,7 @@ def test_bad_config_names_the_key_and_the_fix(tmp_path: Path) -> None:
             {"provider": "oracle", "pool": "p", "notice": {}, "checkpointStore": "x", "checkpointIntervalSeconds": 60}
         )
     )
-    with pytest.raises(ConfigError, match=r"provider = 'oracle'.*fix:"):
+    with pytest.raises(ConfigError, match=r'provider: .*"oracle".*fix:'):
         load_config(str(path))
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(str(tmp_path / "missing.json"))
