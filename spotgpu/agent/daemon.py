@@ -72,9 +72,15 @@ def wire_cloud(
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
-        timeout = rt.hanging_get_timeout_seconds
+        timeout, every = rt.hanging_get_timeout_seconds, rt.plain_read_seconds
         return CloudWiring(
-            [gcp.PreemptedMonitor(client, timeout), gcp.MaintenanceMonitor(client, timeout)],
+            [
+                gcp.PreemptedMonitor(client, timeout),
+                gcp.MaintenanceMonitor(client, timeout),
+                # The stall guards: a stalled hanging GET hides a notice for at most `every` s.
+                gcp.PreemptedMonitor.plain_reads(client, every),
+                gcp.MaintenanceMonitor.plain_reads(client, every),
+            ],
             lambda: gcp.fetch_identity(client),
         )
     az = azure.AzureImdsClient(http)

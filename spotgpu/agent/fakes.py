@@ -3,7 +3,9 @@
 Each fake is a threaded ``http.server`` on 127.0.0.1 that serves just the paths
 the agent reads, and can misbehave on request: ``inject(path_part, mode, count)``
 makes the next ``count`` matching requests time out (no answer), answer late
-(``slow``), answer 500 or 401, drop the connection, or return malformed JSON. Notices are raised with ``raise_*`` methods that record
+(``slow``), stall (accept, never answer), answer 500 or 401, drop the connection, or
+return malformed JSON. ``path_part`` matches the query too (``wait_for_change`` picks
+GCP's hanging GETs). Notices are raised with ``raise_*`` methods that record
 the raise time, so latency is measured from the moment the notice exists.
 """
 
@@ -20,7 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-FAULT_MODES = ("timeout", "slow", "500", "401", "malformed", "drop")
+#: timeout: no answer for ``timeout_delay``, then the connection closes; slow: answer after it;
+#: stall: accept and never answer (until the fake stops); 500/401: that status; malformed: a
+#: truncated JSON body; drop: close the connection without an answer (a reset).
+FAULT_MODES = ("timeout", "slow", "stall", "500", "401", "malformed", "drop")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,6 +43,10 @@ class _Handler(BaseHTTPRequestHandler):
         fault = fake.take_fault(method, self.path)
         if fault == "timeout":
             time.sleep(fake.timeout_delay)
+            self.close_connection = True
+            return
+        if fault == "stall":
+            fake.stopping.wait()
             self.close_connection = True
             return
         if fault == "slow":
@@ -88,6 +97,7 @@ class FakeMetadataServer:
         self.faults: list[list[Any]] = []  # [path_part, mode, remaining, method or None]
         self.timeout_delay = timeout_delay
         self.clock_skew = 0.0  # seconds added to every timestamp the fake writes
+        self.stopping = threading.Event()  # releases stalled requests
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
         self._thread = threading.Thread(
@@ -104,6 +114,7 @@ class FakeMetadataServer:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         with self.lock:
             self.lock.notify_all()
         self._server.shutdown()

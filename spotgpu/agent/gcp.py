@@ -4,6 +4,11 @@ A hanging GET (``?wait_for_change=true``) returns the moment the value changes,
 so detection costs no polling delay. Passing ``last_etag`` makes the server
 answer at once if the value changed while we were between requests (or while a
 request failed), so no change is missed; ``timeout_sec`` bounds each hang.
+
+A hanging GET can also stall: the server accepts it and never answers. Its read
+deadline is therefore ``timeout_sec`` plus a second, and beside each hanging GET a
+plain read of the same value (no ``wait_for_change``) runs every few seconds in its
+own thread, so a stall hides a notice for at most one plain-read interval.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ PREFIX = "/computeMetadata/v1/"
 HEADERS = {"Metadata-Flavor": "Google"}
 PREEMPTED_PATH = "instance/preempted"
 MAINTENANCE_PATH = "instance/maintenance-event"
+#: A hanging GET's read deadline past ``timeout_sec``: the server answers by then, so a
+#: later answer means the request stalled.
+HANGING_GET_SLACK_SECONDS = 1.0
 
 
 class GcpMetadataClient:
@@ -32,7 +40,9 @@ class GcpMetadataClient:
         if last_etag is None:
             return self._checked(self.http.request("GET", PREFIX + path, headers=HEADERS), path)
         query = urlencode({"wait_for_change": "true", "last_etag": last_etag, "timeout_sec": timeout_sec})
-        resp = self.http.request("GET", f"{PREFIX}{path}?{query}", headers=HEADERS, timeout=timeout_sec + 5)
+        resp = self.http.request(
+            "GET", f"{PREFIX}{path}?{query}", headers=HEADERS, timeout=timeout_sec + HANGING_GET_SLACK_SECONDS
+        )
         return self._checked(resp, path)
 
     @staticmethod
@@ -52,15 +62,23 @@ class _HangingGetMonitor:
     path = ""
     interval = 0.0
 
-    def __init__(self, client: GcpMetadataClient, timeout_sec: int = 60) -> None:
+    def __init__(self, client: GcpMetadataClient, timeout_sec: int = 60, plain_every: float | None = None) -> None:
         self.client = client
         self.timeout_sec = timeout_sec
+        #: Set: this instance is the stall guard, a plain read every ``plain_every`` seconds.
+        self.plain = plain_every is not None
+        self.interval = plain_every or 0.0
         self.etag: str | None = None
         self.last_clean: float | None = None
 
+    @classmethod
+    def plain_reads(cls, client: GcpMetadataClient, every: float) -> _HangingGetMonitor:
+        """The stall guard beside the hanging GET: the same value, read plainly every ``every`` s."""
+        return cls(client, plain_every=every)
+
     def check(self) -> list[InterruptionEvent]:
-        was_hanging = self.etag is not None
-        resp = self.client.get(self.path, self.etag, self.timeout_sec)
+        was_hanging = self.etag is not None and not self.plain
+        resp = self.client.get(self.path, None if self.plain else self.etag, self.timeout_sec)
         value = resp.text()
         etag = resp.headers.get("etag")
         if not etag:
