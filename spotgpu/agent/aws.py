@@ -8,6 +8,7 @@ costs one extra round trip, never a missed notice.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,8 @@ INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 #: AWS issues the instance-action notice two minutes before the action.
 SPOT_NOTICE_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
 #: The fastest poll the agent allows. AWS throttles IMDS per instance without publishing a
 #: rate (link-local traffic shares a 1024 packets/s cap per interface) and recommends a 5 s
 #: poll; two sources at 0.2 s are 10 requests/s, far below the cap, and 1 s is the default.
@@ -90,6 +93,15 @@ def _json_object(resp: Response, path: str) -> dict[str, object]:
     return doc
 
 
+def _time_or_none(value: object, field: str) -> tuple[float | None, str | None]:
+    """(time, None), or (None, the value as served) when it cannot be read: the notice still counts."""
+    try:
+        return iso8601(value, field), None
+    except MetadataError as err:
+        log.warning("%s; acting on the notice at once with the contract's notice", err)
+        return None, repr(value)
+
+
 class SpotInterruptionMonitor:
     """``spot/instance-action``: 404 until AWS marks the instance for stop/hibernate/terminate."""
 
@@ -108,7 +120,7 @@ class SpotInterruptionMonitor:
         action, when = doc.get("action"), doc.get("time")
         if action not in ("terminate", "stop", "hibernate"):
             raise MetadataError("malformed", f"instance-action: unknown action {action!r}")
-        deadline = iso8601(when, "instance-action.time")
+        deadline, unparsed = _time_or_none(when, "instance-action.time")
         now = time.time()
         return [
             InterruptionEvent(
@@ -119,8 +131,9 @@ class SpotInterruptionMonitor:
                 raw=doc,
                 cloud_deadline=deadline,
                 # Hibernation starts at once, so there is no two-minute window to subtract.
-                published_at=None if action == "hibernate" else deadline - SPOT_NOTICE_SECONDS,
+                published_at=None if action == "hibernate" or deadline is None else deadline - SPOT_NOTICE_SECONDS,
                 since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                unparsed_time=unparsed,
             )
         ]
 
@@ -140,17 +153,18 @@ class RebalanceMonitor:
         if resp.status == 404:
             return []
         doc = _json_object(resp, REBALANCE_PATH)
-        published = iso8601(doc.get("noticeTime"), "rebalance.noticeTime")
+        published, unparsed = _time_or_none(doc.get("noticeTime"), "rebalance.noticeTime")
         now = time.time()
         return [
             InterruptionEvent(
-                event_id=f"rebalance@{doc['noticeTime']}",
+                event_id=f"rebalance@{doc.get('noticeTime')}",
                 kind=EventKind.REBALANCE,
                 source=self.source,
                 detected_at=now,
                 raw=doc,
                 published_at=published,
                 since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                unparsed_time=unparsed,
             )
         ]
 

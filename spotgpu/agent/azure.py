@@ -11,6 +11,7 @@ and approves events that name this VM (IMDS ``compute.name``).
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from spotgpu.agent.events import EventKind, InterruptionEvent
@@ -28,6 +29,8 @@ HEADERS = {"Metadata": "true"}
 MIN_POLL_INTERVAL_SECONDS = 0.25
 #: The first Scheduled Events call enables the service and "may take up to 2 minutes".
 FIRST_CALL_TIMEOUT_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
 
 EVENT_KINDS = {
     "Preempt": EventKind.PREEMPT,
@@ -120,11 +123,13 @@ class ScheduledEventsMonitor:
         if vm not in resources:
             self.skipped_other_vm += 1
             return None
+        unparsed = None
         try:
             not_before = rfc1123(raw.get("NotBefore"), "NotBefore")
-        except MetadataError:
-            self.skipped_malformed += 1
-            return None
+        except MetadataError as err:
+            # Never drop an eviction for its date: act now, with the contract's minimum notice.
+            log.warning("%s; acting on event %s at once with the contract's minimum notice", err, event_id)
+            not_before, unparsed = None, repr(raw.get("NotBefore"))
         kind = EVENT_KINDS[str(event_type)]
         started = raw.get("EventStatus") == "Started"
         return InterruptionEvent(
@@ -134,9 +139,10 @@ class ScheduledEventsMonitor:
             detected_at=now,
             raw=raw,
             # "Started" (or no NotBefore) means it is happening now.
-            cloud_deadline=now if started or not_before is None else not_before,
+            cloud_deadline=None if unparsed else now if started or not_before is None else not_before,
             since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
             acknowledge_ids=(event_id,) if kind.terminal else (),
+            unparsed_time=unparsed,
         )
 
 

@@ -51,6 +51,9 @@ class InterruptionEvent:
     since_last_clean_poll: float | None = None
     #: Azure: the ids to acknowledge (StartRequests) once the drain is done.
     acknowledge_ids: tuple[str, ...] = ()
+    #: The cloud's time as served (repr) when it could not be read: the notice is acted on
+    #: at once with the contract's minimum notice instead of being dropped.
+    unparsed_time: str | None = None
 
     @property
     def dedup_key(self) -> tuple[str, str]:

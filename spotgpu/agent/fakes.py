@@ -310,13 +310,16 @@ class FakeAzureImds(FakeMetadataServer):
         not_before_in: float = 30.0,
         status: str = "Scheduled",
         event_id: str | None = None,
+        not_before: object = None,
     ) -> str:
+        """A new event; ``not_before`` overrides the RFC 1123 ``NotBefore`` (any JSON value)."""
         eid = event_id or str(uuid.uuid4()).upper()
-        not_before = (
-            ""
-            if status == "Started"
-            else format_datetime(datetime.fromtimestamp(self.now() + not_before_in, UTC), usegmt=True)
-        )
+        if not_before is None:
+            not_before = (
+                ""
+                if status == "Started"
+                else format_datetime(datetime.fromtimestamp(self.now() + not_before_in, UTC), usegmt=True)
+            )
         with self.lock:
             self.raised_at = time.time()
             self.events.append(

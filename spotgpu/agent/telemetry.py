@@ -136,6 +136,7 @@ class Telemetry:
             leadSeconds=lead,
             detectionLatencySeconds=latency,
             raw=event.raw,
+            **({"unparsedTime": event.unparsed_time} if event.unparsed_time is not None else {}),
         )
 
     def duplicate(self, event: InterruptionEvent) -> None:
