@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import iso8601
@@ -147,14 +147,18 @@ class RebalanceMonitor:
         self.imds = imds
         self.interval = interval
         self.last_clean: float | None = None
+        #: The recommendation last seen; a 404 after it means AWS withdrew it.
+        self.active: str | None = None
 
-    def check(self) -> list[InterruptionEvent]:
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         resp = self.imds.get(REBALANCE_PATH)
         if resp.status == 404:
-            return []
+            gone, self.active = self.active, None
+            return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []
         doc = _json_object(resp, REBALANCE_PATH)
         published, unparsed = _time_or_none(doc.get("noticeTime"), "rebalance.noticeTime")
         now = time.time()
+        self.active = f"rebalance@{doc.get('noticeTime')}"
         return [
             InterruptionEvent(
                 event_id=f"rebalance@{doc.get('noticeTime')}",

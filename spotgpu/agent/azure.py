@@ -14,7 +14,7 @@ import json
 import logging
 import time
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import rfc1123
@@ -88,6 +88,8 @@ class ScheduledEventsMonitor:
         self.skipped_other_vm = 0
         self.skipped_malformed = 0
         self.enabled = False
+        #: This VM's events in the last document read; one missing from a new document is withdrawn.
+        self.active: set[str] = set()
 
     def _this_vm(self) -> str:
         if not self.vm_name:
@@ -97,7 +99,7 @@ class ScheduledEventsMonitor:
             self.vm_name = name
         return self.vm_name
 
-    def check(self) -> list[InterruptionEvent]:
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         vm = self._this_vm()
         # Until one call has succeeded, wait as long as enabling the service may take.
         doc = self.client.scheduled_events(None if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
@@ -110,7 +112,9 @@ class ScheduledEventsMonitor:
         now = time.time()
         found = [ev for ev in (self._parse(raw, vm, now) for raw in events) if ev is not None]
         self.incarnation = incarnation  # only after the whole document was read
-        return found
+        present = {ev.event_id for ev in found}
+        gone, self.active = tuple(sorted(self.active - present)), present
+        return [*found, NoticeWithdrawn(self.source, gone, now)] if gone else list(found)
 
     def _parse(self, raw: object, vm: str, now: float) -> InterruptionEvent | None:
         if not isinstance(raw, dict):

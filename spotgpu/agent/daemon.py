@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from spotgpu.agent import actions, aws, azure, gcp
 from spotgpu.agent.control import ControlServer
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
@@ -105,7 +105,7 @@ class Agent:
         self.wiring = wiring or wire_cloud(config)
         self.telemetry = telemetry or Telemetry(rt.events_log)
         self.state = WorkloadState()
-        self.events: queue.Queue[InterruptionEvent | None] = queue.Queue()  # None: stop
+        self.events: queue.Queue[InterruptionEvent | NoticeWithdrawn | None] = queue.Queue()  # None: stop
         self.stop_event = threading.Event()
         self.identity = unknown_identity(config.provider)
         self.ready_at: float | None = None
@@ -195,9 +195,12 @@ class Agent:
             if event is None:
                 return
             try:
-                self.responder.handle(event)
+                if isinstance(event, NoticeWithdrawn):
+                    self.responder.withdraw(event)
+                else:
+                    self.responder.handle(event)
             except Exception:  # one bad event must not end the agent
-                log.exception("handling %s failed", event.event_id)
+                log.exception("handling %s failed", event)
 
     def _drained(self, event: InterruptionEvent, outcome: str) -> None:
         """A controller drain with no workload to wait for: nothing is uncommitted, so say so.

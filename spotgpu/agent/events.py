@@ -71,6 +71,17 @@ class InterruptionEvent:
         return min(bounds) if bounds else None
 
 
+@dataclass(frozen=True)
+class NoticeWithdrawn:
+    """A source no longer shows these notices (AWS rebalance 404 again, GCP maintenance-event
+    back to NONE, an Azure event gone from the document). An early notice then clears; a
+    terminal one never does (the drain has begun)."""
+
+    source: str
+    event_ids: tuple[str, ...]
+    detected_at: float
+
+
 @dataclass
 class EventStore:
     """Remembers every (source, id) seen, so re-served notices are acted on once.

@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from urllib.parse import urlencode
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 
@@ -70,13 +70,15 @@ class _HangingGetMonitor:
         self.interval = plain_every or 0.0
         self.etag: str | None = None
         self.last_clean: float | None = None
+        #: The notice this instance last saw; the value back to normal withdraws it.
+        self.active: str | None = None
 
     @classmethod
     def plain_reads(cls, client: GcpMetadataClient, every: float) -> _HangingGetMonitor:
         """The stall guard beside the hanging GET: the same value, read plainly every ``every`` s."""
         return cls(client, plain_every=every)
 
-    def check(self) -> list[InterruptionEvent]:
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         was_hanging = self.etag is not None and not self.plain
         resp = self.client.get(self.path, None if self.plain else self.etag, self.timeout_sec)
         value = resp.text()
@@ -86,7 +88,9 @@ class _HangingGetMonitor:
         self.etag = etag
         event = self.interpret(value, resp)
         if event is None:
-            return []
+            gone, self.active = self.active, None
+            return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []
+        self.active = event.event_id
         if not was_hanging and self.last_clean is not None:
             event = _with_clean(event, event.detected_at - self.last_clean)
         return [event]

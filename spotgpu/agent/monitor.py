@@ -12,10 +12,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,9 @@ class Monitor(Protocol):
     #: Time of the last round that completed and found nothing.
     last_clean: float | None
 
-    def check(self) -> list[InterruptionEvent]: ...
+    def check(self) -> Sequence[InterruptionEvent | NoticeWithdrawn]:
+        """One round: the notices the source shows, and the ones it stopped showing."""
+        ...
 
 
 ErrorSink = Callable[[str, str], None]
@@ -41,7 +43,7 @@ class MonitorRunner(threading.Thread):
     def __init__(
         self,
         monitor: Monitor,
-        events: queue.Queue[InterruptionEvent | None],
+        events: queue.Queue[InterruptionEvent | NoticeWithdrawn | None],
         stop: threading.Event,
         on_error: ErrorSink,
         on_clean: Callable[[str], None] | None = None,
@@ -83,10 +85,9 @@ class MonitorRunner(threading.Thread):
             self.on_error(self.monitor.source, type(err).__name__)
             log.exception("%s: unexpected error", self.monitor.source)
             return self.error_backoff
-        if found:
-            for event in found:
-                self.events.put(event)
-        else:
+        for item in found:
+            self.events.put(item)
+        if not any(isinstance(item, InterruptionEvent) for item in found):
             self.monitor.last_clean = time.time()
             if self.on_clean:
                 self.on_clean(self.monitor.source)
