@@ -45,7 +45,10 @@ def wire_cloud(
     config: AgentConfig, autoscaling_client: Callable[[], aws.AutoscalingClient] | None = None
 ) -> CloudWiring:
     rt = config.effective_runtime()
-    http = MetadataHttp(rt.metadata_url or DEFAULT_URLS[config.provider], timeout=rt.request_timeout_seconds)
+    every = rt.plain_read_seconds if config.provider == "gcp" else rt.poll_interval_seconds
+    http = MetadataHttp(
+        rt.metadata_url or DEFAULT_URLS[config.provider], timeout=poll_timeout(rt.request_timeout_seconds, every)
+    )
     if config.provider == "aws":
         imds = aws.ImdsV2Client(http, token_ttl_seconds=rt.imds_token_ttl_seconds)
         cached: dict[str, VmIdentity] = {}
@@ -72,7 +75,7 @@ def wire_cloud(
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
-        timeout, every = rt.hanging_get_timeout_seconds, rt.plain_read_seconds
+        timeout = rt.hanging_get_timeout_seconds
         return CloudWiring(
             [
                 gcp.PreemptedMonitor(client, timeout),
@@ -89,6 +92,20 @@ def wire_cloud(
         lambda: azure.fetch_identity(az),
         [azure.StartRequestAcknowledger(az)],
     )
+
+
+#: The shortest read deadline a poll gets (link-local metadata answers in milliseconds).
+MIN_POLL_TIMEOUT_SECONDS = 0.25
+
+
+def poll_timeout(request_timeout: float, interval: float) -> float:
+    """A poll's read deadline: ``requestTimeoutSeconds``, but at most half the poll interval.
+
+    An answer later than that is as good as lost (the next poll is nearly due), and the
+    runner retries a failed poll at once, so a hung request costs half an interval, not
+    the request timeout plus a backoff. (GCP's hanging GETs set their own deadline.)
+    """
+    return min(request_timeout, max(interval / 2, MIN_POLL_TIMEOUT_SECONDS))
 
 
 class Agent:

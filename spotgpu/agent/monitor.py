@@ -2,8 +2,10 @@
 
 A monitor's ``check()`` does one round against its source (a poll, or one
 hanging GET) and returns the notices it saw. The runner owns the schedule and
-the error policy: any failure is counted and retried after a short backoff, so a
-flaky metadata service can delay a notice but never stop the agent.
+the error policy: any failure is counted and retried, so a flaky metadata service
+can delay a notice but never stop the agent. The first failure of a streak is retried
+at once (a lone 500, reset or malformed body then costs one round trip, not a backoff);
+further failures wait ``error_backoff`` each, so a broken service is not hammered.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class MonitorRunner(threading.Thread):
         self.on_error = on_error
         self.on_clean = on_clean
         self.error_backoff = error_backoff
+        self.failures_in_a_row = 0
 
     def run(self) -> None:
         next_round = time.monotonic()
@@ -80,11 +83,12 @@ class MonitorRunner(threading.Thread):
         except MetadataError as err:
             self.on_error(self.monitor.source, err.reason)
             log.warning("%s: %s", self.monitor.source, err)
-            return self.error_backoff
+            return self._failed()
         except Exception as err:  # a bug in one monitor must not kill the agent
             self.on_error(self.monitor.source, type(err).__name__)
             log.exception("%s: unexpected error", self.monitor.source)
-            return self.error_backoff
+            return self._failed()
+        self.failures_in_a_row = 0
         for item in found:
             self.events.put(item)
         if not any(isinstance(item, InterruptionEvent) for item in found):
@@ -92,3 +96,7 @@ class MonitorRunner(threading.Thread):
             if self.on_clean:
                 self.on_clean(self.monitor.source)
         return None
+
+    def _failed(self) -> float:
+        self.failures_in_a_row += 1
+        return 0.0 if self.failures_in_a_row == 1 else self.error_backoff
