@@ -85,8 +85,11 @@ class _HangingGetMonitor:
         etag = resp.headers.get("etag")
         if not etag:
             raise MetadataError("malformed", f"GET {self.path}: no ETag header")
-        self.etag = etag
         event = self.interpret(value, resp)
+        if not self.plain:
+            # Only once the value was read: after a spoiled answer the old ETag makes the
+            # next hanging GET answer the change at once.
+            self.etag = etag
         if event is None:
             gone, self.active = self.active, None
             return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []

@@ -49,3 +49,17 @@ def test_plain_reads_see_the_value_without_waiting_for_a_change(fakes: Any) -> N
     fake.raise_preempted()
     [event] = plain.check()
     assert event.kind is EventKind.PREEMPT and event.since_last_clean_poll is None  # the runner sets last_clean
+
+
+def test_a_spoiled_answer_to_a_change_keeps_the_old_etag(fakes: Any) -> None:
+    fake = fakes("gcp")
+    monitor = gcp.PreemptedMonitor(gcp.GcpMetadataClient(MetadataHttp(fake.url, timeout=0.5)), timeout_sec=5)
+    monitor.check()
+    fake.inject("wait_for_change", "malformed", 1, on_answer=True)
+    fake.raise_preempted()
+    with pytest.raises(MetadataError, match="unexpected value"):
+        monitor.check()
+    started = time.monotonic()
+    [event] = monitor.check()  # the change is answered at once, not after timeout_sec
+    assert event.kind is EventKind.PREEMPT
+    assert time.monotonic() - started < 1.0
