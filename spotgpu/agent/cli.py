@@ -13,13 +13,16 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from spotgpu.agent.control import parse_address
+from spotgpu.agent.http import check_base_url
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
-from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, add_json_flag, error_line, print_json, style
+from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, UserError, add_json_flag, error_line, print_json, style
 from spotgpu.config import ConfigError, format_error
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
@@ -70,12 +73,23 @@ def _report(doc: dict[str, Any], as_json: bool) -> None:
         print(render_status(doc))
 
 
+def _checked_flag(flag: str, check: Callable[[str], object], value: str) -> None:
+    """A bad flag is the user's mistake: one line naming the flag, the value and the fix (exit 2)."""
+    try:
+        check(value)
+    except ValueError as err:
+        raise UserError(f"{flag} {value!r}: {err}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from spotgpu.agent.daemon import Agent
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
     config = load_config(args.config)
+    if args.control:
+        _checked_flag("--control", parse_address, args.control)
     if args.metadata_url:
+        _checked_flag("--metadata-url", check_base_url, args.metadata_url)
         rt = config.effective_runtime().model_copy(update={"metadata_url": args.metadata_url})
         config = config.model_copy(update={"runtime": rt})
     agent = Agent(config, control_address=args.control)
@@ -85,9 +99,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from spotgpu.agent.client import AgentClient
+    from spotgpu.agent.client import ENV_ADDRESS, AgentClient
 
-    client = AgentClient(args.control, register=False)
+    if args.control:
+        _checked_flag("--control", parse_address, args.control)
+    try:
+        client = AgentClient(args.control, register=False)
+    except ValueError as err:  # $SPOTGPU_AGENT
+        raise UserError(f"${ENV_ADDRESS}: {err}") from None
     try:
         status = client._call("GET", "/v1/status")
     except OSError as err:

@@ -107,3 +107,23 @@ def test_the_example_in_the_docs_is_what_the_agent_prints(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as err:
         load_config(str(path))
     assert f"spotgpu agent run: {err.value}" == example.replace("/etc/spotgpu/agent.json", str(path))
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["agent", "status", "--control", "127.0.0.1:70000"], "--control"),
+        (["agent", "status", "--control", "10.1.2.3:9465"], "--control"),
+        (["agent", "run", "--config", "{config}", "--control", "127.0.0.1:99999"], "--control"),
+        (["agent", "run", "--config", "{config}", "--metadata-url", "https://169.254.169.254"], "--metadata-url"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], flag: str
+) -> None:
+    from spotgpu.cli import main
+
+    config = str(write(tmp_path))
+    assert main([a.replace("{config}", config) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and f": {flag} " in err and "fix:" in err, err
