@@ -45,7 +45,10 @@ def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
     except ValueError:  # urllib: "Port out of range 0-65535" or not a number
         port = -1
     if not hostport.hostname or port is None:
-        raise ValueError(f"control address {address!r} is neither a socket path nor HOST:PORT; fix: use /path/to.sock or 127.0.0.1:PORT")
+        raise ValueError(
+            f"control address {address!r} is neither a socket path nor HOST:PORT; "
+            "fix: use /path/to.sock or 127.0.0.1:PORT"
+        )
     if not 0 <= port <= 65535:
         raise ValueError(
             f"control address {address!r} has no valid port; fix: use 127.0.0.1:PORT with PORT 1 to 65535 "
