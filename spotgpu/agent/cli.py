@@ -59,6 +59,11 @@ def render_status(doc: dict[str, Any]) -> str:
         "notice:    "
         + (f"{notice.get('kind', '?')} from {notice.get('source', '?')}, deadline {deadline or '?'}" if notice else "none"),
     ]
+    cleared = doc.get("cleared")
+    if not notice and isinstance(cleared, dict):
+        at = cleared.get("clearedAt")
+        when = time.strftime("%H:%M:%SZ", time.gmtime(at)) if isinstance(at, (int, float)) else "?"
+        lines[-1] += f" (the {cleared.get('kind', '?')} notice from {cleared.get('source', '?')} cleared at {when})"
     final = doc.get("finalReport")
     if final:
         lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())

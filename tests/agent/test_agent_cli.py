@@ -96,3 +96,13 @@ def test_status_summary_names_the_notice_and_the_deadline() -> None:
     assert "pool:      train (aws)" in text
     assert "preempt from aws/spot-instance-action, deadline 00:02:10Z (in 30 s)" in text
     assert "final checkpoint: committed g-000042" in text
+
+
+def test_status_summary_says_when_an_early_notice_cleared() -> None:
+    doc = {
+        "pool": "train", "provider": "aws", "phase": "running", "acceptingWork": True, "notice": None,
+        "cleared": {"kind": "rebalance", "source": "aws/rebalance-recommendation", "clearedAt": 130.0},
+    }  # fmt: skip
+    text = render_status(doc)
+    assert "phase:     running (accepting work: yes)" in text
+    assert "notice:    none (the rebalance notice from aws/rebalance-recommendation cleared at 00:02:10Z)" in text
