@@ -70,11 +70,13 @@ class ImdsV2Client:
             self.token_fetches += 1
             return self._token
 
-    def get(self, path: str) -> Response:
-        """GET with the token; one retry with a new token on 401."""
-        resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token()})
+    def get(self, path: str, timeout: float | None = None) -> Response:
+        """GET with the token; one retry with a new token on 401. ``timeout``: a poll's own deadline."""
+        resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token()}, timeout=timeout)
         if resp.status == 401:
-            resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token(force=True)})
+            resp = self.http.request(
+                "GET", path, headers={TOKEN_HEADER: self._fresh_token(force=True)}, timeout=timeout
+            )
         return resp
 
     def get_text(self, path: str) -> str:
@@ -107,13 +109,14 @@ class SpotInterruptionMonitor:
 
     source = "aws/spot-instance-action"
 
-    def __init__(self, imds: ImdsV2Client, interval: float = 1.0) -> None:
+    def __init__(self, imds: ImdsV2Client, interval: float = 1.0, read_timeout: float | None = None) -> None:
         self.imds = imds
         self.interval = interval
+        self.read_timeout = read_timeout  # None: the client's request timeout
         self.last_clean: float | None = None
 
     def check(self) -> list[InterruptionEvent]:
-        resp = self.imds.get(INSTANCE_ACTION_PATH)
+        resp = self.imds.get(INSTANCE_ACTION_PATH, self.read_timeout)
         if resp.status == 404:
             return []
         doc = _json_object(resp, INSTANCE_ACTION_PATH)
@@ -143,15 +146,16 @@ class RebalanceMonitor:
 
     source = "aws/rebalance-recommendation"
 
-    def __init__(self, imds: ImdsV2Client, interval: float = 1.0) -> None:
+    def __init__(self, imds: ImdsV2Client, interval: float = 1.0, read_timeout: float | None = None) -> None:
         self.imds = imds
         self.interval = interval
+        self.read_timeout = read_timeout
         self.last_clean: float | None = None
         #: The recommendation last seen; a 404 after it means AWS withdrew it.
         self.active: str | None = None
 
     def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
-        resp = self.imds.get(REBALANCE_PATH)
+        resp = self.imds.get(REBALANCE_PATH, self.read_timeout)
         if resp.status == 404:
             gone, self.active = self.active, None
             return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []

@@ -75,7 +75,13 @@ class ScheduledEventsMonitor:
 
     source = "azure/scheduledevents"
 
-    def __init__(self, client: AzureImdsClient, vm_name: str | None = None, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: AzureImdsClient,
+        vm_name: str | None = None,
+        interval: float = 1.0,
+        read_timeout: float | None = None,
+    ) -> None:
         if interval < MIN_POLL_INTERVAL_SECONDS:
             raise ValueError(
                 f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= {MIN_POLL_INTERVAL_SECONDS}"
@@ -83,6 +89,7 @@ class ScheduledEventsMonitor:
         self.client = client
         self.vm_name = vm_name
         self.interval = interval
+        self.read_timeout = read_timeout  # None: the client's request timeout
         self.last_clean: float | None = None
         self.incarnation: object = None
         self.skipped_other_vm = 0
@@ -102,7 +109,7 @@ class ScheduledEventsMonitor:
     def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         vm = self._this_vm()
         # Until one call has succeeded, wait as long as enabling the service may take.
-        doc = self.client.scheduled_events(None if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
+        doc = self.client.scheduled_events(self.read_timeout if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
         self.enabled = True
         incarnation, events = doc.get("DocumentIncarnation"), doc.get("Events")
         if not isinstance(incarnation, int) or not isinstance(events, list):

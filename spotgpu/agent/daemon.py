@@ -46,9 +46,10 @@ def wire_cloud(
 ) -> CloudWiring:
     rt = config.effective_runtime()
     every = rt.plain_read_seconds if config.provider == "gcp" else rt.poll_interval_seconds
-    http = MetadataHttp(
-        rt.metadata_url or DEFAULT_URLS[config.provider], timeout=poll_timeout(rt.request_timeout_seconds, every)
-    )
+    # Polls get a short deadline of their own; the token, identity and acknowledgements keep
+    # the full request timeout (a slow approval must not be given up early).
+    read = poll_timeout(rt.request_timeout_seconds, every)
+    http = MetadataHttp(rt.metadata_url or DEFAULT_URLS[config.provider], timeout=rt.request_timeout_seconds)
     if config.provider == "aws":
         imds = aws.ImdsV2Client(http, token_ttl_seconds=rt.imds_token_ttl_seconds)
         cached: dict[str, VmIdentity] = {}
@@ -70,8 +71,8 @@ def wire_cloud(
                     config.autoscaling_group, config.lifecycle_hook, lambda: identity().instance_id, factory
                 )
             )
-        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds)]
-        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds))
+        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds, read)]
+        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds, read))
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
@@ -81,14 +82,14 @@ def wire_cloud(
                 gcp.PreemptedMonitor(client, timeout),
                 gcp.MaintenanceMonitor(client, timeout),
                 # The stall guards: a stalled hanging GET hides a notice for at most `every` s.
-                gcp.PreemptedMonitor.plain_reads(client, every),
-                gcp.MaintenanceMonitor.plain_reads(client, every),
+                gcp.PreemptedMonitor.plain_reads(client, every, read),
+                gcp.MaintenanceMonitor.plain_reads(client, every, read),
             ],
             lambda: gcp.fetch_identity(client),
         )
     az = azure.AzureImdsClient(http)
     return CloudWiring(
-        [azure.ScheduledEventsMonitor(az, rt.vm_name, rt.poll_interval_seconds)],
+        [azure.ScheduledEventsMonitor(az, rt.vm_name, rt.poll_interval_seconds, read)],
         lambda: azure.fetch_identity(az),
         [azure.StartRequestAcknowledger(az)],
     )

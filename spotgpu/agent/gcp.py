@@ -35,10 +35,12 @@ class GcpMetadataClient:
     def __init__(self, http: MetadataHttp) -> None:
         self.http = http
 
-    def get(self, path: str, last_etag: str | None = None, timeout_sec: int = 60) -> Response:
-        """Plain GET without an ETag; hanging GET with one."""
+    def get(
+        self, path: str, last_etag: str | None = None, timeout_sec: int = 60, read_timeout: float | None = None
+    ) -> Response:
+        """Plain GET without an ETag (``read_timeout``, default the request timeout); hanging GET with one."""
         if last_etag is None:
-            return self._checked(self.http.request("GET", PREFIX + path, headers=HEADERS), path)
+            return self._checked(self.http.request("GET", PREFIX + path, headers=HEADERS, timeout=read_timeout), path)
         query = urlencode({"wait_for_change": "true", "last_etag": last_etag, "timeout_sec": timeout_sec})
         resp = self.http.request(
             "GET", f"{PREFIX}{path}?{query}", headers=HEADERS, timeout=timeout_sec + HANGING_GET_SLACK_SECONDS
@@ -62,9 +64,16 @@ class _HangingGetMonitor:
     path = ""
     interval = 0.0
 
-    def __init__(self, client: GcpMetadataClient, timeout_sec: int = 60, plain_every: float | None = None) -> None:
+    def __init__(
+        self,
+        client: GcpMetadataClient,
+        timeout_sec: int = 60,
+        plain_every: float | None = None,
+        read_timeout: float | None = None,
+    ) -> None:
         self.client = client
         self.timeout_sec = timeout_sec
+        self.read_timeout = read_timeout  # plain reads; None: the client's request timeout
         #: Set: this instance is the stall guard, a plain read every ``plain_every`` seconds.
         self.plain = plain_every is not None
         self.interval = plain_every or 0.0
@@ -74,13 +83,15 @@ class _HangingGetMonitor:
         self.active: str | None = None
 
     @classmethod
-    def plain_reads(cls, client: GcpMetadataClient, every: float) -> _HangingGetMonitor:
+    def plain_reads(
+        cls, client: GcpMetadataClient, every: float, read_timeout: float | None = None
+    ) -> _HangingGetMonitor:
         """The stall guard beside the hanging GET: the same value, read plainly every ``every`` s."""
-        return cls(client, plain_every=every)
+        return cls(client, plain_every=every, read_timeout=read_timeout)
 
     def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         was_hanging = self.etag is not None and not self.plain
-        resp = self.client.get(self.path, None if self.plain else self.etag, self.timeout_sec)
+        resp = self.client.get(self.path, None if self.plain else self.etag, self.timeout_sec, self.read_timeout)
         value = resp.text()
         etag = resp.headers.get("etag")
         if not etag:
