@@ -8,12 +8,13 @@ costs one extra round trip, never a missed notice.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import iso8601
@@ -26,6 +27,12 @@ INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 #: AWS issues the instance-action notice two minutes before the action.
 SPOT_NOTICE_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
+#: The fastest poll the agent allows. AWS throttles IMDS per instance without publishing a
+#: rate (link-local traffic shares a 1024 packets/s cap per interface) and recommends a 5 s
+#: poll; two sources at 0.2 s are 10 requests/s, far below the cap, and 1 s is the default.
+MIN_POLL_INTERVAL_SECONDS = 0.2
 
 
 class ImdsV2Client:
@@ -63,11 +70,13 @@ class ImdsV2Client:
             self.token_fetches += 1
             return self._token
 
-    def get(self, path: str) -> Response:
-        """GET with the token; one retry with a new token on 401."""
-        resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token()})
+    def get(self, path: str, timeout: float | None = None) -> Response:
+        """GET with the token; one retry with a new token on 401. ``timeout``: a poll's own deadline."""
+        resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token()}, timeout=timeout)
         if resp.status == 401:
-            resp = self.http.request("GET", path, headers={TOKEN_HEADER: self._fresh_token(force=True)})
+            resp = self.http.request(
+                "GET", path, headers={TOKEN_HEADER: self._fresh_token(force=True)}, timeout=timeout
+            )
         return resp
 
     def get_text(self, path: str) -> str:
@@ -86,25 +95,35 @@ def _json_object(resp: Response, path: str) -> dict[str, object]:
     return doc
 
 
+def _time_or_none(value: object, field: str) -> tuple[float | None, str | None]:
+    """(time, None), or (None, the value as served) when it cannot be read: the notice still counts."""
+    try:
+        return iso8601(value, field), None
+    except MetadataError as err:
+        log.warning("%s; acting on the notice at once with the contract's notice", err)
+        return None, repr(value)
+
+
 class SpotInterruptionMonitor:
     """``spot/instance-action``: 404 until AWS marks the instance for stop/hibernate/terminate."""
 
     source = "aws/spot-instance-action"
 
-    def __init__(self, imds: ImdsV2Client, interval: float = 1.0) -> None:
+    def __init__(self, imds: ImdsV2Client, interval: float = 1.0, read_timeout: float | None = None) -> None:
         self.imds = imds
         self.interval = interval
+        self.read_timeout = read_timeout  # None: the client's request timeout
         self.last_clean: float | None = None
 
     def check(self) -> list[InterruptionEvent]:
-        resp = self.imds.get(INSTANCE_ACTION_PATH)
+        resp = self.imds.get(INSTANCE_ACTION_PATH, self.read_timeout)
         if resp.status == 404:
             return []
         doc = _json_object(resp, INSTANCE_ACTION_PATH)
         action, when = doc.get("action"), doc.get("time")
         if action not in ("terminate", "stop", "hibernate"):
             raise MetadataError("malformed", f"instance-action: unknown action {action!r}")
-        deadline = iso8601(when, "instance-action.time")
+        deadline, unparsed = _time_or_none(when, "instance-action.time")
         now = time.time()
         return [
             InterruptionEvent(
@@ -115,8 +134,9 @@ class SpotInterruptionMonitor:
                 raw=doc,
                 cloud_deadline=deadline,
                 # Hibernation starts at once, so there is no two-minute window to subtract.
-                published_at=None if action == "hibernate" else deadline - SPOT_NOTICE_SECONDS,
+                published_at=None if action == "hibernate" or deadline is None else deadline - SPOT_NOTICE_SECONDS,
                 since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                unparsed_time=unparsed,
             )
         ]
 
@@ -126,27 +146,33 @@ class RebalanceMonitor:
 
     source = "aws/rebalance-recommendation"
 
-    def __init__(self, imds: ImdsV2Client, interval: float = 1.0) -> None:
+    def __init__(self, imds: ImdsV2Client, interval: float = 1.0, read_timeout: float | None = None) -> None:
         self.imds = imds
         self.interval = interval
+        self.read_timeout = read_timeout
         self.last_clean: float | None = None
+        #: The recommendation last seen; a 404 after it means AWS withdrew it.
+        self.active: str | None = None
 
-    def check(self) -> list[InterruptionEvent]:
-        resp = self.imds.get(REBALANCE_PATH)
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
+        resp = self.imds.get(REBALANCE_PATH, self.read_timeout)
         if resp.status == 404:
-            return []
+            gone, self.active = self.active, None
+            return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []
         doc = _json_object(resp, REBALANCE_PATH)
-        published = iso8601(doc.get("noticeTime"), "rebalance.noticeTime")
+        published, unparsed = _time_or_none(doc.get("noticeTime"), "rebalance.noticeTime")
         now = time.time()
+        self.active = f"rebalance@{doc.get('noticeTime')}"
         return [
             InterruptionEvent(
-                event_id=f"rebalance@{doc['noticeTime']}",
+                event_id=f"rebalance@{doc.get('noticeTime')}",
                 kind=EventKind.REBALANCE,
                 source=self.source,
                 detected_at=now,
                 raw=doc,
                 published_at=published,
                 since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                unparsed_time=unparsed,
             )
         ]
 

@@ -11,9 +11,10 @@ and approves events that name this VM (IMDS ``compute.name``).
 from __future__ import annotations
 
 import json
+import logging
 import time
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import rfc1123
@@ -22,8 +23,14 @@ DEFAULT_BASE_URL = "http://169.254.169.254"
 EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 COMPUTE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
 HEADERS = {"Metadata": "true"}
+#: The fastest Scheduled Events poll the agent allows. IMDS answers about 5 requests/s per VM
+#: (429 above), and the agent's other IMDS calls (compute, StartRequests) need room beside the
+#: poll: at most 4 polls/s. The docs recommend once a second, the default.
+MIN_POLL_INTERVAL_SECONDS = 0.25
 #: The first Scheduled Events call enables the service and "may take up to 2 minutes".
 FIRST_CALL_TIMEOUT_SECONDS = 120.0
+
+log = logging.getLogger(__name__)
 
 EVENT_KINDS = {
     "Preempt": EventKind.PREEMPT,
@@ -68,17 +75,28 @@ class ScheduledEventsMonitor:
 
     source = "azure/scheduledevents"
 
-    def __init__(self, client: AzureImdsClient, vm_name: str | None = None, interval: float = 1.0) -> None:
-        if interval < 0.2:
-            raise ValueError(f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= 0.2")
+    def __init__(
+        self,
+        client: AzureImdsClient,
+        vm_name: str | None = None,
+        interval: float = 1.0,
+        read_timeout: float | None = None,
+    ) -> None:
+        if interval < MIN_POLL_INTERVAL_SECONDS:
+            raise ValueError(
+                f"poll interval {interval} s would exceed IMDS's 5 requests/s; use >= {MIN_POLL_INTERVAL_SECONDS}"
+            )
         self.client = client
         self.vm_name = vm_name
         self.interval = interval
+        self.read_timeout = read_timeout  # None: the client's request timeout
         self.last_clean: float | None = None
         self.incarnation: object = None
         self.skipped_other_vm = 0
         self.skipped_malformed = 0
         self.enabled = False
+        #: This VM's events in the last document read; one missing from a new document is withdrawn.
+        self.active: set[str] = set()
 
     def _this_vm(self) -> str:
         if not self.vm_name:
@@ -88,10 +106,10 @@ class ScheduledEventsMonitor:
             self.vm_name = name
         return self.vm_name
 
-    def check(self) -> list[InterruptionEvent]:
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         vm = self._this_vm()
         # Until one call has succeeded, wait as long as enabling the service may take.
-        doc = self.client.scheduled_events(None if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
+        doc = self.client.scheduled_events(self.read_timeout if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
         self.enabled = True
         incarnation, events = doc.get("DocumentIncarnation"), doc.get("Events")
         if not isinstance(incarnation, int) or not isinstance(events, list):
@@ -101,7 +119,9 @@ class ScheduledEventsMonitor:
         now = time.time()
         found = [ev for ev in (self._parse(raw, vm, now) for raw in events) if ev is not None]
         self.incarnation = incarnation  # only after the whole document was read
-        return found
+        present = {ev.event_id for ev in found}
+        gone, self.active = tuple(sorted(self.active - present)), present
+        return [*found, NoticeWithdrawn(self.source, gone, now)] if gone else list(found)
 
     def _parse(self, raw: object, vm: str, now: float) -> InterruptionEvent | None:
         if not isinstance(raw, dict):
@@ -114,11 +134,13 @@ class ScheduledEventsMonitor:
         if vm not in resources:
             self.skipped_other_vm += 1
             return None
+        unparsed = None
         try:
             not_before = rfc1123(raw.get("NotBefore"), "NotBefore")
-        except MetadataError:
-            self.skipped_malformed += 1
-            return None
+        except MetadataError as err:
+            # Never drop an eviction for its date: act now, with the contract's minimum notice.
+            log.warning("%s; acting on event %s at once with the contract's minimum notice", err, event_id)
+            not_before, unparsed = None, repr(raw.get("NotBefore"))
         kind = EVENT_KINDS[str(event_type)]
         started = raw.get("EventStatus") == "Started"
         return InterruptionEvent(
@@ -128,9 +150,10 @@ class ScheduledEventsMonitor:
             detected_at=now,
             raw=raw,
             # "Started" (or no NotBefore) means it is happening now.
-            cloud_deadline=now if started or not_before is None else not_before,
+            cloud_deadline=None if unparsed else now if started or not_before is None else not_before,
             since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
             acknowledge_ids=(event_id,) if kind.terminal else (),
+            unparsed_time=unparsed,
         )
 
 

@@ -13,14 +13,17 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from spotgpu.agent.control import parse_address
+from spotgpu.agent.http import check_base_url
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
-from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, add_json_flag, error_line, print_json, style
-from spotgpu.config import ConfigError
+from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, UserError, add_json_flag, error_line, print_json, style
+from spotgpu.config import ConfigError, format_error
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
@@ -36,11 +39,7 @@ def load_config(path: str) -> AgentConfig:
     try:
         return AgentConfig.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(
-            f"{path}: {where} = {first.get('input')!r}: {first['msg']}; fix: correct that key (see docs/agent.md)"
-        ) from None
+        raise ConfigError(format_error(err, namespace=path, model=AgentConfig, data=raw)) from None
 
 
 def render_status(doc: dict[str, Any]) -> str:
@@ -60,6 +59,11 @@ def render_status(doc: dict[str, Any]) -> str:
         "notice:    "
         + (f"{notice.get('kind', '?')} from {notice.get('source', '?')}, deadline {deadline or '?'}" if notice else "none"),
     ]
+    cleared = doc.get("cleared")
+    if not notice and isinstance(cleared, dict):
+        at = cleared.get("clearedAt")
+        when = time.strftime("%H:%M:%SZ", time.gmtime(at)) if isinstance(at, (int, float)) else "?"
+        lines[-1] += f" (the {cleared.get('kind', '?')} notice from {cleared.get('source', '?')} cleared at {when})"
     final = doc.get("finalReport")
     if final:
         lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())
@@ -74,12 +78,23 @@ def _report(doc: dict[str, Any], as_json: bool) -> None:
         print(render_status(doc))
 
 
+def _checked_flag(flag: str, check: Callable[[str], object], value: str) -> None:
+    """A bad flag is the user's mistake: one line naming the flag, the value and the fix (exit 2)."""
+    try:
+        check(value)
+    except ValueError as err:
+        raise UserError(f"{flag} {value!r}: {err}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from spotgpu.agent.daemon import Agent
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
     config = load_config(args.config)
+    if args.control:
+        _checked_flag("--control", parse_address, args.control)
     if args.metadata_url:
+        _checked_flag("--metadata-url", check_base_url, args.metadata_url)
         rt = config.effective_runtime().model_copy(update={"metadata_url": args.metadata_url})
         config = config.model_copy(update={"runtime": rt})
     agent = Agent(config, control_address=args.control)
@@ -89,9 +104,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from spotgpu.agent.client import AgentClient
+    from spotgpu.agent.client import ENV_ADDRESS, AgentClient
 
-    client = AgentClient(args.control, register=False)
+    if args.control:
+        _checked_flag("--control", parse_address, args.control)
+    try:
+        client = AgentClient(args.control, register=False)
+    except ValueError as err:  # $SPOTGPU_AGENT
+        raise UserError(f"${ENV_ADDRESS}: {err}") from None
     try:
         status = client._call("GET", "/v1/status")
     except OSError as err:

@@ -9,6 +9,11 @@ Routes (JSON in and out):
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final).
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
+* ``GET  /healthz``                     liveness.
+
+Only the workload's own routes (``/v1/notice``, register, ready, report) count as
+contact: a status read or a health probe is an operator or a monitor, and must not
+make the agent wait out a final-checkpoint budget for a workload that does not exist.
 """
 
 from __future__ import annotations
@@ -35,11 +40,23 @@ def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
     if address.startswith("/"):
         return "unix", address
     hostport = urlsplit(address if "//" in address else f"//{address}")
-    if not hostport.hostname or hostport.port is None:
-        raise ValueError(f"control address {address!r}: use /path/to.sock or 127.0.0.1:PORT")
+    try:
+        port = hostport.port
+    except ValueError:  # urllib: "Port out of range 0-65535" or not a number
+        port = -1
+    if not hostport.hostname or port is None:
+        raise ValueError(
+            f"control address {address!r} is neither a socket path nor HOST:PORT; "
+            "fix: use /path/to.sock or 127.0.0.1:PORT"
+        )
+    if not 0 <= port <= 65535:
+        raise ValueError(
+            f"control address {address!r} has no valid port; fix: use 127.0.0.1:PORT with PORT 1 to 65535 "
+            "(0 picks a free port), or a Unix socket path"
+        )
     if hostport.hostname not in LOOPBACK:
         raise ValueError(f"control address {address!r} is not loopback; fix: use 127.0.0.1:PORT or a Unix socket")
-    return "tcp", (hostport.hostname, hostport.port)
+    return "tcp", (hostport.hostname, port)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,8 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
         control: ControlServer = self.server.control
         url = urlsplit(self.path)
         query = parse_qs(url.query)
-        control.state.touch()
         if url.path == "/v1/notice":
+            control.state.touch()  # the workload's own route (the client's should_stop/long poll)
             if "wait" in query:
                 since = int(query.get("since", ["-1"])[0])
                 wait = min(float(query["wait"][0]), MAX_WAIT_SECONDS)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from spotgpu.agent import actions, aws, azure, gcp
 from spotgpu.agent.control import ControlServer
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
@@ -45,6 +45,10 @@ def wire_cloud(
     config: AgentConfig, autoscaling_client: Callable[[], aws.AutoscalingClient] | None = None
 ) -> CloudWiring:
     rt = config.effective_runtime()
+    every = rt.plain_read_seconds if config.provider == "gcp" else rt.poll_interval_seconds
+    # Polls get a short deadline of their own; the token, identity and acknowledgements keep
+    # the full request timeout (a slow approval must not be given up early).
+    read = poll_timeout(rt.request_timeout_seconds, every)
     http = MetadataHttp(rt.metadata_url or DEFAULT_URLS[config.provider], timeout=rt.request_timeout_seconds)
     if config.provider == "aws":
         imds = aws.ImdsV2Client(http, token_ttl_seconds=rt.imds_token_ttl_seconds)
@@ -67,22 +71,42 @@ def wire_cloud(
                     config.autoscaling_group, config.lifecycle_hook, lambda: identity().instance_id, factory
                 )
             )
-        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds)]
-        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds))
+        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds, read)]
+        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds, read))
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
         timeout = rt.hanging_get_timeout_seconds
         return CloudWiring(
-            [gcp.PreemptedMonitor(client, timeout), gcp.MaintenanceMonitor(client, timeout)],
+            [
+                gcp.PreemptedMonitor(client, timeout),
+                gcp.MaintenanceMonitor(client, timeout),
+                # The stall guards: a stalled hanging GET hides a notice for at most `every` s.
+                gcp.PreemptedMonitor.plain_reads(client, every, read),
+                gcp.MaintenanceMonitor.plain_reads(client, every, read),
+            ],
             lambda: gcp.fetch_identity(client),
         )
     az = azure.AzureImdsClient(http)
     return CloudWiring(
-        [azure.ScheduledEventsMonitor(az, rt.vm_name, rt.poll_interval_seconds)],
+        [azure.ScheduledEventsMonitor(az, rt.vm_name, rt.poll_interval_seconds, read)],
         lambda: azure.fetch_identity(az),
         [azure.StartRequestAcknowledger(az)],
     )
+
+
+#: The shortest read deadline a poll gets (link-local metadata answers in milliseconds).
+MIN_POLL_TIMEOUT_SECONDS = 0.25
+
+
+def poll_timeout(request_timeout: float, interval: float) -> float:
+    """A poll's read deadline: ``requestTimeoutSeconds``, but at most half the poll interval.
+
+    An answer later than that is as good as lost (the next poll is nearly due), and the
+    runner retries a failed poll at once, so a hung request costs half an interval, not
+    the request timeout plus a backoff. (GCP's hanging GETs set their own deadline.)
+    """
+    return min(request_timeout, max(interval / 2, MIN_POLL_TIMEOUT_SECONDS))
 
 
 class Agent:
@@ -99,7 +123,7 @@ class Agent:
         self.wiring = wiring or wire_cloud(config)
         self.telemetry = telemetry or Telemetry(rt.events_log)
         self.state = WorkloadState()
-        self.events: queue.Queue[InterruptionEvent | None] = queue.Queue()  # None: stop
+        self.events: queue.Queue[InterruptionEvent | NoticeWithdrawn | None] = queue.Queue()  # None: stop
         self.stop_event = threading.Event()
         self.identity = unknown_identity(config.provider)
         self.ready_at: float | None = None
@@ -189,9 +213,12 @@ class Agent:
             if event is None:
                 return
             try:
-                self.responder.handle(event)
+                if isinstance(event, NoticeWithdrawn):
+                    self.responder.withdraw(event)
+                else:
+                    self.responder.handle(event)
             except Exception:  # one bad event must not end the agent
-                log.exception("handling %s failed", event.event_id)
+                log.exception("handling %s failed", event)
 
     def _drained(self, event: InterruptionEvent, outcome: str) -> None:
         """A controller drain with no workload to wait for: nothing is uncommitted, so say so.

@@ -51,6 +51,9 @@ class InterruptionEvent:
     since_last_clean_poll: float | None = None
     #: Azure: the ids to acknowledge (StartRequests) once the drain is done.
     acknowledge_ids: tuple[str, ...] = ()
+    #: The cloud's time as served (repr) when it could not be read: the notice is acted on
+    #: at once with the contract's minimum notice instead of being dropped.
+    unparsed_time: str | None = None
 
     @property
     def dedup_key(self) -> tuple[str, str]:
@@ -66,6 +69,17 @@ class InterruptionEvent:
         if self.published_at is not None:
             bounds.append(max(0.0, self.detected_at - self.published_at))
         return min(bounds) if bounds else None
+
+
+@dataclass(frozen=True)
+class NoticeWithdrawn:
+    """A source no longer shows these notices (AWS rebalance 404 again, GCP maintenance-event
+    back to NONE, an Azure event gone from the document). An early notice then clears; a
+    terminal one never does (the drain has begun)."""
+
+    source: str
+    event_ids: tuple[str, ...]
+    detected_at: float
 
 
 @dataclass

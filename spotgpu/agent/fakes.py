@@ -3,7 +3,9 @@
 Each fake is a threaded ``http.server`` on 127.0.0.1 that serves just the paths
 the agent reads, and can misbehave on request: ``inject(path_part, mode, count)``
 makes the next ``count`` matching requests time out (no answer), answer late
-(``slow``), answer 500 or 401, drop the connection, or return malformed JSON. Notices are raised with ``raise_*`` methods that record
+(``slow``), stall (accept, never answer), answer 500 or 401, drop the connection, or
+return malformed JSON. ``path_part`` matches the query too (``wait_for_change`` picks
+GCP's hanging GETs). Notices are raised with ``raise_*`` methods that record
 the raise time, so latency is measured from the moment the notice exists.
 """
 
@@ -14,13 +16,17 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-FAULT_MODES = ("timeout", "slow", "500", "401", "malformed", "drop")
+#: timeout: no answer for ``timeout_delay``, then the connection closes; slow: answer after it;
+#: stall: accept and never answer (until the fake stops); 500/401: that status; malformed: a
+#: truncated JSON body; drop: close the connection without an answer (a reset).
+FAULT_MODES = ("timeout", "slow", "stall", "500", "401", "malformed", "drop")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -35,20 +41,36 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         fake.record(method, self.path)
+
+        def answer() -> tuple[int, dict[str, str], bytes]:
+            return fake.handle(method, self.path, dict(self.headers.items()), body)
+
         fault = fake.take_fault(method, self.path)
-        if fault == "timeout":
-            time.sleep(fake.timeout_delay)
-            self.close_connection = True
-            return
-        if fault == "slow":
-            time.sleep(fake.timeout_delay)  # then answer normally
-        if fault == "drop":
+        if fault is None:
+            ready = answer()  # a hanging GET waits in here
+            fault = fake.take_fault(method, self.path, on_answer=True)
+            if fault is None:
+                self.reply(ready[0], ready[2], ready[1])
+                return
+            answer = lambda: ready  # noqa: E731 - the answer the fault spoils
+        self._fault(fake, fault, answer)
+
+    def _fault(
+        self, fake: FakeMetadataServer, fault: str, answer: Callable[[], tuple[int, dict[str, str], bytes]]
+    ) -> None:
+        if fault in ("timeout", "stall", "drop"):
+            if fault == "timeout":
+                time.sleep(fake.timeout_delay)
+            elif fault == "stall":
+                fake.stopping.wait()
             self.close_connection = True
             return
         if fault in ("500", "401"):
             self.reply(int(fault), b"fault")
             return
-        status, headers, payload = fake.handle(method, self.path, dict(self.headers.items()), body)
+        if fault == "slow":
+            time.sleep(fake.timeout_delay)  # then answer normally
+        status, headers, payload = answer()
         if fault == "malformed" and status == 200:
             payload = b'{"truncated": '
         self.reply(status, payload, headers)
@@ -85,9 +107,10 @@ class FakeMetadataServer:
     def __init__(self, timeout_delay: float = 3.0) -> None:
         self.lock = threading.Condition()
         self.requests: list[tuple[float, str, str]] = []
-        self.faults: list[list[Any]] = []  # [path_part, mode, remaining, method or None]
+        self.faults: list[list[Any]] = []  # [path_part, mode, remaining, method or None, on_answer]
         self.timeout_delay = timeout_delay
         self.clock_skew = 0.0  # seconds added to every timestamp the fake writes
+        self.stopping = threading.Event()  # releases stalled requests
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
         self._thread = threading.Thread(
@@ -104,6 +127,7 @@ class FakeMetadataServer:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         with self.lock:
             self.lock.notify_all()
         self._server.shutdown()
@@ -119,16 +143,20 @@ class FakeMetadataServer:
         with self.lock:
             self.requests.append((time.time(), method, path))
 
-    def inject(self, path_part: str, mode: str, count: int = 1, method: str | None = None) -> None:
+    def inject(
+        self, path_part: str, mode: str, count: int = 1, method: str | None = None, on_answer: bool = False
+    ) -> None:
+        """The next ``count`` matching requests misbehave. ``on_answer``: when the fake would
+        answer, not when the request arrives: a hanging GET then fails as it answers a change."""
         if mode not in FAULT_MODES:
             raise ValueError(f"fault mode {mode!r}: use one of {FAULT_MODES}")
         with self.lock:
-            self.faults.append([path_part, mode, count, method])
+            self.faults.append([path_part, mode, count, method, on_answer])
 
-    def take_fault(self, method: str, path: str) -> str | None:
+    def take_fault(self, method: str, path: str, on_answer: bool = False) -> str | None:
         with self.lock:
             for fault in self.faults:
-                if fault[0] in path and fault[2] > 0 and fault[3] in (None, method):
+                if fault[0] in path and fault[2] > 0 and fault[3] in (None, method) and fault[4] == on_answer:
                     fault[2] -= 1
                     return str(fault[1])
         return None
@@ -299,13 +327,16 @@ class FakeAzureImds(FakeMetadataServer):
         not_before_in: float = 30.0,
         status: str = "Scheduled",
         event_id: str | None = None,
+        not_before: object = None,
     ) -> str:
+        """A new event; ``not_before`` overrides the RFC 1123 ``NotBefore`` (any JSON value)."""
         eid = event_id or str(uuid.uuid4()).upper()
-        not_before = (
-            ""
-            if status == "Started"
-            else format_datetime(datetime.fromtimestamp(self.now() + not_before_in, UTC), usegmt=True)
-        )
+        if not_before is None:
+            not_before = (
+                ""
+                if status == "Started"
+                else format_datetime(datetime.fromtimestamp(self.now() + not_before_in, UTC), usegmt=True)
+            )
         with self.lock:
             self.raised_at = time.time()
             self.events.append(

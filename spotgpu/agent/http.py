@@ -42,16 +42,26 @@ class Response:
             raise MetadataError("malformed", f"malformed JSON from metadata service: {err}") from err
 
 
+def check_base_url(base_url: str) -> tuple[str, int, str]:
+    """``http://HOST[:PORT][/PREFIX]`` -> (host, port, prefix); metadata services are plain HTTP."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or 80
+    except ValueError:
+        port = -1
+    if parts.scheme != "http" or not parts.hostname or not 1 <= port <= 65535:
+        raise ValueError(
+            f"metadata URL {base_url!r} is not plain HTTP to a host; fix: use http://HOST[:PORT] "
+            "(or omit it for the provider's link-local endpoint)"
+        )
+    return parts.hostname, port, parts.path.rstrip("/")
+
+
 class MetadataHttp:
     """Requests against one base URL, each with its own timeout."""
 
     def __init__(self, base_url: str, timeout: float = 2.0) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"metadata URL {base_url!r} must look like http://HOST[:PORT]")
-        self.host = parts.hostname
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
+        self.host, self.port, self.prefix = check_base_url(base_url)
         self.timeout = timeout
 
     def request(

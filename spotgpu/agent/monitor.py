@@ -2,8 +2,10 @@
 
 A monitor's ``check()`` does one round against its source (a poll, or one
 hanging GET) and returns the notices it saw. The runner owns the schedule and
-the error policy: any failure is counted and retried after a short backoff, so a
-flaky metadata service can delay a notice but never stop the agent.
+the error policy: any failure is counted and retried, so a flaky metadata service
+can delay a notice but never stop the agent. The first failure of a streak is retried
+at once (a lone 500, reset or malformed body then costs one round trip, not a backoff);
+further failures wait ``error_backoff`` each, so a broken service is not hammered.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,9 @@ class Monitor(Protocol):
     #: Time of the last round that completed and found nothing.
     last_clean: float | None
 
-    def check(self) -> list[InterruptionEvent]: ...
+    def check(self) -> Sequence[InterruptionEvent | NoticeWithdrawn]:
+        """One round: the notices the source shows, and the ones it stopped showing."""
+        ...
 
 
 ErrorSink = Callable[[str, str], None]
@@ -41,7 +45,7 @@ class MonitorRunner(threading.Thread):
     def __init__(
         self,
         monitor: Monitor,
-        events: queue.Queue[InterruptionEvent | None],
+        events: queue.Queue[InterruptionEvent | NoticeWithdrawn | None],
         stop: threading.Event,
         on_error: ErrorSink,
         on_clean: Callable[[str], None] | None = None,
@@ -54,6 +58,7 @@ class MonitorRunner(threading.Thread):
         self.on_error = on_error
         self.on_clean = on_clean
         self.error_backoff = error_backoff
+        self.failures_in_a_row = 0
 
     def run(self) -> None:
         next_round = time.monotonic()
@@ -78,16 +83,20 @@ class MonitorRunner(threading.Thread):
         except MetadataError as err:
             self.on_error(self.monitor.source, err.reason)
             log.warning("%s: %s", self.monitor.source, err)
-            return self.error_backoff
+            return self._failed()
         except Exception as err:  # a bug in one monitor must not kill the agent
             self.on_error(self.monitor.source, type(err).__name__)
             log.exception("%s: unexpected error", self.monitor.source)
-            return self.error_backoff
-        if found:
-            for event in found:
-                self.events.put(event)
-        else:
+            return self._failed()
+        self.failures_in_a_row = 0
+        for item in found:
+            self.events.put(item)
+        if not any(isinstance(item, InterruptionEvent) for item in found):
             self.monitor.last_clean = time.time()
             if self.on_clean:
                 self.on_clean(self.monitor.source)
         return None
+
+    def _failed(self) -> float:
+        self.failures_in_a_row += 1
+        return 0.0 if self.failures_in_a_row == 1 else self.error_backoff

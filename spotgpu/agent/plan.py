@@ -54,8 +54,10 @@ class Deadline:
     #: cloud: the cloud's own timestamp; contract: detection + contract notice
     #: (the cloud gave none); skew: the cloud's timestamp was implausible;
     #: none: no deadline (rebalance); controller: a controller drain, whose
-    #: deadline is detection + ``runtime.drainBudgetSeconds`` (set by the drain monitor).
-    basis: Literal["cloud", "contract", "skew", "none", "controller"]
+    #: deadline is detection + ``runtime.drainBudgetSeconds`` (set by the drain monitor);
+    #: unparseable: the cloud's time could not be read, so detection + the contract's
+    #: minimum notice (the shortest safe budget).
+    basis: Literal["cloud", "contract", "skew", "none", "controller", "unparseable"]
 
 
 def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
@@ -72,6 +74,9 @@ def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
         # No cloud is reclaiming the VM: the budget is ours, set by the drain monitor.
         at = event.cloud_deadline if event.cloud_deadline is not None else event.detected_at + DEFAULT_DRAIN_BUDGET
         return Deadline(max(at, event.detected_at), "controller")
+    if event.unparsed_time is not None:
+        # The cloud said when, but not readably: assume the least time the contract allows.
+        return Deadline(event.detected_at + contract.notice_seconds, "unparseable")
     fallback_lead = contract.notice_seconds if event.kind is EventKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
     fallback = event.detected_at + fallback_lead
     if event.cloud_deadline is None:

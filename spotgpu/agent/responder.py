@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spotgpu.agent import actions
-from spotgpu.agent.events import EventStore, InterruptionEvent
+from spotgpu.agent.events import EventStore, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.plan import Contract, budget_seconds, plan_response, resolve_deadline
 from spotgpu.agent.state import Phase, WorkloadState
 from spotgpu.agent.telemetry import Telemetry
@@ -55,6 +55,8 @@ class Responder:
     terminal_event: InterruptionEvent | None = None
     drained: bool = False
     acknowledged: list[str] = field(default_factory=list)
+    #: Early notices the clouds still show, with their deadlines: the workload's notice while any is.
+    early_active: dict[tuple[str, str], tuple[InterruptionEvent, float | None]] = field(default_factory=dict)
     #: Called with each terminal event and its final-checkpoint outcome once the drain is done.
     on_drained: Callable[[InterruptionEvent, str], None] | None = None
 
@@ -69,6 +71,7 @@ class Responder:
             self.telemetry.log("ignored", eventId=event.event_id, why=plan.why)
             return
         if plan.checkpoint == "early":
+            self.early_active[event.dedup_key] = (event, deadline.at)
             if self.terminal_event is None and self.state.phase in ("running", "early-checkpoint"):
                 self._notify(event, "early-checkpoint", "early", deadline.at)
             return
@@ -83,20 +86,45 @@ class Responder:
         self.terminal_event = event
         self._final(event, deadline.at, plan.acknowledge)
 
+    def withdraw(self, gone: NoticeWithdrawn) -> None:
+        """A source stopped showing notices: an early one clears, unless another is still shown."""
+        for event_id in gone.event_ids:
+            self.early_active.pop((gone.source, event_id), None)
+        current = self.state.notice
+        if self.terminal_event is not None or self.state.phase != "early-checkpoint" or current is None:
+            return
+        if (str(current["source"]), str(current["eventId"])) in self.early_active:
+            return
+        if self.early_active:  # another early notice is still shown: it is the workload's notice now
+            event, deadline = max(self.early_active.values(), key=lambda pair: pair[0].detected_at)
+            self.state.set_notice("early-checkpoint", self._notice_doc(event, "early", deadline))
+            return
+        cleared = {
+            "eventId": current["eventId"],
+            "kind": current["kind"],
+            "source": current["source"],
+            "clearedAt": gone.detected_at,
+        }
+        self.state.clear_notice(cleared)
+        self.telemetry.notice_cleared(cleared)
+
     # -- steps --------------------------------------------------------------
-    def _notify(self, event: InterruptionEvent, phase: Phase, checkpoint: str, deadline: float | None) -> float | None:
+    def _notice_doc(self, event: InterruptionEvent, checkpoint: str, deadline: float | None) -> dict[str, object]:
         margin = self.contract.safety_margin_seconds
-        budget_deadline = None if deadline is None else deadline - margin
-        notice = {
+        return {
             "eventId": event.event_id,
             "kind": str(event.kind),
             "source": event.source,
             "checkpoint": checkpoint,
             "detectedAt": event.detected_at,
             "deadline": deadline,
-            "budgetDeadline": budget_deadline,
+            "budgetDeadline": None if deadline is None else deadline - margin,
             "budgetSeconds": budget_seconds(deadline, time.time(), margin) if deadline is not None else None,
         }
+
+    def _notify(self, event: InterruptionEvent, phase: Phase, checkpoint: str, deadline: float | None) -> float | None:
+        budget_deadline = None if deadline is None else deadline - self.contract.safety_margin_seconds
+        notice = self._notice_doc(event, checkpoint, deadline)
         self.state.set_notice(phase, notice)
         pgids = set(self.state.workload_pgids)
         pid = actions.read_pid_file(self.hooks.pid_file)

@@ -48,6 +48,8 @@ class WorkloadState:
         self.version = 0
         self.phase: Phase = "running"
         self.notice: dict[str, object] | None = None
+        #: The last early notice that went away (eventId, kind, source, clearedAt).
+        self.cleared: dict[str, object] | None = None
         self.final_report: CheckpointReport | None = None
         self.reports: list[CheckpointReport] = []
         self.workload_pgids: set[int] = set()
@@ -64,6 +66,14 @@ class WorkloadState:
         with self._cond:
             self.phase = phase
             self.notice = notice
+            self._bump()
+
+    def clear_notice(self, cleared: dict[str, object]) -> None:
+        """The early notice went away: accept work again (a terminal notice is never cleared)."""
+        with self._cond:
+            self.phase = "running"
+            self.notice = None
+            self.cleared = cleared
             self._bump()
 
     def set_phase(self, phase: Phase) -> None:
@@ -83,6 +93,7 @@ class WorkloadState:
 
     def mark_ready(self) -> bool:
         with self._cond:
+            self.workload_seen_at = time.time()
             first = self.workload_ready_at is None
             if first:
                 self.workload_ready_at = time.time()
@@ -130,6 +141,7 @@ class WorkloadState:
                 "acceptingWork": self.phase == "running",
                 "stop": self.phase in ("final-checkpoint", "draining", "drained"),
                 "notice": dict(self.notice) if self.notice else None,
+                "cleared": dict(self.cleared) if self.cleared else None,
                 "finalReport": self.final_report.as_dict() if self.final_report else None,
                 "now": time.time(),
             }

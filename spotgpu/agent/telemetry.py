@@ -74,6 +74,12 @@ class Telemetry:
             ["source", "reason"],
             registry=r,
         )
+        self.notices_cleared = Counter(
+            "spotgpu_agent_notices_cleared",
+            "Early notices that went away (the VM accepts work again), by source",
+            ["source"],
+            registry=r,
+        )
         self.acknowledgements = Counter(
             "spotgpu_agent_acknowledgements", "Notices acknowledged to the cloud, by result", ["result"], registry=r
         )
@@ -136,7 +142,12 @@ class Telemetry:
             leadSeconds=lead,
             detectionLatencySeconds=latency,
             raw=event.raw,
+            **({"unparsedTime": event.unparsed_time} if event.unparsed_time is not None else {}),
         )
+
+    def notice_cleared(self, cleared: dict[str, object]) -> None:
+        self.notices_cleared.labels(source=str(cleared["source"])).inc()
+        self.log("notice-cleared", **cleared)
 
     def duplicate(self, event: InterruptionEvent) -> None:
         self.duplicates.labels(source=event.source).inc()

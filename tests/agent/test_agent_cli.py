@@ -70,7 +70,7 @@ def test_bad_config_names_the_key_and_the_fix(tmp_path: Path) -> None:
             {"provider": "oracle", "pool": "p", "notice": {}, "checkpointStore": "x", "checkpointIntervalSeconds": 60}
         )
     )
-    with pytest.raises(ConfigError, match=r"provider = 'oracle'.*fix:"):
+    with pytest.raises(ConfigError, match=r'provider: .*"oracle".*fix:'):
         load_config(str(path))
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(str(tmp_path / "missing.json"))
@@ -96,3 +96,13 @@ def test_status_summary_names_the_notice_and_the_deadline() -> None:
     assert "pool:      train (aws)" in text
     assert "preempt from aws/spot-instance-action, deadline 00:02:10Z (in 30 s)" in text
     assert "final checkpoint: committed g-000042" in text
+
+
+def test_status_summary_says_when_an_early_notice_cleared() -> None:
+    doc = {
+        "pool": "train", "provider": "aws", "phase": "running", "acceptingWork": True, "notice": None,
+        "cleared": {"kind": "rebalance", "source": "aws/rebalance-recommendation", "clearedAt": 130.0},
+    }  # fmt: skip
+    text = render_status(doc)
+    assert "phase:     running (accepting work: yes)" in text
+    assert "notice:    none (the rebalance notice from aws/rebalance-recommendation cleared at 00:02:10Z)" in text
