@@ -155,16 +155,17 @@ def camel_case(key: str) -> str:
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
-def camel_keys(doc: Any, *, names_under: Sequence[str] = (), legacy: bool = False) -> Any:
+def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), legacy: bool = False) -> Any:
     """``doc`` with every snake_case mapping key in camelCase: what every ``--json`` prints.
 
     ``names_under`` lists keys whose value maps *names* (pools, groups, generations) to
     documents: those names are data, kept as written; the documents under them are
-    converted. ``legacy=True`` also keeps each renamed key under its old spelling, next to
+    converted. ``foreign`` lists keys whose whole value is another tool's schema (a cloud
+    provider's resource inputs): left exactly as it is. ``legacy=True`` also keeps each renamed key under its old spelling, next to
     the new one, for one release (CHANGELOG.md), so a script reading the old key still works.
     Dataclasses and pydantic models are not handled here: dump them first.
     """
-    names = frozenset(names_under)
+    names, kept = frozenset(names_under), frozenset(foreign)
 
     def convert(node: Any, names_here: bool = False) -> Any:
         if isinstance(node, dict):
@@ -174,7 +175,7 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), legacy: bool = Fals
                     out[key] = convert(value)
                     continue
                 new = camel_case(key)
-                converted = convert(value, key in names)
+                converted = value if key in kept else convert(value, key in names)
                 out[new] = converted
                 if legacy and new != key:
                     out[key] = converted
@@ -186,10 +187,10 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), legacy: bool = Fals
     return convert(doc)
 
 
-def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), path: str = "") -> list[str]:
+def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), path: str = "") -> list[str]:
     """Paths of keys that break the style (for tests): neither camelCase nor an old key kept
     next to its camelCase twin by :func:`camel_keys` ``legacy=True``."""
-    names = frozenset(names_under)
+    names, kept = frozenset(names_under), frozenset(foreign)
     found: list[str] = []
 
     def walk(node: Any, at: str, names_here: bool = False) -> None:
@@ -200,7 +201,8 @@ def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), path: str = "")
                     legacy_twin = _SNAKE.match(key) and camel_case(key) in node
                     if not (CAMEL_KEY.match(key) or legacy_twin):
                         found.append(where)
-                walk(value, where, not names_here and key in names)
+                if names_here or key not in kept:
+                    walk(value, where, not names_here and key in names)
         elif isinstance(node, list | tuple):
             for i, item in enumerate(node):
                 walk(item, f"{at}[{i}]")

@@ -19,6 +19,7 @@ restarts the cloud's agent (docs/observability.md, "On each cloud").
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Literal
 
 import yaml
@@ -41,7 +42,7 @@ TELEGRAF_CONFIG = "/etc/telegraf/telegraf.d/spotgpu.conf"
 
 
 def prometheus_scrape_config(
-    agents: list[str], controllers: list[str] = (), interval_seconds: float = 15  # type: ignore[assignment]
+    agents: Sequence[str], controllers: Sequence[str] = (), interval_seconds: float = 15
 ) -> dict[str, object]:
     """A Prometheus server's ``scrape_configs`` for agents and controllers (``host:port`` each)."""
     jobs: list[dict[str, object]] = [
@@ -49,8 +50,11 @@ def prometheus_scrape_config(
     ]
     if controllers:
         jobs.append(
-            {"job_name": CONTROLLER_JOB, "scrape_interval": f"{interval_seconds:g}s",
-             "static_configs": [{"targets": list(controllers)}]}  # fmt: skip
+            {
+                "job_name": CONTROLLER_JOB,
+                "scrape_interval": f"{interval_seconds:g}s",
+                "static_configs": [{"targets": list(controllers)}],
+            }
         )
     return {"scrape_configs": jobs}
 
