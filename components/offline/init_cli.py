@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from spotgpu.config import select_clouds
     from spotgpu.cliutil import camel_keys
+    from spotgpu.config import select_clouds
     from spotgpu_pulumi.templates import render_template
 
     dest: Path = args.dir.resolve()

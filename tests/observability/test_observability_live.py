@@ -59,7 +59,7 @@ def free_port() -> int:
 
 
 def get_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.loads(response.read())
 
 
