@@ -74,3 +74,32 @@ def test_init_and_observability_json_are_camel_case(tmp_path: Path) -> None:
 def test_preview_json_is_camel_case() -> None:
     doc = json_of("preview", "--stack", "dev", "--json", timeout=240)
     assert non_camel_keys(doc, names_under=["pools", "outputs"], foreign=["inputs"]) == []
+
+
+#: Outputs in other streams' files (spotgpu/checkpoint/cli.py, spotgpu/economics/cli.py): the helper
+#: is applied at merge (``camel_keys(doc, legacy=True)`` before printing); then these pass and the
+#: strict xfail marks must go.
+AT_MERGE = pytest.mark.xfail(strict=True, reason="another stream's command: apply cliutil.camel_keys at merge")
+
+
+@AT_MERGE
+def test_ckpt_json_is_camel_case(tmp_path: Path) -> None:
+    assert non_camel_keys(json_of("ckpt", "gc", str(tmp_path), "--json")) == []
+
+
+@AT_MERGE
+@pytest.mark.timeout(240)
+def test_simulate_json_is_camel_case() -> None:
+    data = REPO / "tests" / "economics" / "data"
+    doc = json_of("simulate", "--profile", str(data / "llm-finetune.yaml"), "--ladder", str(data / "training-ladder.yaml"),
+                  "--nodes", "1", "--trace-group", "1-node/aws-02-15-2023", "--home", "us-west-2a", "--max-starts", "2",
+                  "--start-every-hours", "240", "--json", timeout=200)  # fmt: skip
+    assert non_camel_keys(doc) == []
+
+
+@AT_MERGE
+@pytest.mark.timeout(120)
+def test_cost_json_is_camel_case() -> None:
+    data = REPO / "tests" / "economics" / "data"
+    doc = json_of("cost", "--profile", str(data / "llm-finetune.yaml"), "--ladder", str(data / "training-ladder.yaml"), "--json")
+    assert non_camel_keys(doc, names_under=["pools"]) == []  # terms[].inputs: on_demand_share, ...
