@@ -133,3 +133,42 @@ def test_the_command_prints_the_shipped_files(what: str) -> None:
         assert doc == yaml.safe_load(alerts_text())
     else:
         assert list(doc["files"]) == ["/etc/google-cloud-ops-agent/config.yaml"]
+
+
+def _annotations(alert: str, labels: dict[str, str]) -> dict[str, str]:
+    """The rule's annotations with ``{{ $labels.x }}`` filled in, as Prometheus renders them."""
+    rule = next(r for g in yaml.safe_load(alerts_text())["groups"] for r in g["rules"] if r["alert"] == alert)
+    return {k: re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], v) for k, v in rule["annotations"].items()}
+
+
+#: (alert, input series {series: values}, eval time, the alert's labels or None for "does not fire")
+ALERT_CASES = [
+    # a VM's counter appears already at 1 (its one notice): the alert must still fire
+    ("SpotgpuFinalCheckpointFailed", {'spotgpu_agent_final_checkpoints_total{instance="vm-1",job="spotgpu-agent",outcome="failed"}': "_ _ 1 1 1"},
+     "4m", {"instance": "vm-1", "outcome": "failed", "severity": "warning"}),
+    ("SpotgpuFinalCheckpointFailed", {'spotgpu_agent_final_checkpoints_total{instance="vm-1",job="spotgpu-agent",outcome="committed"}': "_ 1 1 1"},
+     "3m", None),
+    ("SpotgpuDeadlineAtRisk", {'spotgpu_deadline_at_risk{pool="train-aws",job="spotgpu-controller",instance="c:9108"}': "0 1 1 1 1 1 1 1"},
+     "7m", {"pool": "train-aws", "severity": "critical"}),
+    ("SpotgpuQuotaLaunchFailures", {'spotgpu_launch_failures_total{pool="p",group="g",reason="quota",job="spotgpu-controller",instance="c:9108"}': "0 0 1 1"},
+     "3m", {"pool": "p", "group": "g", "severity": "warning"}),
+    ("SpotgpuQuotaLaunchFailures", {'spotgpu_launch_failures_total{pool="p",group="g",reason="capacity",job="spotgpu-controller",instance="c:9108"}': "0 0 9 9"},
+     "3m", None),
+]  # fmt: skip
+
+
+@needs_promtool
+def test_promtool_unit_tests_the_alerts(tmp_path: Path) -> None:
+    (tmp_path / "alerts.yaml").write_text(alerts_text())
+    tests = []
+    for alert, series, at, labels in ALERT_CASES:
+        expected = [] if labels is None else [{"exp_labels": labels, "exp_annotations": _annotations(alert, labels)}]
+        tests.append({
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in series.items()],
+            "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": expected}],
+        })  # fmt: skip
+    (tmp_path / "alerts_test.yaml").write_text(yaml.safe_dump({"rule_files": ["alerts.yaml"], "tests": tests}))
+    run = subprocess.run([PROMTOOL or "promtool", "test", "rules", str(tmp_path / "alerts_test.yaml")],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
