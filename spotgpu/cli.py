@@ -40,12 +40,18 @@ COMMANDS: dict[str, Command] = {
     "preview": Command(
         "spotgpu_pulumi.offline.cli", "offline preview of a stack: resource tree, policy verdicts, economics", "pulumi", "pulumi"
     ),
+    "init": Command(
+        "spotgpu_pulumi.offline.init_cli", "start a Pulumi project for spot GPU pools from the template, offline", "pulumi", "pulumi"
+    ),
     "ckpt": Command("spotgpu.checkpoint.cli", "list, verify and garbage-collect checkpoint generations"),
     "agent": Command("spotgpu.agent.cli", "the node agent: interruption notices, final checkpoint, drain, telemetry"),
     "cost": Command("spotgpu.economics.cli", "effective spot cost of a workload profile, term by term"),
     "simulate": Command("spotgpu.economics.cli", "replay spot traces for a job under several policies"),
     "controller": Command("spotgpu.controller.cli", "run the fallback controller (the replacement ladder)"),
     "drill": Command("spotgpu.drills.cli", "provoke a spot interruption on one VM of a pool and follow it"),
+    "observability": Command(
+        "spotgpu.observability.cli", "the Grafana dashboard, Prometheus alert rules and per-cloud scrape configs"
+    ),
 }
 
 

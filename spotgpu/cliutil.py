@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -138,6 +139,76 @@ def print_json(doc: Any, stream: IO[str] | None = None) -> None:
     out = stream or sys.stdout
     json.dump(doc, out, indent=2, default=str)
     out.write("\n")
+
+
+#: A key in the old style: lower-case words joined by ``_`` (``instance_id``, ``job``'s ``work_hours``).
+_SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
+#: A key in the one style every ``--json`` uses (camelCase, like Pulumi and the stack config).
+CAMEL_KEY = re.compile(r"^[a-z][a-zA-Z0-9]*$")
+
+
+def camel_case(key: str) -> str:
+    """``work_hours`` -> ``workHours``; a key that is not snake_case is returned unchanged."""
+    if not _SNAKE.match(key):
+        return key
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), legacy: bool = False) -> Any:
+    """``doc`` with every snake_case mapping key in camelCase: what every ``--json`` prints.
+
+    ``names_under`` lists keys whose value maps *names* (pools, groups, generations) to
+    documents: those names are data, kept as written; the documents under them are
+    converted. ``foreign`` lists keys whose whole value is another tool's schema (a cloud
+    provider's resource inputs): left exactly as it is. ``legacy=True`` also keeps each renamed key under its old spelling, next to
+    the new one, for one release (CHANGELOG.md), so a script reading the old key still works.
+    Dataclasses and pydantic models are not handled here: dump them first.
+    """
+    names, kept = frozenset(names_under), frozenset(foreign)
+
+    def convert(node: Any, names_here: bool = False) -> Any:
+        if isinstance(node, dict):
+            out: dict[Any, Any] = {}
+            for key, value in node.items():
+                if names_here or not isinstance(key, str):
+                    out[key] = convert(value)
+                    continue
+                new = camel_case(key)
+                converted = value if key in kept else convert(value, key in names)
+                out[new] = converted
+                if legacy and new != key:
+                    out[key] = converted
+            return out
+        if isinstance(node, list | tuple):
+            return [convert(item) for item in node]
+        return node
+
+    return convert(doc)
+
+
+def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), path: str = "") -> list[str]:
+    """Paths of keys that break the style (for tests): neither camelCase nor an old key kept
+    next to its camelCase twin by :func:`camel_keys` ``legacy=True``."""
+    names, kept = frozenset(names_under), frozenset(foreign)
+    found: list[str] = []
+
+    def walk(node: Any, at: str, names_here: bool = False) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                where = f"{at}.{key}"
+                if not names_here and isinstance(key, str):
+                    legacy_twin = _SNAKE.match(key) and camel_case(key) in node
+                    if not (CAMEL_KEY.match(key) or legacy_twin):
+                        found.append(where)
+                if names_here or key not in kept:
+                    walk(value, where, not names_here and key in names)
+        elif isinstance(node, list | tuple):
+            for i, item in enumerate(node):
+                walk(item, f"{at}[{i}]")
+
+    walk(doc, path or "$")
+    return found
 
 
 def is_tty(stream: IO[str] | None) -> bool:

@@ -306,6 +306,14 @@ def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgp
     others later without deleting their pool entries.
     """
     prefix = f"{namespace}:"
+    misplaced = misplaced_keys(engine, namespace)
+    if misplaced:
+        key, wanted = misplaced[0]
+        raise ConfigError(
+            f"{key}: not read, spotgpu reads its keys under {namespace}: (value: {_show(_decode(engine[key]))}); "
+            f"fix: did you mean {wanted}? rename it (`pulumi config set {wanted} ...` then `pulumi config rm {key}`; "
+            f"a bare `pulumi config set {key.split(':', 1)[1]}` writes the project's own namespace)"
+        )
     project = {k[len(prefix) :]: v for k, v in engine.items() if k.startswith(prefix)}
     clouds = select_clouds(project.pop("clouds", None), namespace)
     if clouds is not None:
@@ -314,6 +322,23 @@ def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgp
             project["pools"] = [p for p in pools if not isinstance(p, dict) or p.get("cloud") in clouds]
     provider = {k: engine[k] for k in PROVIDER_KEYS if k in engine}
     return parse_stack_config(project, namespace, provider)
+
+
+def misplaced_keys(engine: Mapping[str, Any], namespace: str = "spotgpu") -> list[tuple[str, str]]:
+    """``[(acme:owner, spotgpu:owner)]``: a spotgpu key set under another namespace, its own unset.
+
+    ``pulumi config set owner x`` in project ``acme`` writes ``acme:owner``, which the
+    ``spotgpu:`` reader would otherwise never see (and then report ``owner`` missing).
+    Provider namespaces (``aws:``, ``gcp:`` ...) carry none of these names.
+    """
+    names = (*STACK_KEYS, "clouds")
+    found = []
+    for key in sorted(engine):
+        space, _, name = key.partition(":")
+        wanted = f"{namespace}:{name}"
+        if space != namespace and name in names and wanted not in engine:
+            found.append((key, wanted))
+    return found
 
 
 #: Clouds ``<namespace>:clouds`` may name.

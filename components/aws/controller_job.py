@@ -116,7 +116,8 @@ class ControllerJob(pulumi.ComponentResource):
         plan = args.plan
         if not os.path.exists(job.package_path):
             pulumi.log.warn(
-                f"pool {plan.pool}: the controller package {job.package_path} does not exist yet; build it with "
+                f"pool {plan.pool}: the controller package {os.path.abspath(job.package_path)} does not exist yet "
+                f"(controller.package, relative to the project directory: {job.package_path}); build it there with "
                 f"`spotgpu controller package --out {job.package_path}` before `pulumi up`",
                 resource=self,
             )

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--program",
         type=Path,
         default=None,
-        help="Pulumi project directory (default: this repository's project)",
+        help="Pulumi project directory (default: the current directory when it holds a Pulumi.yaml)",
     )
     p.add_argument("--policy-pack", type=Path, default=default_policy_pack(), help="policy pack directory")
     p.add_argument(
@@ -39,6 +39,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def default_program(cwd: Path | None = None) -> Path:
+    """What ``pulumi preview`` would use: the current directory, when it holds a Pulumi project.
+
+    Elsewhere, a checkout's own project (``./run preview`` from the repository); from an
+    installed wheel outside any project, the current directory, so the error names it.
+    """
+    here = (cwd or Path.cwd()).resolve()
+    if any((here / name).exists() for name in ("Pulumi.yaml", "Pulumi.yml")):
+        return here
+    if (REPO_ROOT / "Pulumi.yaml").exists() and (REPO_ROOT / "stacks").is_dir():
+        return REPO_ROOT
+    return here
+
+
 def check_config(program: Path, stack: str) -> None:
     """Validate and plan the stack's spotgpu config before any Pulumi machinery runs.
 
@@ -46,12 +60,11 @@ def check_config(program: Path, stack: str) -> None:
     model or plan problem. Projects that carry no ``spotgpu:`` keys (a raw program
     under another namespace) are left to the program itself.
     """
-    from spotgpu.config import read_stack_file
-    from spotgpu_pulumi.offline.program import load_project, stack_file
+    from spotgpu_pulumi.offline.program import engine_config, load_project
     from spotgpu_pulumi.offline.validate import validate_engine_config
 
     project = load_project(program)
-    _, engine = read_stack_file(str(stack_file(project, stack)))
+    engine = engine_config(project, stack)
     namespace = "spotgpu"
     if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
         validate_engine_config(engine, namespace)
@@ -63,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from spotgpu_pulumi.offline.preview import render_text, run_preview, to_document
     from spotgpu_pulumi.offline.program import ProgramError
 
-    program = (args.program or REPO_ROOT).resolve()
+    program = (args.program or default_program()).resolve()
     policy_pack = None if args.no_policy else args.policy_pack
     if policy_pack is not None and not (policy_pack / "PulumiPolicy.yaml").exists():
         print(f"spotgpu preview: --policy-pack {policy_pack} has no PulumiPolicy.yaml; fix: point it at a policy pack", file=sys.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
-from spotgpu_pulumi.offline.program import Recording, load_project, run_program, stack_file
+from spotgpu_pulumi.offline.program import Recording, engine_config, load_project, run_program
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLOUD_TITLES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "other": "Other"}
@@ -74,10 +74,10 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
     that declares ``pools`` (a program may name its own, ``load_config("ml")``),
     whatever the project is called.
     """
-    from spotgpu.config import ConfigError, read_stack_file, stack_config_from_engine
+    from spotgpu.config import ConfigError, stack_config_from_engine
 
     project = load_project(project_dir)
-    _, engine = read_stack_file(str(stack_file(project, stack)))
+    engine = engine_config(project, stack)
     namespaces = sorted({key.split(":", 1)[0] for key in engine if key.endswith(":pools")})
     if not namespaces:
         return {}

@@ -8,6 +8,8 @@ shim does), after the stack's config is loaded into the runtime, so the very sam
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import runpy
 import sys
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ class ProjectFile:
     name: str
     main: Path
     stack_config_dir: Path
+    #: project-level config from ``Pulumi.yaml``'s ``config:`` block, in engine form (``{"ns:key": text}``)
+    config: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,7 +54,10 @@ def load_project(project_dir: Path) -> ProjectFile:
         if path.exists():
             break
     else:
-        raise ProgramError(f"{project_dir}: no Pulumi.yaml; fix: point --program at a Pulumi project directory")
+        raise ProgramError(
+            f"{project_dir.resolve()}: no Pulumi.yaml; fix: run from a Pulumi project directory or pass --program DIR "
+            "(`spotgpu init DIR --owner TEAM` starts one)"
+        )
     doc = yaml.safe_load(path.read_text()) or {}
     runtime = doc.get("runtime")
     runtime_name = runtime.get("name") if isinstance(runtime, dict) else runtime
@@ -61,11 +68,48 @@ def load_project(project_dir: Path) -> ProjectFile:
         main = main / "__main__.py"
     if not main.exists():
         raise ProgramError(f"{path}: main program {main} does not exist")
+    name = str(doc["name"])
     return ProjectFile(
-        name=str(doc["name"]),
+        name=name,
         main=main,
         stack_config_dir=project_dir / doc.get("stackConfigDir", "."),
+        config=project_config(doc.get("config"), name, path),
     )
+
+
+def project_config(block: object, project: str, path: Path) -> dict[str, str]:
+    """The values ``Pulumi.yaml``'s ``config:`` block gives every stack, as the engine passes them.
+
+    Pulumi's rules: a key in the project's own namespace (``owner`` or ``<project>:owner``) may
+    declare a ``type`` and a ``default``; a key in another namespace (``spotgpu:pools``,
+    ``aws:region``) may only give a ``value``, structured YAML included. A stack's own
+    ``Pulumi.<stack>.yaml`` overrides any of them key by key (:func:`engine_config`).
+    """
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise ProgramError(f"{path}: config: must be a mapping of key: {{value|default|type}}; fix: indent the keys under config:")
+    out: dict[str, str] = {}
+    for key, spec in block.items():
+        full = str(key) if ":" in str(key) else f"{project}:{key}"
+        own = full.startswith(f"{project}:")
+        if not isinstance(spec, dict):  # the short form `aws:region: us-east-1`
+            spec = {"value": spec}
+        if not own and ("type" in spec or "default" in spec):
+            raise ProgramError(
+                f"{path}: config key {full} is not in the project's namespace ({project}), so Pulumi refuses a "
+                "type or default on it; fix: give it as `value:` (or set it in Pulumi.<stack>.yaml)"
+            )
+        value = spec.get("value", spec.get("default")) if own else spec.get("value")
+        if value is not None:
+            out[full] = value if isinstance(value, str) else json.dumps(value, default=str)
+    return out
+
+
+def engine_config(project: ProjectFile, stack: str) -> dict[str, str]:
+    """The config the engine hands the program: ``Pulumi.yaml``'s values, then the stack file's on top."""
+    _, stack_keys = read_stack_file(str(stack_file(project, stack)))
+    return {**project.config, **stack_keys}
 
 
 def stack_file(project: ProjectFile, stack: str) -> Path:
@@ -79,7 +123,7 @@ def stack_file(project: ProjectFile, stack: str) -> Path:
 def run_program(project_dir: Path, stack: str) -> Recording:
     """Run the project's program for ``stack`` under mocks and return every registration."""
     project = load_project(project_dir)
-    _, engine_config = read_stack_file(str(stack_file(project, stack)))
+    config = engine_config(project, stack)
 
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
@@ -87,7 +131,7 @@ def run_program(project_dir: Path, stack: str) -> Recording:
     # second program's stack (and its outputs) under the first program's URN.
     ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=project.name, stack=stack, preview=True, monitor=monitor)
-    pulumi.runtime.set_all_config(engine_config)
+    pulumi.runtime.set_all_config(config)
 
     outputs: dict[str, Any] = {}
     main_dir = str(project.main.parent)
@@ -109,10 +153,15 @@ def run_program(project_dir: Path, stack: str) -> Recording:
                 sys.path.pop(0)
         return asyncio.ensure_future(capture_outputs())
 
+    # Pulumi runs a program in its project directory: relative paths in it (a Lambda zip's
+    # FileArchive) mean the same here, wherever `spotgpu preview --program DIR` was started.
+    before = os.getcwd()
+    os.chdir(project_dir)
     try:
         pulumi.runtime.test(program)()
     except pulumi.RunError as err:
         raise ProgramError(str(err)) from None
     finally:
+        os.chdir(before)
         pulumi.runtime.set_all_config({})
-    return Recording(project.name, stack, monitor.recorded, outputs, engine_config)
+    return Recording(project.name, stack, monitor.recorded, outputs, config)

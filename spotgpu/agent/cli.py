@@ -22,7 +22,16 @@ from pydantic import ValidationError
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
 from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
-from spotgpu.cliutil import EXIT_CHECK_FAILED, Progress, UserError, add_json_flag, error_line, print_json, style
+from spotgpu.cliutil import (
+    EXIT_CHECK_FAILED,
+    Progress,
+    UserError,
+    add_json_flag,
+    camel_keys,
+    error_line,
+    print_json,
+    style,
+)
 from spotgpu.config import ConfigError, format_error
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
@@ -72,8 +81,8 @@ def render_status(doc: dict[str, Any]) -> str:
 
 
 def _report(doc: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(doc)
+    if as_json:  # camelCase like every --json; the identity's old snake_case keys kept for one release
+        print_json(camel_keys(doc, legacy=True))
     else:
         print(render_status(doc))
 

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import IO, Any
 
-from spotgpu.cliutil import add_json_flag, print_json
+from spotgpu.cliutil import add_json_flag, camel_keys, print_json
 from spotgpu.config import ConfigError
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -206,13 +206,18 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Keys of the saved record that map names (pools, VM ids, groups) to values: kept as written.
+RECORD_NAMES = ("pools", "drains", "backoff")
+
+
 def _status(args: argparse.Namespace) -> int:
     config = _config(args)
     if config is None:
         return 2
     doc = ObjectJsonStore(config.state_url).get(RECORD_KEY) or {"pools": {}}
-    if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+    if args.json:  # camelCase like every --json; the record's old snake_case keys kept for one release
+        shown = camel_keys(doc, names_under=RECORD_NAMES, legacy=True)
+        print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     pools = doc.get("pools") or {}
     if not pools:

@@ -28,7 +28,7 @@ from spotgpu.controller.events import Event
 from spotgpu.controller.hooks import DrainChannel, SchedulerHook, StoreSchedulerHook
 from spotgpu.controller.lease import FencedStore, Lease, LeaseGuardedAdapter, LeaseVerdict
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, reconcile
+from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, deadline, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
 from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
@@ -169,6 +169,9 @@ class Controller:
                 self._apply(name, plan, adapter, state, result.actions, now)
             if result.step is None and not self.dry_run:
                 self.telemetry.pool_whole(name)
+            status = deadline(plan, state, now) if plan.tracks_deadline and not self.dry_run else None
+            if status is not None:
+                self.telemetry.deadline(name, status.slack_hours * 3600.0, not can_give_back(plan, state, now))
             results[name] = result
             receipts.append((name, obs.receipts))
         if self.dry_run:

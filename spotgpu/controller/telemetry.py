@@ -61,6 +61,18 @@ class Telemetry:
             ["pool"],
             registry=r,
         )
+        self.deadline_slack = Gauge(
+            "spotgpu_deadline_slack_seconds",
+            "Deadline slack on committed work: seconds to the deadline left after moving to on-demand now.",
+            ["pool"],
+            registry=r,
+        )
+        self.deadline_at_risk = Gauge(
+            "spotgpu_deadline_at_risk",
+            "1 while the pool's deadline is at risk (its slack would not survive losing spot now).",
+            ["pool"],
+            registry=r,
+        )
         self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
         self.action_failures = Counter(
             "spotgpu_controller_action_failures", "Actions the cloud refused.", ["pool", "action"], registry=r
@@ -98,3 +110,13 @@ class Telemetry:
 
     def pool_whole(self, pool: str) -> None:
         self.step.labels(pool).set(-1)
+
+    def deadline(self, pool: str, slack_seconds: float, at_risk: bool) -> None:
+        """A deadline-tracking pool's standing after a tick (so a dashboard and an alert can watch it).
+
+        It also makes ``spotgpu_progress_unreported`` exist at 0 for the pool, so "no alarm"
+        is a value, not a missing series; the event still raises it to 1.
+        """
+        self.deadline_slack.labels(pool).set(slack_seconds)
+        self.deadline_at_risk.labels(pool).set(1 if at_risk else 0)
+        self.progress_unreported.labels(pool)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,10 @@ def test_template_prompts_for_environment_owner_and_clouds() -> None:
     assert {"spotgpu:environment", "spotgpu:owner", "spotgpu:clouds"} <= set(prompts)
     assert "default" not in prompts["spotgpu:owner"]  # the team must say who owns it
     dev = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
+    project_config = yaml.safe_load((TEMPLATE_DIR / "Pulumi.yaml").read_text())["config"]
     for key in ("spotgpu:workloads", "spotgpu:ladders", "spotgpu:pools"):
-        assert json.loads(prompts[key]["default"]) == dev[key], key  # same shape as stacks/
+        assert key not in prompts  # a prompt is a string: structured keys are project-level config instead
+        assert project_config[key] == {"value": dev[key]}, key  # same shape as stacks/, structured YAML
 
 
 @pytest.mark.parametrize(("clouds", "pools"), [("aws,gcp", {"dev-aws", "dev-gcp"}), ("aws,gcp,azure", {"dev-aws", "dev-gcp", "dev-az"})])

@@ -81,3 +81,21 @@ def test_installed_wheel_previews_a_team_project(tmp_path: Path) -> None:
         check=True, capture_output=True, text=True, env=_clean_env(), cwd=tmp_path,
     ).stdout.strip()
     assert pack.startswith(str(env_dir)) and pack.endswith("share/spotgpu/policy-pack"), pack
+    # The README's other route, from the wheel alone: `spotgpu init --wheel` then a preview from inside.
+    made = subprocess.run(
+        [str(env_dir / "bin" / "spotgpu"), "init", "made", "--owner", "vision-team", "--clouds", "aws", "--wheel", str(wheel)],
+        capture_output=True, text=True, timeout=120, env=_clean_env(), cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stderr
+    assert f"spotgpu[pulumi] @ {wheel.as_uri()}" in (tmp_path / "made" / "requirements.txt").read_text()
+    inside = subprocess.run(
+        [str(env_dir / "bin" / "spotgpu"), "preview", "--stack", "dev", "--json"],
+        capture_output=True, text=True, timeout=240, env=_clean_env(), cwd=tmp_path / "made",
+    )
+    assert inside.returncode == 0, inside.stderr
+    made_doc = json.loads(inside.stdout)
+    assert made_doc["project"] == "made" and set(made_doc["outputs"]) == {"dev-aws"}
+    assert not [v for v in made_doc["policy"]["violations"] if v["level"] == "mandatory"]
+    dashboard = subprocess.run([str(env_dir / "bin" / "spotgpu"), "observability", "dashboard"],
+                               capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=tmp_path)  # fmt: skip
+    assert dashboard.returncode == 0 and json.loads(dashboard.stdout)["uid"] == "spotgpu-overview", dashboard.stderr
