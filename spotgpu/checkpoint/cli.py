@@ -174,6 +174,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     rows += [[g, "retired"] for g in report.retired]
     rows += [[g, "debris deleted"] for g in report.deleted_debris]
     rows += [[g, "debris kept (younger than grace)"] for g in report.young_debris]
+    rows += [[g, "kept: a save in progress (live writer lease)"] for g in report.live_writers]
     print(_table(["GENERATION", "ACTION"], rows))
     print(f"newest verified: {report.newest_verified or 'none'}; objects deleted: {report.deleted_objects}")
     return 0

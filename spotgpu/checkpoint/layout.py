@@ -4,6 +4,7 @@
 
     ROOT/generations/<step:012d>-<session>/r<rank:05d>/<index:05d>-<key>   data objects
     ROOT/generations/<step:012d>-<session>/part-r<rank:05d>.json           one rank's manifest part
+    ROOT/generations/<step:012d>-<session>/_writing-r<rank:05d>.json       a live writer's lease
     ROOT/commits/<step:012d>.json                                          commit marker (create-only)
 
 A generation's prefix includes a per-run session token, so a restarted or zombie
@@ -22,7 +23,13 @@ _GEN_RE = re.compile(r"^(\d{12})-([a-z0-9]{1,32})$")
 _COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
 _SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_LEASE_RE = re.compile(r"^generations/[^/]+/_writing-r(\d{5})\.json$")
 MAX_STEP = 10**12 - 1
+#: A writer's lease counts as alive for this long after its last refresh (store clock).
+#: A protocol constant, not a setting: every writer and every GC must agree on it.
+LEASE_TTL_SECONDS = 30.0
+#: How often a writer refreshes its lease: six refreshes per TTL ride out slow PUTs.
+LEASE_REFRESH_SECONDS = LEASE_TTL_SECONDS / 6
 
 
 @dataclass(frozen=True, order=True)
@@ -67,6 +74,14 @@ def generation_of(path: str) -> str | None:
 
 def part_path(generation: str, rank: int) -> str:
     return f"{GENERATIONS}/{generation}/part-r{rank:05d}.json"
+
+
+def lease_path(generation: str, rank: int) -> str:
+    return f"{GENERATIONS}/{generation}/_writing-r{rank:05d}.json"
+
+
+def is_lease_path(path: str) -> bool:
+    return _LEASE_RE.match(path) is not None
 
 
 def object_path(generation: str, rank: int, index: int, key: str) -> str:

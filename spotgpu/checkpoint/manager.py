@@ -72,6 +72,7 @@ class CheckpointManager:
         debris: DebrisPolicy | None = None,
         commit_timeout_seconds: float = 600.0,
         chunk_bytes: int = DEFAULT_CHUNK,
+        _unprotected_baseline: bool = False,
     ) -> None:
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size: {world_size!r} must be an int >= 1")
@@ -96,6 +97,11 @@ class CheckpointManager:
         self._pending: SaveHandle | None = None
         self._last_save: tuple[int, float] | None = None
         self._lock = threading.Lock()
+        #: Seconds the last committed save of this manager took (the gang's budget estimate).
+        self.last_save_seconds: float | None = None
+        #: bench/ckpt_gc_drill.py only: save without a lease or the pre-commit object check
+        #: (the behaviour before issue 22), to measure what they prevent.
+        self._unprotected_baseline = _unprotected_baseline
 
     # ---- saving -------------------------------------------------------------------
 
@@ -170,10 +176,13 @@ class CheckpointManager:
         items = normalize(state)
         cancel = threading.Event()
         outcome: dict[str, Any] = {}
+        phase = [writer.WRITING_OBJECTS]
 
         def run() -> None:
             try:
-                outcome["info"] = self._save(step, items, writer.direct_chunks, cancelled=cancel.is_set)
+                outcome["info"] = self._save(
+                    step, items, writer.direct_chunks, cancelled=cancel.is_set, phase=lambda p: phase.__setitem__(0, p)
+                )
             except BaseException as err:
                 outcome["error"] = err
 
@@ -184,7 +193,7 @@ class CheckpointManager:
         if thread.is_alive():
             cancel.set()
             return FinalSaveResult(
-                False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while writing; cancelled"
+                False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while {phase[0]}; cancelled"
             )
         if "error" in outcome:
             return FinalSaveResult(False, elapsed, None, f"failed: {outcome['error']}")
@@ -192,8 +201,14 @@ class CheckpointManager:
         return FinalSaveResult(True, elapsed, info.generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s")
 
     def _save(
-        self, step: int, items: list[Item], chunks_for: writer.ChunkSource, cancelled: Any = None
+        self,
+        step: int,
+        items: list[Item],
+        chunks_for: writer.ChunkSource,
+        cancelled: Any = None,
+        phase: writer.PhaseHook = lambda _p: None,
     ) -> GenerationInfo:
+        started = time.monotonic()
         generation = layout.generation_name(step, self.session)
         existing = self._existing_commit(step)
         if existing is not None:
@@ -203,36 +218,68 @@ class CheckpointManager:
         with self._lock:
             self._in_flight.add(generation)
         try:
-            writer.write_part(
-                self.store,
-                generation,
-                step,
-                self.rank,
-                self.world_size,
-                items,
-                self.hash_algorithm,
-                chunks_for,
-                cancelled or (lambda: False),
-            )
-            if cancelled is not None and cancelled():
-                raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
-            if self.rank == 0:
-                record = writer.commit(
-                    self.store,
-                    generation,
-                    step,
-                    self.world_size,
-                    self.hash_algorithm,
-                    timeout=self.commit_timeout_seconds,
-                )
+            if self._unprotected_baseline:
+                record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, None)
             else:
-                record = writer.wait_for_commit(self.store, generation, step, timeout=self.commit_timeout_seconds)
+                with writer.WriteLease(self.store, generation, self.rank) as lease:
+                    record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, lease)
         finally:
             with self._lock:
                 self._in_flight.discard(generation)
         self._verified_steps.add(step)
         self._last_save = (step, time.monotonic())
+        self.last_save_seconds = self._last_save[1] - started
         return GenerationInfo.from_record(record)
+
+    def _write_and_commit(
+        self,
+        step: int,
+        generation: str,
+        items: list[Item],
+        chunks_for: writer.ChunkSource,
+        cancelled: Any,
+        phase: writer.PhaseHook,
+        lease: writer.WriteLease | None,
+    ) -> Any:
+        writer.write_part(
+            self.store,
+            generation,
+            step,
+            self.rank,
+            self.world_size,
+            items,
+            self.hash_algorithm,
+            chunks_for,
+            cancelled or (lambda: False),
+            phase=phase,
+        )
+        if cancelled is not None and cancelled():
+            raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
+        if self.rank != 0:
+            return writer.wait_for_commit(
+                self.store, generation, step, timeout=self.commit_timeout_seconds, phase=phase
+            )
+        if lease is None:  # the unprotected baseline: no lease, no object check
+            return writer.commit(
+                self.store,
+                generation,
+                step,
+                self.world_size,
+                self.hash_algorithm,
+                timeout=self.commit_timeout_seconds,
+                phase=phase,
+                check_objects=False,
+            )
+        return writer.commit(
+            self.store,
+            generation,
+            step,
+            self.world_size,
+            self.hash_algorithm,
+            timeout=self.commit_timeout_seconds,
+            before_marker=lease.check,
+            phase=phase,
+        )
 
     def _existing_commit(self, step: int) -> Any:
         try:
@@ -325,6 +372,15 @@ class CheckpointManager:
                 return step
         return None
 
+    def _lease_live(self, generation: str) -> bool:
+        """A fresh look, right before deleting: does any writer of ``generation`` hold a live lease?"""
+        now = dt.datetime.now(dt.UTC)
+        return any(
+            layout.is_lease_path(info.path)
+            and (now - info.last_modified).total_seconds() < layout.LEASE_TTL_SECONDS
+            for info in self.store.list(layout.generation_prefix(generation))
+        )
+
     def gc(self) -> GcReport:
         """Apply retention: keep the policy's generations and the newest verified one, retire
         the rest (commit marker first), delete uncommitted debris older than the grace period."""
@@ -349,13 +405,25 @@ class CheckpointManager:
         for step in plan.retire_steps:
             self.store.delete(layout.commit_path(step))
             self._verified_steps.discard(step)
+        debris = set(plan.debris_generations)
+        recheck_live: set[str] = set()
+        rechecked: set[str] = set()
         for path in plan.delete_paths:
-            self.store.delete(path)
+            gen = layout.generation_of(path)
+            if gen in debris and gen not in rechecked:
+                rechecked.add(gen)
+                if self._lease_live(gen):
+                    recheck_live.add(gen)  # its writer came back since the listing
+            if gen not in recheck_live:
+                self.store.delete(path)
+        plan.debris_generations = [g for g in plan.debris_generations if g not in recheck_live]
+        plan.live_generations += sorted(recheck_live)
         return GcReport(
             retired=[commits[s] or f"step {s}" for s in plan.retire_steps],
             deleted_debris=plan.debris_generations,
             deleted_objects=len(plan.delete_paths),
             kept=[commits[s] or f"step {s}" for s in plan.kept_steps],
             young_debris=plan.young_debris_generations,
+            live_writers=plan.live_generations,
             newest_verified=commits.get(newest_verified) if newest_verified is not None else None,
         )

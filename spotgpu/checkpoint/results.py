@@ -46,4 +46,6 @@ class GcReport:
     deleted_objects: int = 0
     kept: list[str] = field(default_factory=list)
     young_debris: list[str] = field(default_factory=list)
+    #: Uncommitted generations kept because their writer's lease is live (a save in progress).
+    live_writers: list[str] = field(default_factory=list)
     newest_verified: str | None = None

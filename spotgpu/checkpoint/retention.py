@@ -7,7 +7,10 @@ Rules, in order:
   uncommitted debris, which a later GC removes);
 - objects of generations without a commit marker (failed, cancelled or lost-the-race
   saves) and stray temporaries are deleted once older than the grace period, unless a
-  save in this process is still writing them.
+  save in this process is still writing them;
+- whatever the grace period, a generation without a commit marker whose writer's lease
+  (``_writing-r<rank>.json``) was refreshed less than ``LEASE_TTL_SECONDS`` ago belongs
+  to a save in progress somewhere and is never deleted.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class GcPlan:
     kept_steps: list[int] = field(default_factory=list)
     debris_generations: list[str] = field(default_factory=list)
     young_debris_generations: list[str] = field(default_factory=list)
+    #: Uncommitted generations whose writer holds a live lease (a save in progress).
+    live_generations: list[str] = field(default_factory=list)
 
 
 def plan_gc(
@@ -46,6 +51,7 @@ def plan_gc(
     newest_verified_step: int | None,
     now: dt.datetime,
     in_flight: Iterable[str] = (),
+    lease_ttl_seconds: float = layout.LEASE_TTL_SECONDS,
 ) -> GcPlan:
     plan = GcPlan()
     steps = sorted(snapshot.commits, reverse=True)
@@ -60,6 +66,7 @@ def plan_gc(
 
     newest: dict[str, dt.datetime] = {}
     paths: dict[str, list[str]] = {}
+    leased: set[str] = set()
     loose: list[ObjectInfo] = []
     for info in snapshot.objects:
         gen = layout.generation_of(info.path)
@@ -68,6 +75,8 @@ def plan_gc(
                 loose.append(info)  # e.g. a temporary left by a crashed commit
             continue
         paths.setdefault(gen, []).append(info.path)
+        if layout.is_lease_path(info.path) and (now - info.last_modified).total_seconds() < lease_ttl_seconds:
+            leased.add(gen)
         newest[gen] = max(newest.get(gen, info.last_modified), info.last_modified)
 
     for gen in sorted(paths):
@@ -75,6 +84,8 @@ def plan_gc(
             continue
         if gen in retired:
             plan.delete_paths.extend(sorted(paths[gen]))
+        elif gen in leased:
+            plan.live_generations.append(gen)
         elif debris.expired((now - newest[gen]).total_seconds()):
             plan.debris_generations.append(gen)
             plan.delete_paths.extend(sorted(paths[gen]))
