@@ -157,7 +157,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             ]
             for r in reports
         ]
-        table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).splitlines()
+        table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).split("\n")
         print("\n".join([table[0]] + [style(line, "green" if r.ok else "red") for line, r in zip(table[1:], reports, strict=True)]))
     if not reports:
         error_line("spotgpu ckpt verify", f"{args.url}: no committed generations to verify")

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 GENERATIONS = "generations"
 COMMITS = "commits"
-_GEN_RE = re.compile(r"^(\d{12})-([a-z0-9]{1,32})$")
+GENERATION_PATTERN = r"^(\d{12})-([a-z0-9]{1,32})$"
+_GEN_RE = re.compile(GENERATION_PATTERN)
 _COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
 _SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -131,7 +131,11 @@ def load_rank(store: Store, record: CommitRecord, rank: int, into: Mapping[str, 
         target = _target(entry, into or {})
         if target is not None:
             return read_object_into(store, record.hash_algorithm, entry, target)
-        return rebuild(entry.kind, read_object_new(store, record.hash_algorithm, entry), entry.dtype, entry.shape)
+        data = read_object_new(store, record.hash_algorithm, entry)
+        try:
+            return rebuild(entry.kind, data, entry.dtype, entry.shape)
+        except (TypeError, ValueError) as err:  # the manifest passed its model but cannot rebuild
+            raise VerificationError(f"{entry.path}: cannot rebuild {entry.key!r} ({err})") from None
 
     with ThreadPoolExecutor(READ_WORKERS) as pool:
         values = list(pool.map(load, part.objects))
