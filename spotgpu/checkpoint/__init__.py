@@ -13,6 +13,7 @@ from spotgpu.checkpoint.errors import (
     ObjectExistsError,
     ObjectMissingError,
     VerificationError,
+    WorldSizeMismatch,
 )
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.policies import (
@@ -57,5 +58,6 @@ __all__ = [
     "Store",
     "VerificationError",
     "VerifyReport",
+    "WorldSizeMismatch",
     "open_store",
 ]

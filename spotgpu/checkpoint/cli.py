@@ -44,6 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("url", metavar="STORE", help=STORE_HELP)
     p.add_argument("--keep", type=int, default=5, help="committed generations to keep (default 5)")
     p.add_argument("--grace-seconds", type=float, default=3600, help="age before debris is deleted (default 3600)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
     add_json_flag(p, "the gc report")
     p.set_defaults(func=cmd_gc)
 
@@ -120,7 +121,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         [
             str(i.step),
             i.generation,
-            "committed" if i.committed else "uncommitted",
+            i.state,
             _size(i.total_bytes),
             str(i.world_size or "-"),
             i.committed_at or "-",
@@ -128,6 +129,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         for i in infos
     ]
     print(_table(["STEP", "GENERATION", "STATE", "SIZE", "RANKS", "COMMITTED AT"], rows))
+    for i in infos:
+        if i.failed:
+            print(f"step {i.step} failed verification: {i.failed}")
     return 0
 
 
@@ -166,15 +170,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    report = _with_manager(args, lambda mgr: mgr.gc(), keep=args.keep, grace_seconds=args.grace_seconds)
+    report = _with_manager(
+        args, lambda mgr: mgr.gc(dry_run=args.dry_run), keep=args.keep, grace_seconds=args.grace_seconds
+    )
     if args.json:
         print_json(asdict(report))
         return 0
+    would = "would be " if report.dry_run else ""
+    failed = set(report.failed)
     rows = [[g, "kept"] for g in report.kept]
-    rows += [[g, "retired"] for g in report.retired]
-    rows += [[g, "debris deleted"] for g in report.deleted_debris]
+    rows += [[g, f"{would}retired (failed verification)" if g in failed else f"{would}retired"] for g in report.retired]
+    rows += [[g, f"debris {would}deleted"] for g in report.deleted_debris]
     rows += [[g, "debris kept (younger than grace)"] for g in report.young_debris]
     rows += [[g, "kept: a save in progress (live writer lease)"] for g in report.live_writers]
     print(_table(["GENERATION", "ACTION"], rows))
-    print(f"newest verified: {report.newest_verified or 'none'}; objects deleted: {report.deleted_objects}")
+    verb = "objects that would be deleted" if report.dry_run else "objects deleted"
+    print(f"newest verified: {report.newest_verified or 'none'}; {verb}: {report.deleted_objects}")
+    if report.dry_run:
+        print("dry run: nothing was deleted")
     return 0

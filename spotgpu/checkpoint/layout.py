@@ -6,6 +6,7 @@
     ROOT/generations/<step:012d>-<session>/part-r<rank:05d>.json           one rank's manifest part
     ROOT/generations/<step:012d>-<session>/_writing-r<rank:05d>.json       a live writer's lease
     ROOT/commits/<step:012d>.json                                          commit marker (create-only)
+    ROOT/failed/<step:012d>.json                                           verdict: that step's generation failed verification
 
 A generation's prefix includes a per-run session token, so a restarted or zombie
 writer never writes into another attempt's objects. The commit marker is keyed by step
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 
 GENERATIONS = "generations"
 COMMITS = "commits"
+FAILED = "failed"
 GENERATION_PATTERN = r"^(\d{12})-([a-z0-9]{1,32})$"
 _GEN_RE = re.compile(GENERATION_PATTERN)
 _COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
+_FAILED_RE = re.compile(r"^failed/(\d{12})\.json$")
 _SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _LEASE_RE = re.compile(r"^generations/[^/]+/_writing-r(\d{5})\.json$")
@@ -96,4 +99,13 @@ def commit_path(step: int) -> str:
 
 def parse_commit_path(path: str) -> int | None:
     m = _COMMIT_RE.match(path)
+    return int(m.group(1)) if m else None
+
+
+def failed_path(step: int) -> str:
+    return f"{FAILED}/{check_step(step):012d}.json"
+
+
+def parse_failed_path(path: str) -> int | None:
+    m = _FAILED_RE.match(path)
     return int(m.group(1)) if m else None

@@ -14,16 +14,23 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from spotgpu.checkpoint import layout, reader, writer
+from spotgpu.checkpoint import layout, manifest, reader, writer
 from spotgpu.checkpoint.async_save import SaveHandle, SnapshotPipe
-from spotgpu.checkpoint.errors import CheckpointError, CommitConflictError, ObjectMissingError
+from spotgpu.checkpoint.errors import (
+    CommitConflictError,
+    ObjectMissingError,
+    VerificationError,
+    WorldSizeMismatch,
+)
 from spotgpu.checkpoint.hashing import DEFAULT_HASH, new_hasher
+from spotgpu.checkpoint.manifest import CommitRecord
 from spotgpu.checkpoint.policies import DebrisPolicy, GracePeriod, KeepLast, RetentionPolicy, SavePolicy
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
+from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
 from spotgpu.checkpoint.store import Store, open_store
 
@@ -151,15 +158,16 @@ class CheckpointManager:
         return handle
 
     def wait_pending(self, timeout: float | None = None) -> None:
-        """Wait for the running background save (its errors stay on its handle)."""
+        """Wait for the running background save; raise what it raised (once: the next
+        call, and the next save, go on). ``TimeoutError`` if it is still running."""
         pending = self._pending
-        if pending is not None:
-            try:
-                pending.wait(timeout)
-            except TimeoutError:
-                raise
-            except BaseException as err:
-                log.warning("background save of step %s failed: %s", pending.step, err)
+        if pending is None:
+            return
+        if not pending.finished(timeout):
+            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
+        self._pending = None
+        if pending.error is not None:
+            raise pending.error
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:
         """The last save before preemption: write directly (training has stopped) within
@@ -173,6 +181,8 @@ class CheckpointManager:
             self.wait_pending(max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             return FinalSaveResult(False, time.monotonic() - started, None, "a background save used the whole budget")
+        except Exception as err:  # the last periodic save failed: the final save is the more urgent
+            log.warning("background save failed before the final save: %s", err)
         items = normalize(state)
         cancel = threading.Event()
         outcome: dict[str, Any] = {}
@@ -210,10 +220,8 @@ class CheckpointManager:
     ) -> GenerationInfo:
         started = time.monotonic()
         generation = layout.generation_name(step, self.session)
-        existing = self._existing_commit(step)
+        existing = self._existing_commit(step, generation)
         if existing is not None:
-            if existing.generation != generation:
-                raise CommitConflictError(f"step {step} is already committed as {existing.generation}")
             return GenerationInfo.from_record(existing)
         with self._lock:
             self._in_flight.add(generation)
@@ -229,7 +237,17 @@ class CheckpointManager:
         self._verified_steps.add(step)
         self._last_save = (step, time.monotonic())
         self.last_save_seconds = self._last_save[1] - started
+        if self.rank == 0:
+            self._prune()
         return GenerationInfo.from_record(record)
+
+    def _prune(self) -> None:
+        """Enforce ``keep=`` after each commit. The save already committed, so a failed
+        prune is logged, not raised (the next commit or ``gc`` tries again)."""
+        try:
+            self.gc()
+        except Exception as err:
+            log.warning("pruning %s after a commit failed: %s", self.url, err)
 
     def _write_and_commit(
         self,
@@ -281,11 +299,49 @@ class CheckpointManager:
             phase=phase,
         )
 
-    def _existing_commit(self, step: int) -> Any:
+    def _existing_commit(self, step: int, generation: str) -> CommitRecord | None:
+        """The marker already committed for ``step`` by this session (a retry), or None
+        if the step is free. A step held by a generation that failed verification is
+        freed (its marker retired) so the resumed run can save it again; one held by a
+        healthy generation of another attempt raises :class:`CommitConflictError`."""
         try:
-            return reader.read_commit(self.store, step)
+            existing = reader.read_commit(self.store, step)
         except ObjectMissingError:
             return None
+        except VerificationError as err:  # the marker itself is unreadable
+            self._retire_failed(step, None, str(err))
+            return None
+        if existing.generation == generation:
+            return existing
+        verdict = reader.failed_verdicts(self.store).get(step)
+        if verdict is not None and verdict.generation in (None, existing.generation):
+            self._retire_failed(step, existing.generation, verdict.reason)
+            return None
+        report = reader.verify_step(self.store, step)
+        if not report.ok:
+            self._retire_failed(step, existing.generation, "; ".join(report.problems))
+            return None
+        raise CommitConflictError(
+            f"step {step} is already committed as {existing.generation}, which verifies; "
+            "fix: resume from it (restore()) or save a later step"
+        )
+
+    def _record_failed(self, step: int, generation: str | None, reason: str) -> None:
+        """Persist the verdict (``failed/<step>.json``): ``ckpt list`` shows the generation as
+        failed and gc retires it first. Best effort: a store that refuses is only logged."""
+        body = manifest.encode(manifest.FailedVerdict(step, generation, reason[:10_000]))
+        try:
+            self.store.put(layout.failed_path(step), body)
+        except Exception as err:
+            log.warning("could not record that step %s failed verification: %s", step, err)
+        self._verified_steps.discard(step)
+
+    def _retire_failed(self, step: int, generation: str | None, reason: str) -> None:
+        """Free a failed step: its marker goes (objects become debris for gc), then its verdict."""
+        log.warning("retiring step %s (%s), which failed verification: %s", step, generation or "unreadable", reason)
+        self.store.delete(layout.commit_path(step))
+        self.store.delete(layout.failed_path(step))
+        self._verified_steps.discard(step)
 
     # ---- restoring and inspecting ---------------------------------------------------
 
@@ -304,13 +360,21 @@ class CheckpointManager:
             if max_step is not None and step > max_step:
                 continue
             label = f"step {step}"
+            generation: str | None = None
             try:
                 record = reader.read_commit(self.store, step)
-                label = record.generation
+                label = generation = record.generation
+                if record.world_size != self.world_size:
+                    raise WorldSizeMismatch(
+                        f"world_size: generation {record.generation} (step {step}) was written by "
+                        f"{record.world_size} rank(s), this job has {self.world_size}; fix: restore it through "
+                        f"spotgpu.checkpoint.dcp (which reshards), or relaunch with {record.world_size} rank(s)"
+                    )
                 state = reader.load_rank(self.store, record, self.rank, into)
-            except (CheckpointError, ValueError) as err:
+            except VerificationError as err:
                 log.warning("skipping %s: %s", label, err)
                 skipped.append((label, str(err)))
+                self._record_failed(step, generation, str(err))
                 continue
             self._verified_steps.add(step)
             return RestoreResult(step, state, record.generation, skipped)
@@ -319,22 +383,28 @@ class CheckpointManager:
         return None
 
     def list(self) -> list[GenerationInfo]:
-        """Committed generations and uncommitted debris, newest step first."""
+        """Committed generations (``failed`` set once one failed verification), then
+        uncommitted debris, newest step first."""
         infos: list[GenerationInfo] = []
         committed: set[str] = set()
+        verdicts = reader.failed_verdicts(self.store)
         for step in reader.committed_steps(self.store):
             try:
                 record = reader.read_commit(self.store, step)
-            except (CheckpointError, ValueError) as err:
-                infos.append(GenerationInfo(f"step {step} (unreadable commit: {err})", step, True))
+            except VerificationError as err:
+                infos.append(GenerationInfo(f"step {step}", step, True, failed=str(err)))
                 continue
             committed.add(record.generation)
-            infos.append(GenerationInfo.from_record(record))
+            info = GenerationInfo.from_record(record)
+            verdict = verdicts.get(step)
+            if verdict is not None and verdict.generation in (None, record.generation):
+                info = replace(info, failed=verdict.reason)
+            infos.append(info)
         sizes: dict[str, int] = {}
-        for info in self.store.list(layout.GENERATIONS + "/"):
-            gen = layout.generation_of(info.path)
+        for obj in self.store.list(layout.GENERATIONS + "/"):
+            gen = layout.generation_of(obj.path)
             if gen and gen not in committed:
-                sizes[gen] = sizes.get(gen, 0) + info.size
+                sizes[gen] = sizes.get(gen, 0) + obj.size
         for gen, size in sizes.items():
             parsed = layout.parse_generation(gen)
             infos.append(GenerationInfo(gen, parsed.step if parsed else -1, False, total_bytes=size))
@@ -350,6 +420,8 @@ class CheckpointManager:
                 return VerifyReport(str(generation), None, False, [f"{generation!r} is not a generation name"])
             step = parsed.step
         report = reader.verify_step(self.store, step)
+        if not report.ok and not report.missing:
+            self._record_failed(step, report.committed_generation, "; ".join(report.problems))
         if (
             report.ok
             and not isinstance(generation, int)
@@ -366,11 +438,44 @@ class CheckpointManager:
 
     def newest_verified_step(self) -> int | None:
         """The newest committed step that verifies (cached for steps this manager checked)."""
+        return self._newest_verified(record_failures=True)
+
+    def _newest_verified(self, record_failures: bool) -> int | None:
+        failed = self._failed_steps(self._commits())
         for step in reader.committed_steps(self.store):
-            if step in self._verified_steps or reader.verify_step(self.store, step).ok:
+            if step in self._verified_steps:
+                return step
+            if step in failed:
+                continue
+            report = reader.verify_step(self.store, step)
+            if report.ok:
                 self._verified_steps.add(step)
                 return step
+            if record_failures and not report.missing:
+                self._record_failed(step, report.committed_generation, "; ".join(report.problems))
         return None
+
+    def _commits(self) -> dict[int, str | None]:
+        """Committed step -> the generation its marker names (None: the marker is unreadable)."""
+        commits: dict[int, str | None] = {}
+        for step in reader.committed_steps(self.store):
+            try:
+                commits[step] = reader.read_commit(self.store, step).generation
+            except ObjectMissingError:
+                continue  # retired meanwhile
+            except VerificationError:
+                commits[step] = None
+        return commits
+
+    def _failed_steps(self, commits: Mapping[int, str | None]) -> set[int]:
+        """Committed steps known to have failed: an unreadable marker, or a verdict naming
+        the generation the marker names now (a stale verdict for a re-saved step is ignored)."""
+        verdicts = reader.failed_verdicts(self.store)
+        return {
+            s
+            for s, gen in commits.items()
+            if gen is None or (s in verdicts and verdicts[s].generation in (None, gen))
+        }
 
     def _lease_live(self, generation: str) -> bool:
         """A fresh look, right before deleting: does any writer of ``generation`` hold a live lease?"""
@@ -381,17 +486,17 @@ class CheckpointManager:
             for info in self.store.list(layout.generation_prefix(generation))
         )
 
-    def gc(self) -> GcReport:
-        """Apply retention: keep the policy's generations and the newest verified one, retire
-        the rest (commit marker first), delete uncommitted debris older than the grace period."""
-        commits: dict[int, str | None] = {}
-        for step in reader.committed_steps(self.store):
-            try:
-                commits[step] = reader.read_commit(self.store, step).generation
-            except (CheckpointError, ValueError):
-                commits[step] = None
-        objects = (*self.store.list(layout.GENERATIONS + "/"), *self.store.list(layout.COMMITS + "/"))
-        newest_verified = self.newest_verified_step()
+    def gc(self, *, dry_run: bool = False) -> GcReport:
+        """Apply retention: retire generations that failed verification first, keep the
+        policy's generations and the newest verified one, retire the rest (commit marker
+        first), delete uncommitted debris older than the grace period, never a generation
+        whose writer holds a live lease. ``dry_run``: report what would go, delete nothing."""
+        commits = self._commits()
+        newest_verified = self._newest_verified(record_failures=not dry_run)
+        failed = self._failed_steps(commits)
+        objects = tuple(
+            info for area in (layout.GENERATIONS, layout.COMMITS, layout.FAILED) for info in self.store.list(area + "/")
+        )
         with self._lock:
             in_flight = set(self._in_flight)
         plan = plan_gc(
@@ -401,29 +506,43 @@ class CheckpointManager:
             newest_verified_step=newest_verified,
             now=dt.datetime.now(dt.UTC),
             in_flight=in_flight,
+            failed_steps=failed,
         )
-        for step in plan.retire_steps:
-            self.store.delete(layout.commit_path(step))
-            self._verified_steps.discard(step)
-        debris = set(plan.debris_generations)
-        recheck_live: set[str] = set()
-        rechecked: set[str] = set()
-        for path in plan.delete_paths:
-            gen = layout.generation_of(path)
-            if gen in debris and gen not in rechecked:
-                rechecked.add(gen)
-                if self._lease_live(gen):
-                    recheck_live.add(gen)  # its writer came back since the listing
-            if gen not in recheck_live:
-                self.store.delete(path)
-        plan.debris_generations = [g for g in plan.debris_generations if g not in recheck_live]
-        plan.live_generations += sorted(recheck_live)
+        deleted = len(plan.delete_paths)
+        if not dry_run:
+            deleted = self._apply(plan)
         return GcReport(
             retired=[commits[s] or f"step {s}" for s in plan.retire_steps],
             deleted_debris=plan.debris_generations,
-            deleted_objects=len(plan.delete_paths),
+            deleted_objects=deleted,
             kept=[commits[s] or f"step {s}" for s in plan.kept_steps],
             young_debris=plan.young_debris_generations,
             live_writers=plan.live_generations,
             newest_verified=commits.get(newest_verified) if newest_verified is not None else None,
+            failed=[commits[s] or f"step {s}" for s in plan.failed_steps],
+            dry_run=dry_run,
+            would_delete=list(plan.delete_paths) if dry_run else [],
         )
+
+    def _apply(self, plan: GcPlan) -> int:
+        """Delete what ``plan`` says: markers first, then objects; a debris generation whose
+        writer renewed its lease since the listing is spared (a fresh look right before)."""
+        for step in plan.retire_steps:
+            self.store.delete(layout.commit_path(step))
+            self._verified_steps.discard(step)
+        debris = set(plan.debris_generations)
+        live: set[str] = set()
+        rechecked: set[str] = set()
+        deleted = 0
+        for path in plan.delete_paths:
+            gen = layout.generation_of(path)
+            if gen is not None and gen in debris and gen not in rechecked:
+                rechecked.add(gen)
+                if self._lease_live(gen):
+                    live.add(gen)
+            if gen not in live:
+                self.store.delete(path)
+                deleted += 1
+        plan.debris_generations = [g for g in plan.debris_generations if g not in live]
+        plan.live_generations += sorted(live)
+        return deleted

@@ -54,6 +54,19 @@ class RankPart:
 
 
 @dataclass(frozen=True)
+class FailedVerdict:
+    """A committed step whose generation failed verification (``failed/<step>.json``):
+    ``ckpt list`` shows it as failed, gc retires it first, and the step can be saved again."""
+
+    step: int
+    #: None when the commit marker itself could not be decoded.
+    generation: str | None
+    reason: str
+    recorded_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat())
+    format: int = FORMAT
+
+
+@dataclass(frozen=True)
 class PartRef:
     rank: int
     path: str
@@ -75,7 +88,7 @@ class CommitRecord:
     format: int = FORMAT
 
 
-def encode(doc: RankPart | CommitRecord) -> bytes:
+def encode(doc: RankPart | CommitRecord | FailedVerdict) -> bytes:
     return json.dumps(asdict(doc), sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -240,3 +253,19 @@ def decode_commit(data: bytes | bytearray, what: str = "commit marker") -> Commi
         doc.committed_at,
         doc.format,
     )
+
+
+class _VerdictModel(_Strict):
+    format: Literal[1]
+    step: _Step
+    generation: _Generation | None
+    reason: Annotated[str, StringConstraints(max_length=100_000)]
+    recorded_at: _Text
+
+
+def decode_verdict(data: bytes | bytearray, what: str = "failed verdict") -> FailedVerdict:
+    try:
+        doc = _VerdictModel.model_validate_json(bytes(data))
+    except ValidationError as err:
+        raise VerificationError(f"{what} is malformed: {_problem(err)}") from None
+    return FailedVerdict(doc.step, doc.generation, doc.reason, doc.recorded_at, doc.format)

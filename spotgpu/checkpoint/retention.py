@@ -1,6 +1,8 @@
 """Garbage-collection planning: a pure function from what is in the store to what to delete.
 
 Rules, in order:
+- committed generations known to have failed verification are retired first (they do
+  not count against the retention policy), and their ``failed/`` verdicts go with them;
 - the newest *verified* generation is never deleted, whatever the retention policy says;
 - committed generations the retention policy keeps stay; the others are retired by
   deleting the commit marker first, then the objects (a crash in between leaves
@@ -41,6 +43,8 @@ class GcPlan:
     young_debris_generations: list[str] = field(default_factory=list)
     #: Uncommitted generations whose writer holds a live lease (a save in progress).
     live_generations: list[str] = field(default_factory=list)
+    #: Committed steps retired because they failed verification (listed first in retire_steps).
+    failed_steps: list[int] = field(default_factory=list)
 
 
 def plan_gc(
@@ -52,14 +56,18 @@ def plan_gc(
     now: dt.datetime,
     in_flight: Iterable[str] = (),
     lease_ttl_seconds: float = layout.LEASE_TTL_SECONDS,
+    failed_steps: Iterable[int] = (),
 ) -> GcPlan:
     plan = GcPlan()
     steps = sorted(snapshot.commits, reverse=True)
-    kept = retention.keep(steps)
+    failed = {s for s in failed_steps if s in snapshot.commits and s != newest_verified_step}
+    healthy = [s for s in steps if s not in failed]
+    kept = retention.keep(healthy)
     if newest_verified_step is not None:
         kept.add(newest_verified_step)
+    plan.failed_steps = sorted(failed, reverse=True)
     plan.kept_steps = [s for s in steps if s in kept]
-    plan.retire_steps = [s for s in steps if s not in kept]
+    plan.retire_steps = plan.failed_steps + [s for s in healthy if s not in kept]
     live = {g for s in plan.kept_steps if (g := snapshot.commits[s])}
     retired = {g for s in plan.retire_steps if (g := snapshot.commits[s])}
     busy = set(in_flight)
@@ -68,8 +76,12 @@ def plan_gc(
     paths: dict[str, list[str]] = {}
     leased: set[str] = set()
     loose: list[ObjectInfo] = []
+    verdicts: list[str] = []
     for info in snapshot.objects:
         gen = layout.generation_of(info.path)
+        if layout.parse_failed_path(info.path) is not None:
+            verdicts.append(info.path)  # each retired with its step, or stale
+            continue
         if gen is None:
             if layout.parse_commit_path(info.path) is None:
                 loose.append(info)  # e.g. a temporary left by a crashed commit
@@ -94,4 +106,6 @@ def plan_gc(
     for info in loose:
         if info.path.startswith(layout.COMMITS + "/") and debris.expired((now - info.last_modified).total_seconds()):
             plan.delete_paths.append(info.path)
+    # Verdicts last: a crash before this leaves a verdict whose step is gone (stale, harmless).
+    plan.delete_paths.extend(sorted(verdicts))
     return plan
