@@ -13,9 +13,7 @@ import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from spotgpu.cliutil import Progress, UserError, add_json_flag, error_line, print_json, style
 
@@ -50,30 +48,32 @@ def register(subparsers: Any) -> None:
 
 
 def store_url(text: str) -> str:
-    """A store URL from what the user typed: bare paths become ``file://`` URLs.
+    """A store URL from what the user typed (bare paths become ``file://`` URLs), parsed
+    by the library's one parser.
 
     A local store that does not exist is an error rather than an empty listing: it is
     almost always a typo, and ``gc`` on it would silently do nothing.
     """
-    if "://" not in text:
-        path = Path(text).expanduser().resolve()
-        url = path.as_uri()
-    else:
-        url = text
-        parsed = urlparse(text)
-        if parsed.scheme != "file":
-            return url
-        path = Path(unquote(parsed.path))
-    if not path.is_dir():
-        what = "is not a directory" if path.exists() else "does not exist"
-        raise UserError(f"{text}: {what}; fix: pass the directory the checkpoints were saved to, or an s3://, gs://, az:// URL")
-    return url
+    from spotgpu.checkpoint.store import parse_store_url, redact_url
+
+    try:
+        where = parse_store_url(text)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    if where.path is not None and not where.path.is_dir():
+        what = "is not a directory" if where.path.exists() else "does not exist"
+        raise UserError(
+            f"{redact_url(text)}: {what}; fix: pass the directory the checkpoints were saved to, or an s3://, gs://, az:// URL"
+        )
+    return text if where.path is None else where.text
 
 
 @contextmanager
 def _store_errors(url: str) -> Iterator[None]:
     """Bad URLs and refused or unreachable stores as one line (exit 2), not a traceback."""
     from obstore.exceptions import BaseError as ObstoreError
+
+    from spotgpu.checkpoint.store import redact_url
 
     try:
         yield
@@ -82,7 +82,7 @@ def _store_errors(url: str) -> Iterator[None]:
     except ObstoreError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
-            f"{url}: {type(err).__name__}: {first}; fix: check the credentials and endpoint "
+            f"{redact_url(url)}: {type(err).__name__}: {first}; fix: check the credentials and endpoint "
             "(AWS_*, GOOGLE_*, AZURE_STORAGE_* environment variables) and the bucket name"
         ) from None
 

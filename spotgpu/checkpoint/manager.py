@@ -32,7 +32,7 @@ from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
 from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
-from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.checkpoint.store import Store, open_store, parse_store_url, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,19 @@ def _default_session(world_size: int) -> str:
         f"session: not set with world_size={world_size}; fix: pass session= (the same token on every rank, "
         f"e.g. broadcast from rank 0) or set {SESSION_ENV}"
     )
+
+
+def _items(state: Mapping[str, Any]) -> list[Item]:
+    """The state as items; a key that is not a non-empty str is one line with the fix."""
+    if isinstance(state, Mapping):
+        for key in state:
+            if not isinstance(key, str) or not key:
+                raise TypeError(
+                    f"state key: {key!r} ({type(key).__name__}) is not a non-empty str; fix: use string keys "
+                    f"(e.g. {{str(k): v for k, v in state.items()}}), or for nested/torch state "
+                    "spotgpu.checkpoint.torch.torch_state(...)"
+                )
+    return normalize(state)
 
 
 class CheckpointManager:
@@ -86,7 +99,8 @@ class CheckpointManager:
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"rank: {rank!r} must be in [0, {world_size}); fix: pass this process's rank")
         new_hasher(hash_algorithm)  # fail now, not mid-save
-        self.url = url
+        #: The store's URL as messages show it (canonical, never with credentials).
+        self.url = redact_url(url) if store is not None else parse_store_url(url).text
         self.store: Store = store if store is not None else open_store(url, **dict(store_options or {}))
         self.rank = rank
         self.world_size = world_size
@@ -123,7 +137,7 @@ class CheckpointManager:
     def save(self, step: int, state: Mapping[str, Any]) -> GenerationInfo:
         """Write and commit ``step`` now (straight from the caller's buffers, no copy);
         returns once the generation is committed. A running background save finishes first."""
-        items = normalize(state)
+        items = _items(state)
         self.wait_pending()
         return self._save(step, items, writer.direct_chunks)
 
@@ -132,7 +146,7 @@ class CheckpointManager:
 
         A previous background save is finished first, so saves commit in step order.
         """
-        items = normalize(state)
+        items = _items(state)
         self.wait_pending()
         handle = SaveHandle(layout.check_step(step))
         pipe = SnapshotPipe(self._budget, self._pool, handle.done, len(items))
@@ -183,7 +197,7 @@ class CheckpointManager:
             return FinalSaveResult(False, time.monotonic() - started, None, "a background save used the whole budget")
         except Exception as err:  # the last periodic save failed: the final save is the more urgent
             log.warning("background save failed before the final save: %s", err)
-        items = normalize(state)
+        items = _items(state)
         cancel = threading.Event()
         outcome: dict[str, Any] = {}
         phase = [writer.WRITING_OBJECTS]
