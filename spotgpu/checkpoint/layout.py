@@ -88,6 +88,17 @@ def is_lease_path(path: str) -> bool:
     return _LEASE_RE.match(path) is not None
 
 
+#: Local stores write every object to a hidden temporary first (see LocalStore).
+TMP_PREFIX = ".tmp-"
+
+
+def shows_a_live_writer(path: str) -> bool:
+    """A lease, or a temporary still being written (on a local store the lease's own
+    temporary is visible before the lease is): younger than the TTL, either one means
+    a writer is at work in that generation."""
+    return is_lease_path(path) or path.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
+
+
 def object_path(generation: str, rank: int, index: int, key: str) -> str:
     readable = _UNSAFE.sub("_", key)[:80] or "obj"
     return f"{GENERATIONS}/{generation}/r{rank:05d}/{index:05d}-{readable}"

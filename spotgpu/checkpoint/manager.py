@@ -492,25 +492,38 @@ class CheckpointManager:
         }
 
     def _lease_live(self, generation: str) -> bool:
-        """A fresh look, right before deleting: does any writer of ``generation`` hold a live lease?"""
+        """A fresh look, right before deleting debris: is a writer of ``generation`` at work
+        (a live lease), or has it committed since the listing?"""
         now = dt.datetime.now(dt.UTC)
-        return any(
-            layout.is_lease_path(info.path)
+        if any(
+            layout.shows_a_live_writer(info.path)
             and (now - info.last_modified).total_seconds() < layout.LEASE_TTL_SECONDS
             for info in self.store.list(layout.generation_prefix(generation))
-        )
+        ):
+            return True
+        parsed = layout.parse_generation(generation)
+        if parsed is None:
+            return False
+        try:
+            return reader.read_commit(self.store, parsed.step).generation == generation
+        except ObjectMissingError:
+            return False
+        except VerificationError:
+            return True  # an unreadable marker for that step: leave it to the failed-step rules
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Apply retention: retire generations that failed verification first, keep the
         policy's generations and the newest verified one, retire the rest (commit marker
         first), delete uncommitted debris older than the grace period, never a generation
         whose writer holds a live lease. ``dry_run``: report what would go, delete nothing."""
-        commits = self._commits()
-        newest_verified = self._newest_verified(record_failures=not dry_run)
-        failed = self._failed_steps(commits)
+        # Objects before markers: a save that commits (and drops its lease) after this
+        # listing shows up committed in the marker listing below, never as leaseless debris.
         objects = tuple(
             info for area in (layout.GENERATIONS, layout.COMMITS, layout.FAILED) for info in self.store.list(area + "/")
         )
+        commits = self._commits()
+        newest_verified = self._newest_verified(record_failures=not dry_run)
+        failed = self._failed_steps(commits)
         with self._lock:
             in_flight = set(self._in_flight)
         plan = plan_gc(
@@ -521,6 +534,7 @@ class CheckpointManager:
             now=dt.datetime.now(dt.UTC),
             in_flight=in_flight,
             failed_steps=failed,
+            lease_ttl_seconds=0.0 if self._unprotected_baseline else layout.LEASE_TTL_SECONDS,
         )
         deleted = len(plan.delete_paths)
         if not dry_run:
@@ -550,7 +564,7 @@ class CheckpointManager:
         deleted = 0
         for path in plan.delete_paths:
             gen = layout.generation_of(path)
-            if gen is not None and gen in debris and gen not in rechecked:
+            if gen is not None and gen in debris and gen not in rechecked and not self._unprotected_baseline:
                 rechecked.add(gen)
                 if self._lease_live(gen):
                     live.add(gen)

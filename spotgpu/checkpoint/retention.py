@@ -87,7 +87,7 @@ def plan_gc(
                 loose.append(info)  # e.g. a temporary left by a crashed commit
             continue
         paths.setdefault(gen, []).append(info.path)
-        if layout.is_lease_path(info.path) and (now - info.last_modified).total_seconds() < lease_ttl_seconds:
+        if layout.shows_a_live_writer(info.path) and (now - info.last_modified).total_seconds() < lease_ttl_seconds:
             leased.add(gen)
         newest[gen] = max(newest.get(gen, info.last_modified), info.last_modified)
 
