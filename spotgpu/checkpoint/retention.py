@@ -104,7 +104,9 @@ def plan_gc(
         else:
             plan.young_debris_generations.append(gen)
     for info in loose:
-        if info.path.startswith(layout.COMMITS + "/") and debris.expired((now - info.last_modified).total_seconds()):
+        age = (now - info.last_modified).total_seconds()
+        # A marker's temporary younger than the lease TTL is a commit in progress, whatever the grace.
+        if info.path.startswith(layout.COMMITS + "/") and age >= lease_ttl_seconds and debris.expired(age):
             plan.delete_paths.append(info.path)
     # Verdicts last: a crash before this leaves a verdict whose step is gone (stale, harmless).
     plan.delete_paths.extend(sorted(verdicts))

@@ -157,3 +157,25 @@ def test_the_lease_is_refreshed_while_a_save_runs(tmp_path: Path) -> None:
         assert store.head(lease.path).last_modified > first
         lease.check()
     assert not (tmp_path / lease.path).exists()
+
+
+def test_a_commit_marker_being_written_is_not_debris_at_grace_zero() -> None:
+    """Found by bench/ckpt_gc_drill.py: gc at grace 0 deleted the marker's temporary
+    (commits/.tmp-*) while the coordinator was linking it into place."""
+    objects = (
+        ObjectInfo("commits/.tmp-abc-000000000584.json", 10, NOW - dt.timedelta(seconds=1)),
+        ObjectInfo("commits/.tmp-old-000000000001.json", 10, NOW - dt.timedelta(seconds=LEASE_TTL_SECONDS + 1)),
+    )
+    plan = plan_gc(
+        StoreSnapshot({}, objects), retention=KeepLast(1), debris=GracePeriod(0), newest_verified_step=None, now=NOW
+    )
+    assert plan.delete_paths == ["commits/.tmp-old-000000000001.json"]
+
+
+def test_a_local_temporary_counts_as_a_writer_at_work() -> None:
+    """On a local store the lease's own temporary is visible before the lease is."""
+    objects = (ObjectInfo(f"generations/{GEN}/.tmp-x-_writing-r00000.json", 0, NOW),)
+    plan = plan_gc(
+        StoreSnapshot({}, objects), retention=KeepLast(1), debris=GracePeriod(0), newest_verified_step=None, now=NOW
+    )
+    assert plan.live_generations == [GEN] and plan.delete_paths == []
