@@ -10,6 +10,7 @@ from spotgpu.checkpoint.errors import (
     CheckpointError,
     CommitConflictError,
     CommitTimeoutError,
+    LeaseLostError,
     ObjectExistsError,
     ObjectMissingError,
     VerificationError,
@@ -30,7 +31,7 @@ from spotgpu.checkpoint.policies import (
 )
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.store import ObjectInfo, Store, open_store
+from spotgpu.checkpoint.store import ObjectInfo, Store, StoreUrl, open_store, parse_store_url, redact_url
 
 __all__ = [
     "AnyRetention",
@@ -48,6 +49,7 @@ __all__ = [
     "GracePeriod",
     "KeepEveryNSteps",
     "KeepLast",
+    "LeaseLostError",
     "ObjectExistsError",
     "ObjectInfo",
     "ObjectMissingError",
@@ -56,8 +58,11 @@ __all__ = [
     "SaveHandle",
     "SavePolicy",
     "Store",
+    "StoreUrl",
     "VerificationError",
     "VerifyReport",
     "WorldSizeMismatch",
     "open_store",
+    "parse_store_url",
+    "redact_url",
 ]

@@ -36,3 +36,8 @@ class WorldSizeMismatch(CheckpointError):
     this rank's part would silently give it the wrong slice (or nothing). Raised on every
     rank; restore through ``spotgpu.checkpoint.dcp`` (which reshards) or relaunch with
     the generation's world size."""
+
+
+class LeaseLostError(CheckpointError):
+    """This writer's lease lapsed (it stalled longer than GC waits), so GC may have
+    deleted its objects: the generation is not committed."""

@@ -385,6 +385,8 @@ class CheckpointManager:
                         f"spotgpu.checkpoint.dcp (which reshards), or relaunch with {record.world_size} rank(s)"
                     )
                 state = reader.load_rank(self.store, record, self.rank, into)
+            except ObjectMissingError:
+                continue  # the marker was retired after the listing: not a candidate any more
             except VerificationError as err:
                 log.warning("skipping %s: %s", label, err)
                 skipped.append((label, str(err)))
@@ -405,6 +407,8 @@ class CheckpointManager:
         for step in reader.committed_steps(self.store):
             try:
                 record = reader.read_commit(self.store, step)
+            except ObjectMissingError:
+                continue  # retired after the listing
             except VerificationError as err:
                 infos.append(GenerationInfo(f"step {step}", step, True, failed=str(err)))
                 continue

@@ -32,6 +32,7 @@ from spotgpu.checkpoint.errors import (
     CheckpointError,
     CommitConflictError,
     CommitTimeoutError,
+    LeaseLostError,
     ObjectExistsError,
     ObjectMissingError,
     VerificationError,
@@ -73,11 +74,6 @@ def _no_phase(_phase: str) -> None:
 
 class SaveCancelled(CheckpointError):
     """The save was abandoned (its time budget ran out) before the commit."""
-
-
-class LeaseLostError(CheckpointError):
-    """This writer's lease lapsed (it stalled longer than GC waits), so GC may have
-    deleted its objects: the generation must not be committed."""
 
 
 class WriteLease:

@@ -111,3 +111,24 @@ def test_wait_pending_raises_what_the_background_save_raised(tmp_path: Path) -> 
         mgr.wait_pending()
     mgr.wait_pending()  # raised once; the next call (and the next save) go on
     assert mgr.save(9, {"x": b"9"}).committed
+
+
+def test_a_marker_retired_after_the_listing_is_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concurrent gc retires a marker between the listing and the read: restore and list go on."""
+    from spotgpu.checkpoint import reader
+    from spotgpu.checkpoint.errors import ObjectMissingError
+
+    saved(tmp_path, (1, 2))
+    original = reader.read_commit
+
+    def gone_for_step_2(store, step):  # type: ignore[no-untyped-def]
+        if step == 2:
+            raise ObjectMissingError("commits/000000000002.json does not exist")
+        return original(store, step)
+
+    monkeypatch.setattr(reader, "read_commit", gone_for_step_2)
+    mgr = CheckpointManager(tmp_path.as_uri())
+    restored = mgr.restore()
+    assert restored is not None and restored.step == 1 and restored.skipped == []
+    assert [i.step for i in mgr.list() if i.committed] == [1]
+    assert not list(tmp_path.glob("failed/*"))
