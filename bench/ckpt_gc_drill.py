@@ -79,6 +79,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # the baseline's skipped generations would flood stderr
     rows = [("protected", drill(args.trials, args.seed, args.state_bytes, unprotected=False))]
+    print(table(rows), flush=True)  # the protected figures first, in case the baseline is interrupted
+    print(flush=True)
     if args.baseline_trials:
         rows.append(("baseline (no lease)", drill(args.baseline_trials, args.seed, args.state_bytes, unprotected=True)))
     print(table(rows))

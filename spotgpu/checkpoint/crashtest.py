@@ -226,7 +226,13 @@ def _drill(
             proc.kill()
             report.violations.append(f"trial {trial}: writer never became ready")
             break
-        parent.recv()
+        try:
+            parent.recv()
+        except EOFError:
+            proc.join()
+            report.violations.append(f"trial {trial}: writer died before it was ready (exit {proc.exitcode})")
+            parent.close()
+            continue
         duration = 0.005
         for _ in range(rng.randint(0, max_saves_before_kill)):
             if not parent.poll(30):
