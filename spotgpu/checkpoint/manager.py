@@ -365,8 +365,9 @@ class CheckpointManager:
         ``into``: existing arrays (same key, dtype and shape) to fill in place instead of
         allocating new ones; their contents are undefined if nothing verifies.
 
-        Generations that fail (missing part, bad hash...) are skipped and reported in
-        ``skipped``. With several ranks, agree on a step first (e.g. all-reduce MIN of
+        Generations that fail (missing part, bad hash, malformed marker...) are skipped,
+        reported in ``skipped`` and recorded as failed. A generation written by another
+        world size raises :class:`WorldSizeMismatch` (on every rank). With several ranks, agree on a step first (e.g. all-reduce MIN of
         each rank's ``step``) and call again with ``max_step`` if they differ.
         """
         skipped: list[tuple[str, str]] = []
