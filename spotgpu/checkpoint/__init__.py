@@ -10,9 +10,11 @@ from spotgpu.checkpoint.errors import (
     CheckpointError,
     CommitConflictError,
     CommitTimeoutError,
+    LeaseLostError,
     ObjectExistsError,
     ObjectMissingError,
     VerificationError,
+    WorldSizeMismatch,
 )
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.policies import (
@@ -29,7 +31,7 @@ from spotgpu.checkpoint.policies import (
 )
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.store import ObjectInfo, Store, open_store
+from spotgpu.checkpoint.store import ObjectInfo, Store, StoreUrl, open_store, parse_store_url, redact_url
 
 __all__ = [
     "AnyRetention",
@@ -47,6 +49,7 @@ __all__ = [
     "GracePeriod",
     "KeepEveryNSteps",
     "KeepLast",
+    "LeaseLostError",
     "ObjectExistsError",
     "ObjectInfo",
     "ObjectMissingError",
@@ -55,7 +58,11 @@ __all__ = [
     "SaveHandle",
     "SavePolicy",
     "Store",
+    "StoreUrl",
     "VerificationError",
     "VerifyReport",
+    "WorldSizeMismatch",
     "open_store",
+    "parse_store_url",
+    "redact_url",
 ]

@@ -40,6 +40,10 @@ class SaveHandle:
     def done(self) -> bool:
         return self._done.is_set()
 
+    def finished(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` for the save to end either way; True once it has."""
+        return self._done.wait(timeout)
+
     @property
     def error(self) -> BaseException | None:
         return self._error

@@ -13,9 +13,7 @@ import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from spotgpu.cliutil import Progress, UserError, add_json_flag, error_line, print_json, style
 
@@ -44,35 +42,38 @@ def register(subparsers: Any) -> None:
     p.add_argument("url", metavar="STORE", help=STORE_HELP)
     p.add_argument("--keep", type=int, default=5, help="committed generations to keep (default 5)")
     p.add_argument("--grace-seconds", type=float, default=3600, help="age before debris is deleted (default 3600)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
     add_json_flag(p, "the gc report")
     p.set_defaults(func=cmd_gc)
 
 
 def store_url(text: str) -> str:
-    """A store URL from what the user typed: bare paths become ``file://`` URLs.
+    """A store URL from what the user typed (bare paths become ``file://`` URLs), parsed
+    by the library's one parser.
 
     A local store that does not exist is an error rather than an empty listing: it is
     almost always a typo, and ``gc`` on it would silently do nothing.
     """
-    if "://" not in text:
-        path = Path(text).expanduser().resolve()
-        url = path.as_uri()
-    else:
-        url = text
-        parsed = urlparse(text)
-        if parsed.scheme != "file":
-            return url
-        path = Path(unquote(parsed.path))
-    if not path.is_dir():
-        what = "is not a directory" if path.exists() else "does not exist"
-        raise UserError(f"{text}: {what}; fix: pass the directory the checkpoints were saved to, or an s3://, gs://, az:// URL")
-    return url
+    from spotgpu.checkpoint.store import parse_store_url, redact_url
+
+    try:
+        where = parse_store_url(text)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    if where.path is not None and not where.path.is_dir():
+        what = "is not a directory" if where.path.exists() else "does not exist"
+        raise UserError(
+            f"{redact_url(text)}: {what}; fix: pass the directory the checkpoints were saved to, or an s3://, gs://, az:// URL"
+        )
+    return text if where.path is None else where.text
 
 
 @contextmanager
 def _store_errors(url: str) -> Iterator[None]:
     """Bad URLs and refused or unreachable stores as one line (exit 2), not a traceback."""
     from obstore.exceptions import BaseError as ObstoreError
+
+    from spotgpu.checkpoint.store import redact_url
 
     try:
         yield
@@ -81,7 +82,7 @@ def _store_errors(url: str) -> Iterator[None]:
     except ObstoreError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
-            f"{url}: {type(err).__name__}: {first}; fix: check the credentials and endpoint "
+            f"{redact_url(url)}: {type(err).__name__}: {first}; fix: check the credentials and endpoint "
             "(AWS_*, GOOGLE_*, AZURE_STORAGE_* environment variables) and the bucket name"
         ) from None
 
@@ -120,7 +121,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         [
             str(i.step),
             i.generation,
-            "committed" if i.committed else "uncommitted",
+            i.state,
             _size(i.total_bytes),
             str(i.world_size or "-"),
             i.committed_at or "-",
@@ -128,6 +129,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         for i in infos
     ]
     print(_table(["STEP", "GENERATION", "STATE", "SIZE", "RANKS", "COMMITTED AT"], rows))
+    for i in infos:
+        if i.failed:
+            print(f"step {i.step} failed verification: {i.failed}")
     return 0
 
 
@@ -157,7 +161,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             ]
             for r in reports
         ]
-        table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).splitlines()
+        table = _table(["GENERATION", "RESULT", "OBJECTS", "BYTES", "TIME", "PROBLEMS"], rows).split("\n")
         print("\n".join([table[0]] + [style(line, "green" if r.ok else "red") for line, r in zip(table[1:], reports, strict=True)]))
     if not reports:
         error_line("spotgpu ckpt verify", f"{args.url}: no committed generations to verify")
@@ -166,14 +170,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    report = _with_manager(args, lambda mgr: mgr.gc(), keep=args.keep, grace_seconds=args.grace_seconds)
+    report = _with_manager(
+        args, lambda mgr: mgr.gc(dry_run=args.dry_run), keep=args.keep, grace_seconds=args.grace_seconds
+    )
     if args.json:
         print_json(asdict(report))
         return 0
+    would = "would be " if report.dry_run else ""
+    failed = set(report.failed)
     rows = [[g, "kept"] for g in report.kept]
-    rows += [[g, "retired"] for g in report.retired]
-    rows += [[g, "debris deleted"] for g in report.deleted_debris]
+    rows += [[g, f"{would}retired (failed verification)" if g in failed else f"{would}retired"] for g in report.retired]
+    rows += [[g, f"debris {would}deleted"] for g in report.deleted_debris]
     rows += [[g, "debris kept (younger than grace)"] for g in report.young_debris]
+    rows += [[g, "kept: a save in progress (live writer lease)"] for g in report.live_writers]
     print(_table(["GENERATION", "ACTION"], rows))
-    print(f"newest verified: {report.newest_verified or 'none'}; objects deleted: {report.deleted_objects}")
+    verb = "objects that would be deleted" if report.dry_run else "objects deleted"
+    print(f"newest verified: {report.newest_verified or 'none'}; {verb}: {report.deleted_objects}")
+    if report.dry_run:
+        print("dry run: nothing was deleted")
     return 0

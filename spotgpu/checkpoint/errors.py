@@ -29,3 +29,15 @@ class VerificationError(CheckpointError):
 
 class CommitTimeoutError(CheckpointError):
     """The coordinator gave up waiting for every rank's manifest part."""
+
+
+class WorldSizeMismatch(CheckpointError):
+    """The newest committed generation was written by another number of ranks: restoring
+    this rank's part would silently give it the wrong slice (or nothing). Raised on every
+    rank; restore through ``spotgpu.checkpoint.dcp`` (which reshards) or relaunch with
+    the generation's world size."""
+
+
+class LeaseLostError(CheckpointError):
+    """This writer's lease lapsed (it stalled longer than GC waits), so GC may have
+    deleted its objects: the generation is not committed."""

@@ -41,6 +41,10 @@ HASHERS: dict[str, Callable[[], Hasher]] = {
 }
 
 
+#: Hex digest length of each algorithm (the manifest model checks recorded hashes against it).
+HEX_DIGEST_LENGTH: dict[str, int] = {"xxh3_128": 32, "blake3": 64, "sha256": 64}
+
+
 def new_hasher(name: str) -> Hasher:
     """A fresh incremental hasher; a clear error for an unknown or uninstalled algorithm."""
     try:

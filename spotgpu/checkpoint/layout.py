@@ -4,7 +4,9 @@
 
     ROOT/generations/<step:012d>-<session>/r<rank:05d>/<index:05d>-<key>   data objects
     ROOT/generations/<step:012d>-<session>/part-r<rank:05d>.json           one rank's manifest part
+    ROOT/generations/<step:012d>-<session>/_writing-r<rank:05d>.json       a live writer's lease
     ROOT/commits/<step:012d>.json                                          commit marker (create-only)
+    ROOT/failed/<step:012d>.json                                           verdict: that step's generation failed verification
 
 A generation's prefix includes a per-run session token, so a restarted or zombie
 writer never writes into another attempt's objects. The commit marker is keyed by step
@@ -18,11 +20,20 @@ from dataclasses import dataclass
 
 GENERATIONS = "generations"
 COMMITS = "commits"
-_GEN_RE = re.compile(r"^(\d{12})-([a-z0-9]{1,32})$")
+FAILED = "failed"
+GENERATION_PATTERN = r"^(\d{12})-([a-z0-9]{1,32})$"
+_GEN_RE = re.compile(GENERATION_PATTERN)
 _COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
+_FAILED_RE = re.compile(r"^failed/(\d{12})\.json$")
 _SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_LEASE_RE = re.compile(r"^generations/[^/]+/_writing-r(\d{5})\.json$")
 MAX_STEP = 10**12 - 1
+#: A writer's lease counts as alive for this long after its last refresh (store clock).
+#: A protocol constant, not a setting: every writer and every GC must agree on it.
+LEASE_TTL_SECONDS = 30.0
+#: How often a writer refreshes its lease: six refreshes per TTL ride out slow PUTs.
+LEASE_REFRESH_SECONDS = LEASE_TTL_SECONDS / 6
 
 
 @dataclass(frozen=True, order=True)
@@ -69,6 +80,25 @@ def part_path(generation: str, rank: int) -> str:
     return f"{GENERATIONS}/{generation}/part-r{rank:05d}.json"
 
 
+def lease_path(generation: str, rank: int) -> str:
+    return f"{GENERATIONS}/{generation}/_writing-r{rank:05d}.json"
+
+
+def is_lease_path(path: str) -> bool:
+    return _LEASE_RE.match(path) is not None
+
+
+#: Local stores write every object to a hidden temporary first (see LocalStore).
+TMP_PREFIX = ".tmp-"
+
+
+def shows_a_live_writer(path: str) -> bool:
+    """A lease, or a temporary still being written (on a local store the lease's own
+    temporary is visible before the lease is): younger than the TTL, either one means
+    a writer is at work in that generation."""
+    return is_lease_path(path) or path.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
+
+
 def object_path(generation: str, rank: int, index: int, key: str) -> str:
     readable = _UNSAFE.sub("_", key)[:80] or "obj"
     return f"{GENERATIONS}/{generation}/r{rank:05d}/{index:05d}-{readable}"
@@ -80,4 +110,13 @@ def commit_path(step: int) -> str:
 
 def parse_commit_path(path: str) -> int | None:
     m = _COMMIT_RE.match(path)
+    return int(m.group(1)) if m else None
+
+
+def failed_path(step: int) -> str:
+    return f"{FAILED}/{check_step(step):012d}.json"
+
+
+def parse_failed_path(path: str) -> int | None:
+    m = _FAILED_RE.match(path)
     return int(m.group(1)) if m else None

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
+from spotgpu.checkpoint.layout import TMP_PREFIX
 from spotgpu.checkpoint.store import ObjectInfo, Payload, iter_chunks
 
-TMP_PREFIX = ".tmp-"
 #: Write size for one os.write call: large enough to stream at disk speed, small
 #: enough that a single call never copies a huge slice.
 WRITE_CHUNK = 32 << 20
@@ -65,9 +65,15 @@ class LocalStore:
         return self.root / path
 
     def _write_temp(self, target: Path, data: Payload) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}-{target.name}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        for attempt in range(3):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                break
+            except FileNotFoundError:  # a GC removed the (then empty) directory meanwhile
+                if attempt == 2:
+                    raise
         try:
             _write_all(fd, data)
             os.fsync(fd)

@@ -14,18 +14,25 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from spotgpu.checkpoint import layout, reader, writer
+from spotgpu.checkpoint import layout, manifest, reader, writer
 from spotgpu.checkpoint.async_save import SaveHandle, SnapshotPipe
-from spotgpu.checkpoint.errors import CheckpointError, CommitConflictError, ObjectMissingError
+from spotgpu.checkpoint.errors import (
+    CommitConflictError,
+    ObjectMissingError,
+    VerificationError,
+    WorldSizeMismatch,
+)
 from spotgpu.checkpoint.hashing import DEFAULT_HASH, new_hasher
+from spotgpu.checkpoint.manifest import CommitRecord
 from spotgpu.checkpoint.policies import DebrisPolicy, GracePeriod, KeepLast, RetentionPolicy, SavePolicy
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
+from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
-from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.checkpoint.store import Store, open_store, parse_store_url, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,19 @@ def _default_session(world_size: int) -> str:
     )
 
 
+def _items(state: Mapping[str, Any]) -> list[Item]:
+    """The state as items; a key that is not a non-empty str is one line with the fix."""
+    if isinstance(state, Mapping):
+        for key in state:
+            if not isinstance(key, str) or not key:
+                raise TypeError(
+                    f"state key: {key!r} ({type(key).__name__}) is not a non-empty str; fix: use string keys "
+                    f"(e.g. {{str(k): v for k, v in state.items()}}), or for nested/torch state "
+                    "spotgpu.checkpoint.torch.torch_state(...)"
+                )
+    return normalize(state)
+
+
 class CheckpointManager:
     """Save, restore, list, verify and garbage-collect checkpoint generations at ``url``."""
 
@@ -72,13 +92,15 @@ class CheckpointManager:
         debris: DebrisPolicy | None = None,
         commit_timeout_seconds: float = 600.0,
         chunk_bytes: int = DEFAULT_CHUNK,
+        _unprotected_baseline: bool = False,
     ) -> None:
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
             raise ValueError(f"world_size: {world_size!r} must be an int >= 1")
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"rank: {rank!r} must be in [0, {world_size}); fix: pass this process's rank")
         new_hasher(hash_algorithm)  # fail now, not mid-save
-        self.url = url
+        #: The store's URL as messages show it (canonical, never with credentials).
+        self.url = redact_url(url) if store is not None else parse_store_url(url).text
         self.store: Store = store if store is not None else open_store(url, **dict(store_options or {}))
         self.rank = rank
         self.world_size = world_size
@@ -96,6 +118,11 @@ class CheckpointManager:
         self._pending: SaveHandle | None = None
         self._last_save: tuple[int, float] | None = None
         self._lock = threading.Lock()
+        #: Seconds the last committed save of this manager took (the gang's budget estimate).
+        self.last_save_seconds: float | None = None
+        #: bench/ckpt_gc_drill.py only: save without a lease or the pre-commit object check
+        #: (the behaviour before issue 22), to measure what they prevent.
+        self._unprotected_baseline = _unprotected_baseline
 
     # ---- saving -------------------------------------------------------------------
 
@@ -110,7 +137,7 @@ class CheckpointManager:
     def save(self, step: int, state: Mapping[str, Any]) -> GenerationInfo:
         """Write and commit ``step`` now (straight from the caller's buffers, no copy);
         returns once the generation is committed. A running background save finishes first."""
-        items = normalize(state)
+        items = _items(state)
         self.wait_pending()
         return self._save(step, items, writer.direct_chunks)
 
@@ -119,7 +146,7 @@ class CheckpointManager:
 
         A previous background save is finished first, so saves commit in step order.
         """
-        items = normalize(state)
+        items = _items(state)
         self.wait_pending()
         handle = SaveHandle(layout.check_step(step))
         pipe = SnapshotPipe(self._budget, self._pool, handle.done, len(items))
@@ -145,15 +172,16 @@ class CheckpointManager:
         return handle
 
     def wait_pending(self, timeout: float | None = None) -> None:
-        """Wait for the running background save (its errors stay on its handle)."""
+        """Wait for the running background save; raise what it raised (once: the next
+        call, and the next save, go on). ``TimeoutError`` if it is still running."""
         pending = self._pending
-        if pending is not None:
-            try:
-                pending.wait(timeout)
-            except TimeoutError:
-                raise
-            except BaseException as err:
-                log.warning("background save of step %s failed: %s", pending.step, err)
+        if pending is None:
+            return
+        if not pending.finished(timeout):
+            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
+        self._pending = None
+        if pending.error is not None:
+            raise pending.error
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:
         """The last save before preemption: write directly (training has stopped) within
@@ -167,13 +195,18 @@ class CheckpointManager:
             self.wait_pending(max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             return FinalSaveResult(False, time.monotonic() - started, None, "a background save used the whole budget")
-        items = normalize(state)
+        except Exception as err:  # the last periodic save failed: the final save is the more urgent
+            log.warning("background save failed before the final save: %s", err)
+        items = _items(state)
         cancel = threading.Event()
         outcome: dict[str, Any] = {}
+        phase = [writer.WRITING_OBJECTS]
 
         def run() -> None:
             try:
-                outcome["info"] = self._save(step, items, writer.direct_chunks, cancelled=cancel.is_set)
+                outcome["info"] = self._save(
+                    step, items, writer.direct_chunks, cancelled=cancel.is_set, phase=lambda p: phase.__setitem__(0, p)
+                )
             except BaseException as err:
                 outcome["error"] = err
 
@@ -184,7 +217,7 @@ class CheckpointManager:
         if thread.is_alive():
             cancel.set()
             return FinalSaveResult(
-                False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while writing; cancelled"
+                False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while {phase[0]}; cancelled"
             )
         if "error" in outcome:
             return FinalSaveResult(False, elapsed, None, f"failed: {outcome['error']}")
@@ -192,53 +225,137 @@ class CheckpointManager:
         return FinalSaveResult(True, elapsed, info.generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s")
 
     def _save(
-        self, step: int, items: list[Item], chunks_for: writer.ChunkSource, cancelled: Any = None
+        self,
+        step: int,
+        items: list[Item],
+        chunks_for: writer.ChunkSource,
+        cancelled: Any = None,
+        phase: writer.PhaseHook = lambda _p: None,
     ) -> GenerationInfo:
+        started = time.monotonic()
         generation = layout.generation_name(step, self.session)
-        existing = self._existing_commit(step)
+        existing = self._existing_commit(step, generation)
         if existing is not None:
-            if existing.generation != generation:
-                raise CommitConflictError(f"step {step} is already committed as {existing.generation}")
             return GenerationInfo.from_record(existing)
         with self._lock:
             self._in_flight.add(generation)
         try:
-            writer.write_part(
-                self.store,
-                generation,
-                step,
-                self.rank,
-                self.world_size,
-                items,
-                self.hash_algorithm,
-                chunks_for,
-                cancelled or (lambda: False),
-            )
-            if cancelled is not None and cancelled():
-                raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
-            if self.rank == 0:
-                record = writer.commit(
-                    self.store,
-                    generation,
-                    step,
-                    self.world_size,
-                    self.hash_algorithm,
-                    timeout=self.commit_timeout_seconds,
-                )
+            if self._unprotected_baseline:
+                record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, None)
             else:
-                record = writer.wait_for_commit(self.store, generation, step, timeout=self.commit_timeout_seconds)
+                with writer.WriteLease(self.store, generation, self.rank) as lease:
+                    record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, lease)
         finally:
             with self._lock:
                 self._in_flight.discard(generation)
         self._verified_steps.add(step)
         self._last_save = (step, time.monotonic())
+        self.last_save_seconds = self._last_save[1] - started
+        if self.rank == 0:
+            self._prune()
         return GenerationInfo.from_record(record)
 
-    def _existing_commit(self, step: int) -> Any:
+    def _prune(self) -> None:
+        """Enforce ``keep=`` after each commit. The save already committed, so a failed
+        prune is logged, not raised (the next commit or ``gc`` tries again)."""
         try:
-            return reader.read_commit(self.store, step)
+            self.gc()
+        except Exception as err:
+            log.warning("pruning %s after a commit failed: %s", self.url, err)
+
+    def _write_and_commit(
+        self,
+        step: int,
+        generation: str,
+        items: list[Item],
+        chunks_for: writer.ChunkSource,
+        cancelled: Any,
+        phase: writer.PhaseHook,
+        lease: writer.WriteLease | None,
+    ) -> Any:
+        writer.write_part(
+            self.store,
+            generation,
+            step,
+            self.rank,
+            self.world_size,
+            items,
+            self.hash_algorithm,
+            chunks_for,
+            cancelled or (lambda: False),
+            phase=phase,
+        )
+        if cancelled is not None and cancelled():
+            raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
+        if self.rank != 0:
+            return writer.wait_for_commit(
+                self.store, generation, step, timeout=self.commit_timeout_seconds, phase=phase
+            )
+        if lease is None:  # the unprotected baseline: no lease, no object check
+            return writer.commit(
+                self.store,
+                generation,
+                step,
+                self.world_size,
+                self.hash_algorithm,
+                timeout=self.commit_timeout_seconds,
+                phase=phase,
+                check_objects=False,
+            )
+        return writer.commit(
+            self.store,
+            generation,
+            step,
+            self.world_size,
+            self.hash_algorithm,
+            timeout=self.commit_timeout_seconds,
+            before_marker=lease.check,
+            phase=phase,
+        )
+
+    def _existing_commit(self, step: int, generation: str) -> CommitRecord | None:
+        """The marker already committed for ``step`` by this session (a retry), or None
+        if the step is free. A step held by a generation that failed verification is
+        freed (its marker retired) so the resumed run can save it again; one held by a
+        healthy generation of another attempt raises :class:`CommitConflictError`."""
+        try:
+            existing = reader.read_commit(self.store, step)
         except ObjectMissingError:
             return None
+        except VerificationError as err:  # the marker itself is unreadable
+            self._retire_failed(step, None, str(err))
+            return None
+        if existing.generation == generation:
+            return existing
+        verdict = reader.failed_verdicts(self.store).get(step)
+        if verdict is not None and verdict.generation in (None, existing.generation):
+            self._retire_failed(step, existing.generation, verdict.reason)
+            return None
+        report = reader.verify_step(self.store, step)
+        if not report.ok:
+            self._retire_failed(step, existing.generation, "; ".join(report.problems))
+            return None
+        raise CommitConflictError(
+            f"step {step} is already committed as {existing.generation}, which verifies; "
+            "fix: resume from it (restore()) or save a later step"
+        )
+
+    def _record_failed(self, step: int, generation: str | None, reason: str) -> None:
+        """Persist the verdict (``failed/<step>.json``): ``ckpt list`` shows the generation as
+        failed and gc retires it first. Best effort: a store that refuses is only logged."""
+        body = manifest.encode(manifest.FailedVerdict(step, generation, reason[:10_000]))
+        try:
+            self.store.put(layout.failed_path(step), body)
+        except Exception as err:
+            log.warning("could not record that step %s failed verification: %s", step, err)
+        self._verified_steps.discard(step)
+
+    def _retire_failed(self, step: int, generation: str | None, reason: str) -> None:
+        """Free a failed step: its marker goes (objects become debris for gc), then its verdict."""
+        log.warning("retiring step %s (%s), which failed verification: %s", step, generation or "unreadable", reason)
+        self.store.delete(layout.commit_path(step))
+        self.store.delete(layout.failed_path(step))
+        self._verified_steps.discard(step)
 
     # ---- restoring and inspecting ---------------------------------------------------
 
@@ -248,8 +365,9 @@ class CheckpointManager:
         ``into``: existing arrays (same key, dtype and shape) to fill in place instead of
         allocating new ones; their contents are undefined if nothing verifies.
 
-        Generations that fail (missing part, bad hash...) are skipped and reported in
-        ``skipped``. With several ranks, agree on a step first (e.g. all-reduce MIN of
+        Generations that fail (missing part, bad hash, malformed marker...) are skipped,
+        reported in ``skipped`` and recorded as failed. A generation written by another
+        world size raises :class:`WorldSizeMismatch` (on every rank). With several ranks, agree on a step first (e.g. all-reduce MIN of
         each rank's ``step``) and call again with ``max_step`` if they differ.
         """
         skipped: list[tuple[str, str]] = []
@@ -257,13 +375,23 @@ class CheckpointManager:
             if max_step is not None and step > max_step:
                 continue
             label = f"step {step}"
+            generation: str | None = None
             try:
                 record = reader.read_commit(self.store, step)
-                label = record.generation
+                label = generation = record.generation
+                if record.world_size != self.world_size:
+                    raise WorldSizeMismatch(
+                        f"world_size: generation {record.generation} (step {step}) was written by "
+                        f"{record.world_size} rank(s), this job has {self.world_size}; fix: restore it through "
+                        f"spotgpu.checkpoint.dcp (which reshards), or relaunch with {record.world_size} rank(s)"
+                    )
                 state = reader.load_rank(self.store, record, self.rank, into)
-            except (CheckpointError, ValueError) as err:
+            except ObjectMissingError:
+                continue  # the marker was retired after the listing: not a candidate any more
+            except VerificationError as err:
                 log.warning("skipping %s: %s", label, err)
                 skipped.append((label, str(err)))
+                self._record_failed(step, generation, str(err))
                 continue
             self._verified_steps.add(step)
             return RestoreResult(step, state, record.generation, skipped)
@@ -272,22 +400,30 @@ class CheckpointManager:
         return None
 
     def list(self) -> list[GenerationInfo]:
-        """Committed generations and uncommitted debris, newest step first."""
+        """Committed generations (``failed`` set once one failed verification), then
+        uncommitted debris, newest step first."""
         infos: list[GenerationInfo] = []
         committed: set[str] = set()
+        verdicts = reader.failed_verdicts(self.store)
         for step in reader.committed_steps(self.store):
             try:
                 record = reader.read_commit(self.store, step)
-            except (CheckpointError, ValueError) as err:
-                infos.append(GenerationInfo(f"step {step} (unreadable commit: {err})", step, True))
+            except ObjectMissingError:
+                continue  # retired after the listing
+            except VerificationError as err:
+                infos.append(GenerationInfo(f"step {step}", step, True, failed=str(err)))
                 continue
             committed.add(record.generation)
-            infos.append(GenerationInfo.from_record(record))
+            info = GenerationInfo.from_record(record)
+            verdict = verdicts.get(step)
+            if verdict is not None and verdict.generation in (None, record.generation):
+                info = replace(info, failed=verdict.reason)
+            infos.append(info)
         sizes: dict[str, int] = {}
-        for info in self.store.list(layout.GENERATIONS + "/"):
-            gen = layout.generation_of(info.path)
+        for obj in self.store.list(layout.GENERATIONS + "/"):
+            gen = layout.generation_of(obj.path)
             if gen and gen not in committed:
-                sizes[gen] = sizes.get(gen, 0) + info.size
+                sizes[gen] = sizes.get(gen, 0) + obj.size
         for gen, size in sizes.items():
             parsed = layout.parse_generation(gen)
             infos.append(GenerationInfo(gen, parsed.step if parsed else -1, False, total_bytes=size))
@@ -303,6 +439,8 @@ class CheckpointManager:
                 return VerifyReport(str(generation), None, False, [f"{generation!r} is not a generation name"])
             step = parsed.step
         report = reader.verify_step(self.store, step)
+        if not report.ok and not report.missing:
+            self._record_failed(step, report.committed_generation, "; ".join(report.problems))
         if (
             report.ok
             and not isinstance(generation, int)
@@ -319,23 +457,78 @@ class CheckpointManager:
 
     def newest_verified_step(self) -> int | None:
         """The newest committed step that verifies (cached for steps this manager checked)."""
+        return self._newest_verified(record_failures=True)
+
+    def _newest_verified(self, record_failures: bool) -> int | None:
+        failed = self._failed_steps(self._commits())
         for step in reader.committed_steps(self.store):
-            if step in self._verified_steps or reader.verify_step(self.store, step).ok:
+            if step in self._verified_steps:
+                return step
+            if step in failed:
+                continue
+            report = reader.verify_step(self.store, step)
+            if report.ok:
                 self._verified_steps.add(step)
                 return step
+            if record_failures and not report.missing:
+                self._record_failed(step, report.committed_generation, "; ".join(report.problems))
         return None
 
-    def gc(self) -> GcReport:
-        """Apply retention: keep the policy's generations and the newest verified one, retire
-        the rest (commit marker first), delete uncommitted debris older than the grace period."""
+    def _commits(self) -> dict[int, str | None]:
+        """Committed step -> the generation its marker names (None: the marker is unreadable)."""
         commits: dict[int, str | None] = {}
         for step in reader.committed_steps(self.store):
             try:
                 commits[step] = reader.read_commit(self.store, step).generation
-            except (CheckpointError, ValueError):
+            except ObjectMissingError:
+                continue  # retired meanwhile
+            except VerificationError:
                 commits[step] = None
-        objects = (*self.store.list(layout.GENERATIONS + "/"), *self.store.list(layout.COMMITS + "/"))
-        newest_verified = self.newest_verified_step()
+        return commits
+
+    def _failed_steps(self, commits: Mapping[int, str | None]) -> set[int]:
+        """Committed steps known to have failed: an unreadable marker, or a verdict naming
+        the generation the marker names now (a stale verdict for a re-saved step is ignored)."""
+        verdicts = reader.failed_verdicts(self.store)
+        return {
+            s
+            for s, gen in commits.items()
+            if gen is None or (s in verdicts and verdicts[s].generation in (None, gen))
+        }
+
+    def _lease_live(self, generation: str) -> bool:
+        """A fresh look, right before deleting debris: is a writer of ``generation`` at work
+        (a live lease), or has it committed since the listing?"""
+        now = dt.datetime.now(dt.UTC)
+        if any(
+            layout.shows_a_live_writer(info.path)
+            and (now - info.last_modified).total_seconds() < layout.LEASE_TTL_SECONDS
+            for info in self.store.list(layout.generation_prefix(generation))
+        ):
+            return True
+        parsed = layout.parse_generation(generation)
+        if parsed is None:
+            return False
+        try:
+            return reader.read_commit(self.store, parsed.step).generation == generation
+        except ObjectMissingError:
+            return False
+        except VerificationError:
+            return True  # an unreadable marker for that step: leave it to the failed-step rules
+
+    def gc(self, *, dry_run: bool = False) -> GcReport:
+        """Apply retention: retire generations that failed verification first, keep the
+        policy's generations and the newest verified one, retire the rest (commit marker
+        first), delete uncommitted debris older than the grace period, never a generation
+        whose writer holds a live lease. ``dry_run``: report what would go, delete nothing."""
+        # Objects before markers: a save that commits (and drops its lease) after this
+        # listing shows up committed in the marker listing below, never as leaseless debris.
+        objects = tuple(
+            info for area in (layout.GENERATIONS, layout.COMMITS, layout.FAILED) for info in self.store.list(area + "/")
+        )
+        commits = self._commits()
+        newest_verified = self._newest_verified(record_failures=not dry_run)
+        failed = self._failed_steps(commits)
         with self._lock:
             in_flight = set(self._in_flight)
         plan = plan_gc(
@@ -345,17 +538,44 @@ class CheckpointManager:
             newest_verified_step=newest_verified,
             now=dt.datetime.now(dt.UTC),
             in_flight=in_flight,
+            failed_steps=failed,
+            lease_ttl_seconds=0.0 if self._unprotected_baseline else layout.LEASE_TTL_SECONDS,
         )
-        for step in plan.retire_steps:
-            self.store.delete(layout.commit_path(step))
-            self._verified_steps.discard(step)
-        for path in plan.delete_paths:
-            self.store.delete(path)
+        deleted = len(plan.delete_paths)
+        if not dry_run:
+            deleted = self._apply(plan)
         return GcReport(
             retired=[commits[s] or f"step {s}" for s in plan.retire_steps],
             deleted_debris=plan.debris_generations,
-            deleted_objects=len(plan.delete_paths),
+            deleted_objects=deleted,
             kept=[commits[s] or f"step {s}" for s in plan.kept_steps],
             young_debris=plan.young_debris_generations,
+            live_writers=plan.live_generations,
             newest_verified=commits.get(newest_verified) if newest_verified is not None else None,
+            failed=[commits[s] or f"step {s}" for s in plan.failed_steps],
+            dry_run=dry_run,
+            would_delete=list(plan.delete_paths) if dry_run else [],
         )
+
+    def _apply(self, plan: GcPlan) -> int:
+        """Delete what ``plan`` says: markers first, then objects; a debris generation whose
+        writer renewed its lease since the listing is spared (a fresh look right before)."""
+        for step in plan.retire_steps:
+            self.store.delete(layout.commit_path(step))
+            self._verified_steps.discard(step)
+        debris = set(plan.debris_generations)
+        live: set[str] = set()
+        rechecked: set[str] = set()
+        deleted = 0
+        for path in plan.delete_paths:
+            gen = layout.generation_of(path)
+            if gen is not None and gen in debris and gen not in rechecked and not self._unprotected_baseline:
+                rechecked.add(gen)
+                if self._lease_live(gen):
+                    live.add(gen)
+            if gen not in live:
+                self.store.delete(path)
+                deleted += 1
+        plan.debris_generations = [g for g in plan.debris_generations if g not in live]
+        plan.live_generations += sorted(live)
+        return deleted

@@ -2,9 +2,9 @@
 
 obstore gives one Rust client (object_store) for the three clouds with streaming
 multipart uploads and native create-only puts (``mode="create"``), so the library
-needs no per-cloud SDK. The bucket/container comes from the URL's host; the URL's
-path becomes a key prefix this adapter adds itself, so the same relative layout
-is used on every backend.
+needs no per-cloud SDK. The bucket/container (and Azure's account) come from
+:func:`~spotgpu.checkpoint.store.parse_store_url`; the rest of the URL's path becomes a
+key prefix this adapter adds itself, so the same relative layout is used on every backend.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 from obstore.store import from_url
 
 from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
-from spotgpu.checkpoint.store import ObjectInfo, Payload, iter_chunks, join
+from spotgpu.checkpoint.store import ObjectInfo, Payload, StoreUrl, iter_chunks, join, parse_store_url
 
 #: Multipart part size: 5 MiB is S3's minimum; 16 MiB cuts request count 3x.
 PART_SIZE = 16 << 20
@@ -36,9 +35,19 @@ class ObjectStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> ObjectStore:
-        parsed = urlparse(url)
-        inner = from_url(f"{parsed.scheme}://{parsed.netloc}", **options)
-        return cls(url, inner, parsed.path)
+        return cls.open(parse_store_url(url), **options)
+
+    @classmethod
+    def open(cls, where: StoreUrl, **options: Any) -> ObjectStore:
+        location, config = where.obstore_location()
+        given = options.get("account_name")
+        if given is not None and config and given != config["account_name"]:
+            raise ValueError(
+                f"store_options.account_name: {given!r} differs from the account in the URL {where.text!r}; "
+                "fix: drop account_name (the URL names the account)"
+            )
+        inner = from_url(location, **{**config, **options})
+        return cls(where.text, inner, where.prefix)
 
     def _key(self, path: str) -> str:
         return join(self.prefix, path)

@@ -18,7 +18,16 @@ import numpy as np
 from spotgpu.checkpoint import layout
 from spotgpu.checkpoint.errors import CheckpointError, ObjectMissingError, VerificationError
 from spotgpu.checkpoint.hashing import digest, new_hasher
-from spotgpu.checkpoint.manifest import CommitRecord, ObjectEntry, PartRef, RankPart, decode_commit, decode_part
+from spotgpu.checkpoint.manifest import (
+    CommitRecord,
+    FailedVerdict,
+    ObjectEntry,
+    PartRef,
+    RankPart,
+    decode_commit,
+    decode_part,
+    decode_verdict,
+)
 from spotgpu.checkpoint.snapshot import rebuild
 from spotgpu.checkpoint.store import Store
 
@@ -31,6 +40,23 @@ def committed_steps(store: Store) -> list[int]:
     """Steps with a commit marker, newest first."""
     steps = {s for info in store.list(layout.COMMITS + "/") if (s := layout.parse_commit_path(info.path)) is not None}
     return sorted(steps, reverse=True)
+
+
+def failed_verdicts(store: Store) -> dict[int, FailedVerdict]:
+    """Every readable ``failed/<step>.json`` verdict (a malformed one is no verdict: the
+    step is simply verified again)."""
+    out: dict[int, FailedVerdict] = {}
+    for info in store.list(layout.FAILED + "/"):
+        step = layout.parse_failed_path(info.path)
+        if step is None:
+            continue
+        try:
+            verdict = decode_verdict(store.get(info.path), info.path)
+        except (ObjectMissingError, VerificationError):
+            continue
+        if verdict.step == step:
+            out[step] = verdict
+    return out
 
 
 def read_commit(store: Store, step: int) -> CommitRecord:
@@ -131,7 +157,11 @@ def load_rank(store: Store, record: CommitRecord, rank: int, into: Mapping[str, 
         target = _target(entry, into or {})
         if target is not None:
             return read_object_into(store, record.hash_algorithm, entry, target)
-        return rebuild(entry.kind, read_object_new(store, record.hash_algorithm, entry), entry.dtype, entry.shape)
+        data = read_object_new(store, record.hash_algorithm, entry)
+        try:
+            return rebuild(entry.kind, data, entry.dtype, entry.shape)
+        except (TypeError, ValueError) as err:  # the manifest passed its model but cannot rebuild
+            raise VerificationError(f"{entry.path}: cannot rebuild {entry.key!r} ({err})") from None
 
     with ThreadPoolExecutor(READ_WORKERS) as pool:
         values = list(pool.map(load, part.objects))
@@ -149,6 +179,10 @@ class VerifyReport:
     objects_checked: int = 0
     bytes_checked: int = 0
     seconds: float = 0.0
+    #: The generation the marker names (None if the marker could not be decoded).
+    committed_generation: str | None = None
+    #: True when there is no commit marker at all (nothing committed, so nothing failed).
+    missing: bool = False
 
 
 def verify_step(store: Store, step: int) -> VerifyReport:
@@ -157,8 +191,9 @@ def verify_step(store: Store, step: int) -> VerifyReport:
     try:
         record = read_commit(store, step)
     except (CheckpointError, ValueError) as err:
-        return VerifyReport(f"step {step}", step, False, [str(err)], seconds=time.monotonic() - started)
-    report = VerifyReport(record.generation, step, True)
+        missing = isinstance(err, ObjectMissingError)
+        return VerifyReport(f"step {step}", step, False, [str(err)], seconds=time.monotonic() - started, missing=missing)
+    report = VerifyReport(record.generation, step, True, committed_generation=record.generation)
     if sorted(r.rank for r in record.parts) != list(range(record.world_size)):
         report.problems.append(f"commit marker lists ranks {[r.rank for r in record.parts]} of {record.world_size}")
     prefix = layout.generation_prefix(record.generation)

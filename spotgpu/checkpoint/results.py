@@ -16,6 +16,13 @@ class GenerationInfo:
     world_size: int | None = None
     total_bytes: int | None = None
     committed_at: str | None = None
+    #: Why it failed verification (committed, but restore skips it and gc retires it first).
+    failed: str | None = None
+
+    @property
+    def state(self) -> str:
+        """``committed``, ``failed`` or ``uncommitted`` (what ``spotgpu ckpt list`` shows)."""
+        return "failed" if self.failed else "committed" if self.committed else "uncommitted"
 
     @classmethod
     def from_record(cls, record: CommitRecord) -> GenerationInfo:
@@ -46,4 +53,11 @@ class GcReport:
     deleted_objects: int = 0
     kept: list[str] = field(default_factory=list)
     young_debris: list[str] = field(default_factory=list)
+    #: Uncommitted generations kept because their writer's lease is live (a save in progress).
+    live_writers: list[str] = field(default_factory=list)
     newest_verified: str | None = None
+    #: Committed generations retired because they failed verification (also in ``retired``).
+    failed: list[str] = field(default_factory=list)
+    #: True for ``gc(dry_run=True)``: nothing was deleted, ``would_delete`` lists the paths.
+    dry_run: bool = False
+    would_delete: list[str] = field(default_factory=list)

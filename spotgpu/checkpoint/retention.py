@@ -1,13 +1,18 @@
 """Garbage-collection planning: a pure function from what is in the store to what to delete.
 
 Rules, in order:
+- committed generations known to have failed verification are retired first (they do
+  not count against the retention policy), and their ``failed/`` verdicts go with them;
 - the newest *verified* generation is never deleted, whatever the retention policy says;
 - committed generations the retention policy keeps stay; the others are retired by
   deleting the commit marker first, then the objects (a crash in between leaves
   uncommitted debris, which a later GC removes);
 - objects of generations without a commit marker (failed, cancelled or lost-the-race
   saves) and stray temporaries are deleted once older than the grace period, unless a
-  save in this process is still writing them.
+  save in this process is still writing them;
+- whatever the grace period, a generation without a commit marker whose writer's lease
+  (``_writing-r<rank>.json``) was refreshed less than ``LEASE_TTL_SECONDS`` ago belongs
+  to a save in progress somewhere and is never deleted.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ class GcPlan:
     kept_steps: list[int] = field(default_factory=list)
     debris_generations: list[str] = field(default_factory=list)
     young_debris_generations: list[str] = field(default_factory=list)
+    #: Uncommitted generations whose writer holds a live lease (a save in progress).
+    live_generations: list[str] = field(default_factory=list)
+    #: Committed steps retired because they failed verification (listed first in retire_steps).
+    failed_steps: list[int] = field(default_factory=list)
 
 
 def plan_gc(
@@ -46,28 +55,40 @@ def plan_gc(
     newest_verified_step: int | None,
     now: dt.datetime,
     in_flight: Iterable[str] = (),
+    lease_ttl_seconds: float = layout.LEASE_TTL_SECONDS,
+    failed_steps: Iterable[int] = (),
 ) -> GcPlan:
     plan = GcPlan()
     steps = sorted(snapshot.commits, reverse=True)
-    kept = retention.keep(steps)
+    failed = {s for s in failed_steps if s in snapshot.commits and s != newest_verified_step}
+    healthy = [s for s in steps if s not in failed]
+    kept = retention.keep(healthy)
     if newest_verified_step is not None:
         kept.add(newest_verified_step)
+    plan.failed_steps = sorted(failed, reverse=True)
     plan.kept_steps = [s for s in steps if s in kept]
-    plan.retire_steps = [s for s in steps if s not in kept]
+    plan.retire_steps = plan.failed_steps + [s for s in healthy if s not in kept]
     live = {g for s in plan.kept_steps if (g := snapshot.commits[s])}
     retired = {g for s in plan.retire_steps if (g := snapshot.commits[s])}
     busy = set(in_flight)
 
     newest: dict[str, dt.datetime] = {}
     paths: dict[str, list[str]] = {}
+    leased: set[str] = set()
     loose: list[ObjectInfo] = []
+    verdicts: list[str] = []
     for info in snapshot.objects:
         gen = layout.generation_of(info.path)
+        if layout.parse_failed_path(info.path) is not None:
+            verdicts.append(info.path)  # each retired with its step, or stale
+            continue
         if gen is None:
             if layout.parse_commit_path(info.path) is None:
                 loose.append(info)  # e.g. a temporary left by a crashed commit
             continue
         paths.setdefault(gen, []).append(info.path)
+        if layout.shows_a_live_writer(info.path) and (now - info.last_modified).total_seconds() < lease_ttl_seconds:
+            leased.add(gen)
         newest[gen] = max(newest.get(gen, info.last_modified), info.last_modified)
 
     for gen in sorted(paths):
@@ -75,12 +96,18 @@ def plan_gc(
             continue
         if gen in retired:
             plan.delete_paths.extend(sorted(paths[gen]))
+        elif gen in leased:
+            plan.live_generations.append(gen)
         elif debris.expired((now - newest[gen]).total_seconds()):
             plan.debris_generations.append(gen)
             plan.delete_paths.extend(sorted(paths[gen]))
         else:
             plan.young_debris_generations.append(gen)
     for info in loose:
-        if info.path.startswith(layout.COMMITS + "/") and debris.expired((now - info.last_modified).total_seconds()):
+        age = (now - info.last_modified).total_seconds()
+        # A marker's temporary younger than the lease TTL is a commit in progress, whatever the grace.
+        if info.path.startswith(layout.COMMITS + "/") and age >= lease_ttl_seconds and debris.expired(age):
             plan.delete_paths.append(info.path)
+    # Verdicts last: a crash before this leaves a verdict whose step is gone (stale, harmless).
+    plan.delete_paths.extend(sorted(verdicts))
     return plan

@@ -41,7 +41,8 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[]
             return url, open_store(url), {}
         if kind == "gs":
             return f"gs://ckpt/{prefix}", memory_gcs_store(prefix), {}
-        url = f"{kind}://ckpt/{prefix}"
+        # Azure in the form the pools export: az://ACCOUNT/CONTAINER/PREFIX.
+        url = f"az://{options['account_name']}/ckpt/{prefix}" if kind == "az" else f"{kind}://ckpt/{prefix}"
         return url, open_store(url, **options), options
 
     make.kind = kind  # type: ignore[attr-defined]

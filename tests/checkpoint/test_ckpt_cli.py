@@ -74,7 +74,7 @@ def test_a_bare_directory_path_is_a_store(tmp_path, capsys):
         ("/some/path", "spotgpu ckpt list: /some/path: does not exist; fix:"),
         ("file:///some/path", "spotgpu ckpt list: file:///some/path: does not exist; fix:"),
         ("ftp://host/x", "spotgpu ckpt list: url: 'ftp://host/x' has scheme 'ftp'; fix:"),
-        ("s3://", "spotgpu ckpt list: url: 's3://' has no bucket/container; fix:"),
+        ("s3://", "spotgpu ckpt list: url: 's3://' has no bucket; fix:"),
     ],
 )
 def test_a_bad_store_is_one_line_and_exit_two(store, message, capsys):

@@ -47,3 +47,13 @@ def test_the_checker_catches_a_torn_generation(crash_dir):
     problems, newest, _ = check_store(crash_dir.as_uri(), 1024, 0)
     assert newest == 2
     assert any("does not verify" in p for p in problems) and any("restore chose step 1" in p for p in problems)
+
+
+def test_sigkill_with_a_concurrent_gc_at_grace_zero_never_breaks_a_commit(crash_dir):
+    """Issue 22: the same drill while another process runs gc at grace 0 throughout
+    (bench/ckpt_gc_drill.py runs 1,000 trials and the unprotected baseline side by side)."""
+    report = run_trials(crash_dir.as_uri(), 100, seed=11, max_saves_before_kill=1, concurrent_gc=True)
+    assert report.trials == 100
+    assert report.violations == [] and report.save_errors == []
+    assert (report.torn_restores, report.unverified_restores, report.committed_failing_verify) == (0, 0, 0)
+    assert report.killed_mid_save >= 20 and report.commits >= 20, report

@@ -104,7 +104,7 @@ def test_manager_should_save_uses_the_policy(tmp_path):
 
 def test_gc_against_a_store_with_corruption_and_debris(tmp_path):
     url = tmp_path.as_uri()
-    mgr = CheckpointManager(url, keep=1, grace_seconds=3600)
+    mgr = CheckpointManager(url, keep=10, grace_seconds=3600)
     for step in (1, 2, 3):
         mgr.save(step, {"x": str(step).encode() * 100})
     # Step 3 goes bad; a crashed save leaves old debris and a fresh one leaves young debris.
@@ -118,8 +118,10 @@ def test_gc_against_a_store_with_corruption_and_debris(tmp_path):
 
     report = CheckpointManager(url, keep=1, grace_seconds=3600).gc()
     assert report.newest_verified and report.newest_verified.startswith("000000000002-")
-    assert [g[:12] for g in report.kept] == ["000000000003", "000000000002"]
-    assert [g[:12] for g in report.retired] == ["000000000001"]
+    # Step 3 failed verification: retired first, and it does not count against keep=1.
+    assert [g[:12] for g in report.kept] == ["000000000002"]
+    assert [g[:12] for g in report.retired] == ["000000000003", "000000000001"]
+    assert [g[:12] for g in report.failed] == ["000000000003"]
     assert report.deleted_debris == ["000000000004-crashed"]
     assert report.young_debris == ["000000000004-running"]
     assert CheckpointManager(url).restore().step == 2  # type: ignore[union-attr]

@@ -55,7 +55,7 @@ def test_put_overwrites_atomically(store_factory):
         ("ftp://host/x", "scheme 'ftp'"),
         ("s3:///prefix", "no bucket"),
         ("file://host/x", "has host"),
-        ("relative/path", "scheme ''"),
+        ("s3://AKIA:secret@bucket/p", "'s3://***@bucket/p' has credentials in it"),
     ],
 )
 def test_bad_urls_name_the_value_and_the_fix(url, needle):
