@@ -144,6 +144,15 @@ class GenerationWriter(StorageWriter):
         self.generation: str | None = None
         self.world_size = 1
         self.committed: CommitRecord | None = None
+        #: This rank's lease on the generation (``writer.WriteLease``): held from its first object
+        #: until its part is written, and on the coordinator until the commit marker, so GC never
+        #: deletes a DCP save in progress (docs/checkpoints.md, "GC and saves in progress").
+        self._lease: writer.WriteLease | None = None
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.__exit__(None, None, None)
 
     def reset(self, checkpoint_id: Any = None) -> None:
         if checkpoint_id is not None:
@@ -188,6 +197,7 @@ class GenerationWriter(StorageWriter):
                 check_tensor(value, key)
                 dtype = str(value.dtype).removeprefix("torch.")
                 items.append(Item(key, "torch", tensor_bytes(value).data, dtype, tuple(value.shape)))
+        self._lease = writer.WriteLease(self.store, data.generation, data.rank).__enter__()
         try:
             part = writer.write_part(
                 self.store,
@@ -200,7 +210,13 @@ class GenerationWriter(StorageWriter):
                 cancelled=self.out_of_time,
             )
         except writer.SaveCancelled:
+            self._release_lease()
             raise BudgetExhausted(data.rank, WRITING) from None
+        except BaseException:
+            self._release_lease()
+            raise
+        if not self.is_coordinator:
+            self._release_lease()  # the coordinator's lease covers the generation until its commit
         results = [
             WriteResult(index=wi.index, size_in_bytes=entry.size, storage_data=entry)
             for wi, entry in zip(plan.items, part.objects, strict=True)
@@ -210,6 +226,12 @@ class GenerationWriter(StorageWriter):
         return fut
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        try:
+            self._finish(metadata, results)
+        finally:
+            self._release_lease()
+
+    def _finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         assert self.generation is not None, "write_data ran before finish"
         if self.out_of_time():
             raise BudgetExhausted(self.rank, COMMITTING)
@@ -232,6 +254,7 @@ class GenerationWriter(StorageWriter):
             self.hash_algorithm,
             timeout=timeout,
             extra_objects=(entry,),
+            before_marker=self._lease.check if self._lease is not None else (lambda: None),
         )
 
     def storage_meta(self) -> StorageMeta | None:
