@@ -154,7 +154,7 @@ def test_prometheus_scrapes_agent_and_controller_and_every_panel_has_data(
             provider="azure", pool="pool-a", notice={"provider": "azure", "safetyMarginSeconds": 1.0},
             checkpoint_store="file:///tmp/x", checkpoint_interval_seconds=600, control_socket=sock,
             telemetry_port=agent_port,
-            runtime=AgentRuntime(metadata_url=fake.url, poll_interval_seconds=0.2, request_timeout_seconds=0.5,
+            runtime=AgentRuntime(metadata_url=fake.url, poll_interval_seconds=0.25, request_timeout_seconds=0.5,
                                  error_backoff_seconds=0.1, telemetry_host="127.0.0.1", events_log=None),
         )  # fmt: skip
         agent_json = tmp_path / "agent.json"
