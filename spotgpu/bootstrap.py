@@ -185,3 +185,40 @@ systemctl enable --now {GANG_UNIT}
 def render_bootstrap_b64(config: AgentConfig, agent_package: str = "spotgpu", gang: GangLaunch | None = None) -> str:
     """Base64 form for AWS launch-template user data and Azure custom data."""
     return base64.b64encode(render_bootstrap(config, agent_package, gang).encode()).decode()
+
+
+#: The rendezvous host's unit: ``spotgpu gang store`` (torch's TCPStore), restarted whenever it stops.
+STORE_UNIT = "spotgpu-gang-store.service"
+#: The store host needs torch for the TCPStore, not CUDA: the CPU wheels are a tenth of the size.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def render_store_bootstrap(port: int, agent_package: str = "spotgpu") -> str:
+    """User data of a gang's rendezvous host: install spotgpu and torch (CPU), serve the store on ``port``."""
+    return f"""#!/bin/bash
+# spotgpu rendezvous host: serves a gang's torchrun c10d rendezvous store on port {port}.
+# It runs on demand so that no spot notice can take the gang's next rendezvous down.
+set -euo pipefail
+install -d -m 0755 /opt/spotgpu
+if [ ! -x /opt/spotgpu/venv/bin/spotgpu ]; then
+  python3 -m venv /opt/spotgpu/venv
+  /opt/spotgpu/venv/bin/pip install --quiet torch --index-url {TORCH_CPU_INDEX}
+  /opt/spotgpu/venv/bin/pip install --quiet {shlex.quote(agent_package)}
+fi
+cat > /etc/systemd/system/{STORE_UNIT} <<'SPOTGPU_UNIT'
+[Unit]
+Description=spotgpu gang rendezvous store (torch TCPStore on port {port})
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart={SPOTGPU_BIN} gang store --port {port}
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+SPOTGPU_UNIT
+systemctl daemon-reload
+systemctl enable --now {STORE_UNIT}
+"""

@@ -211,12 +211,14 @@ class Drill:
         self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
         self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
         self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        # The group launches the replacement as the node drains (capacity rebalancing starts it
+        # even earlier); the noticed VM is reclaimed once its launcher left.
+        replacement = self.start_node(launch, url)
+        self.say(f"drill local: replacement {replacement.name} started")
         self.wait(f"{noticed.name}'s launcher leaving", lambda: noticed.poll() is not None)
         self.mark("noticedLauncherExited", noticed.launcher_exited_at)
         noticed.kill()  # the cloud reclaims the VM
         self.mark("noticedReclaimed")
-        replacement = self.start_node(launch, url)
-        self.say(f"drill local: replacement {replacement.name} started")
         gang = [n for n in gang if n is not noticed] + [replacement]
         return self.finish(gang, noticed, raised)
 
@@ -263,7 +265,7 @@ def run_drill(spec: LocalDrill, say: Callable[[str], None] = print) -> Report:
     drill = Drill(spec, say)
     try:
         drill.run()
-    except Hung as err:
+    except (Hung, RuntimeError, TimeoutError) as err:  # a node that could not start is a failed drill too
         for node in drill.all_nodes:
             drill.report.launchers[node.name] = node.poll()
         drill.report.fail(str(err))

@@ -37,44 +37,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
-
 from spotgpu.cliutil import UserError
 from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE
-from spotgpu.gang.store import DEFAULT_STORE_PORT
-from spotgpu.models.base import SpotModel
+from spotgpu.models.gang import DEFAULT_MAX_FAILURES, GangLaunch
 
 #: Launcher-internal: the torchrun run found its rendezvous closed (the epoch moved on). Not a job code.
 EXIT_RDZV_CLOSED = 78
 #: Launcher-internal: the rendezvous did not form in ``join_timeout`` (no replacement came): a real failure.
 EXIT_RDZV_TIMEOUT = 79
-#: Real failures (not 75/76) the launcher rejoins after before it gives up.
-DEFAULT_MAX_FAILURES = 3
-
-
-# ---- the launch, as configured per pool (rendered by the bootstrap) ------------------
-class GangLaunch(SpotModel):
-    """How a pool's VMs launch a gang job: torchrun's flags and the launcher's retry bound."""
-
-    command: list[str] = Field(min_length=1, description="The training command torchrun starts (script and args).")
-    min_nodes: int = Field(ge=1, description="--nnodes MIN: the plain manager needs MIN = MAX (same world size).")
-    max_nodes: int = Field(ge=1, description="--nnodes MAX.")
-    nproc_per_node: int = Field(default=1, ge=1, description="Ranks per VM (one per GPU).")
-    rendezvous_host: str = Field(description="The rendezvous host's address (the components' on-demand store host).")
-    rendezvous_port: int = Field(default=DEFAULT_STORE_PORT, ge=1, le=65535)
-    run_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="The gang's rendezvous id (one per job).")
-    join_timeout_seconds: int = Field(default=1800, ge=10, description="How long survivors wait for a replacement.")
-    last_call_timeout_seconds: int = Field(default=30, ge=1, description="MIN < MAX: wait this long for more nodes.")
-    keep_alive_seconds: int = Field(default=5, ge=1, description="Rendezvous heartbeat interval.")
-    monitor_interval_seconds: float = Field(default=0.5, gt=0, le=10)
-    max_failures: int = Field(default=DEFAULT_MAX_FAILURES, ge=0, description="Real failures rejoined before giving up.")
-    local_addr: str | None = Field(default=None, description="--local-addr (default: the VM's hostname).")
-
-    def model_post_init(self, _context: Any) -> None:
-        if self.min_nodes > self.max_nodes:
-            raise ValueError(f"minNodes {self.min_nodes} > maxNodes {self.max_nodes}; fix: MIN <= MAX")
-
-
 def torchrun_argv(launch: GangLaunch) -> list[str]:
     """The torchrun command line for one node (pure; the bootstrap and the local drill use it)."""
     conf = (
