@@ -45,6 +45,8 @@ from spotgpu.models.gang import DEFAULT_MAX_FAILURES, GangLaunch
 EXIT_RDZV_CLOSED = 78
 #: Launcher-internal: the rendezvous did not form in ``join_timeout`` (no replacement came): a real failure.
 EXIT_RDZV_TIMEOUT = 79
+
+
 def torchrun_argv(launch: GangLaunch) -> list[str]:
     """The torchrun command line for one node (pure; the bootstrap and the local drill use it)."""
     conf = (
@@ -114,7 +116,9 @@ class RestartPolicy:
             return Decision(True, False, 0, "the rendezvous round closed before it formed: rejoining the current epoch")
         what = "no replacement joined in join_timeout" if code == EXIT_RDZV_TIMEOUT else f"exit {code}"
         if failures + 1 > self.max_failures:
-            return Decision(False, True, code, f"real failure ({what}), {failures + 1} > maxFailures {self.max_failures}: giving up")
+            return Decision(
+                False, True, code, f"real failure ({what}), {failures + 1} > maxFailures {self.max_failures}: giving up"
+            )
         return Decision(True, True, 0, f"real failure ({what}), {failures + 1} of {self.max_failures}: rejoining")
 
 
@@ -156,7 +160,9 @@ class TorchrunTarget:
 def check_torchrun_args(argv: Sequence[str]) -> TorchrunTarget:
     """Validate the torchrun flags the launcher relies on; a problem is one line with the fix."""
     if not argv or os.path.basename(argv[0]) != "torchrun":
-        raise UserError(f"command {' '.join(argv[:1]) or '(none)'!r}: expected `-- torchrun ARGS...`; fix: put torchrun after --")
+        raise UserError(
+            f"command {' '.join(argv[:1]) or '(none)'!r}: expected `-- torchrun ARGS...`; fix: put torchrun after --"
+        )
     from torch.distributed.run import parse_args
 
     args = parse_args(list(argv[1:]))
@@ -174,7 +180,9 @@ def check_torchrun_args(argv: Sequence[str]) -> TorchrunTarget:
         )
     host, _, port = (args.rdzv_endpoint or "").rpartition(":")
     if not host or not port.isdigit() or int(port) == 0:
-        raise UserError(f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT of the rendezvous host; fix: e.g. 10.0.0.5:29400")
+        raise UserError(
+            f"--rdzv-endpoint {args.rdzv_endpoint!r}: expected HOST:PORT of the rendezvous host; fix: e.g. 10.0.0.5:29400"
+        )
     if not args.rdzv_id or args.rdzv_id == "none":
         raise UserError("--rdzv-id: not set; fix: one id per job, the same on every node")
     return TorchrunTarget(host, int(port), args.rdzv_id, args)
@@ -264,10 +272,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     gang = p.add_subparsers(dest="gang_command", metavar="COMMAND", required=True)
     run = gang.add_parser("run", help="run `torchrun ...` incarnations, restarting by the workers' exit code")
     run.add_argument(
-        "--max-failures", type=int, default=DEFAULT_MAX_FAILURES, help="real failures (not 75/76) rejoined before giving up"
+        "--max-failures",
+        type=int,
+        default=DEFAULT_MAX_FAILURES,
+        help="real failures (not 75/76) rejoined before giving up",
     )
     run.add_argument("--agent", default=None, help="this VM's agent address (default: $SPOTGPU_AGENT or its socket)")
     run.add_argument("torchrun", nargs=argparse.REMAINDER, help="-- torchrun ARGS... (with --max-restarts=0)")
     run.set_defaults(func=cmd_run)
     register_store(gang)
-

@@ -58,5 +58,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 def register_store(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("store", help="serve the gang's rendezvous TCPStore (on a small on-demand host)")
     p.add_argument("--host", default="0.0.0.0", help="bind address (default: all interfaces)")
-    p.add_argument("--port", type=int, default=DEFAULT_STORE_PORT, help=f"TCP port (default {DEFAULT_STORE_PORT}; 0: any)")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_STORE_PORT, help=f"TCP port (default {DEFAULT_STORE_PORT}; 0: any)"
+    )
     p.set_defaults(func=cmd_store)
