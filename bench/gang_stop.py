@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +37,13 @@ from spotgpu.checkpoint import CheckpointManager
 from spotgpu.gang import Gang
 
 
+def put(path: Path, text: str) -> None:
+    """Whole or not at all: the other side polls for the name."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.rename(path)
+
+
 def wait_file(path: Path, timeout: float = 120.0) -> str:
     end = time.monotonic() + timeout
     while not path.exists():
@@ -46,6 +54,14 @@ def wait_file(path: Path, timeout: float = 120.0) -> str:
 
 
 def worker(rank: int, world: int, port: int, work: str, drills: int, step_s: float, state_mb: float) -> None:
+    try:
+        drill_ranks(rank, world, port, work, drills, step_s, state_mb)
+    except BaseException:
+        traceback.print_exc()  # torch.multiprocessing keeps it for join(), which the bench never reaches then
+        raise
+
+
+def drill_ranks(rank: int, world: int, port: int, work: str, drills: int, step_s: float, state_mb: float) -> None:
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://127.0.0.1:{port}",
@@ -64,7 +80,7 @@ def worker(rank: int, world: int, port: int, work: str, drills: int, step_s: flo
         ckpt.save(step, state)
         periodic = time.perf_counter() - started
         gang.should_stop(step)  # the client is watching, the gang is in step
-        (base / f"ready-{drill}-{rank}").write_text("ready")
+        put(base / f"ready-{drill}-{rank}", "ready")
         while True:
             step += 1
             time.sleep(step_s)
@@ -79,7 +95,7 @@ def worker(rank: int, world: int, port: int, work: str, drills: int, step_s: flo
             "committed": final.committed,
             "periodic": periodic,
         }
-        (base / f"result-{drill}-{rank}.json").write_text(json.dumps(result))
+        put(base / f"result-{drill}-{rank}.json", json.dumps(result))
     dist.destroy_process_group()
 
 
@@ -121,7 +137,7 @@ def main() -> int:
     for drill in range(args.drills):
         fakes = [FakeGcpMetadata(timeout_delay=1.0).start() for _ in range(args.ranks)]
         agents = [Agent(fast_config("gcp", f.url), telemetry=Telemetry(None)).start() for f in fakes]
-        (work / f"drill-{drill}.json").write_text(json.dumps([a.control.url for a in agents]))
+        put(work / f"drill-{drill}.json", json.dumps([a.control.url for a in agents]))
         for rank in range(args.ranks):
             wait_file(work / f"ready-{drill}-{rank}")
         time.sleep(0.2 + random.uniform(0, step_s))  # the watcher is long-polling; a random phase of the step
