@@ -64,9 +64,10 @@ def model_and_data(rank: int) -> tuple[torch.nn.Module, torch.Tensor, torch.Tens
 
 
 def ordered_mean(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks the annotations, which must be real objects
-    """DDP's gradient mean, summed in rank order: with 3+ ranks gloo's all-reduce may add the
-    ranks' parts in a different order from run to run (last-bit differences), and the test
-    compares a resumed run with an uninterrupted one bit for bit."""
+    """DDP's gradient mean, summed in rank order. gloo's ring all-reduce adds an element's parts
+    in an order set by its place in the bucket, and DDP rebuilds buckets after each process's
+    first step, so with 3+ ranks a resumed run would differ from an uninterrupted one in the
+    last bits; the tests compare them bit for bit."""
     flat = bucket.buffer()
     parts = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, flat)
