@@ -68,6 +68,7 @@ class Report:
     stops: dict[str, dict[str, Any]] = field(default_factory=dict)
     resumed: dict[str, int | None] = field(default_factory=dict)
     launchers: dict[str, int | None] = field(default_factory=dict)
+    processes_left: list[int] = field(default_factory=list)
     workdir: str = ""
 
     def fail(self, reason: str) -> None:
@@ -91,6 +92,7 @@ class Report:
             "resumedSteps": self.resumed,
             "launcherExits": self.launchers,
             "timings": {key: round(value, 3) for key, value in self.timings.items()},
+            "processesLeft": self.processes_left,
             "workdir": self.workdir,
         }
 
@@ -258,6 +260,10 @@ class Drill:
     def close(self) -> None:
         for node in self.all_nodes:
             node.kill()
+        self.report.processes_left = sorted(pid for node in self.all_nodes for pid in node.pids())
+        if self.report.processes_left:
+            self.report.fail(f"processes left running after the drill: {self.report.processes_left}")
+            self.report.status = "failed"
         self.store = None
 
 

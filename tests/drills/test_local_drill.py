@@ -88,6 +88,7 @@ def check(doc: dict[str, Any], nodes: int, notice: int) -> None:
     assert set(doc["resumedSteps"].values()) == {stop}  # every rank resumed at the committed step
     assert len(doc["resumedSteps"]) == nodes and f"node{notice}" not in doc["resumedSteps"]  # the replacement, not it
     assert doc["launcherExits"] == {f"node{i}": 0 for i in range(nodes + 1)}  # the noticed one left "drained"
+    assert doc["processesLeft"] == []
     roles = {name: s["role"] for name, s in doc["stops"].items()}
     assert roles.pop(f"node{notice}") == "noticed" and set(roles.values()) == {"peer"}
 
@@ -140,3 +141,15 @@ def test_four_nodes_resume_bitwise(tmp_path: Path) -> None:
     doc = drill(tmp_path, 4, 2, "gcp")
     check(doc, 4, 2)
     assert outcome(tmp_path / "out") == expected
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_a_crashing_rank_fails_the_drill_and_leaves_nothing_running(tmp_path: Path) -> None:
+    crash = tmp_path / "crash.py"
+    crash.write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
+    spec = LocalDrill(command=[str(crash)], nodes=2, timeout_seconds=150, workdir=tmp_path / "drill")
+    report = run_drill(spec, say=print)
+    assert report.status == "failed"
+    assert any("launcher exited 3" in reason for reason in report.reasons), report.reasons
+    assert report.document()["processesLeft"] == []  # every node process was killed by PID
