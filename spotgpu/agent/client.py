@@ -160,9 +160,25 @@ class AgentClient:
                 time.sleep(min(1.0, max(0.0, remaining)))
             self._absorb(snap)
 
-    def report(self, result: Any, checkpoint: str = "final", step: int | None = None) -> None:
-        """Send a checkpoint outcome; ``result`` is a FinalSaveResult, a GenerationInfo, or a bool."""
+    def report(
+        self,
+        result: Any,
+        checkpoint: str = "final",
+        step: int | None = None,
+        *,
+        role: str | None = None,
+        noticed_ranks: list[int] | None = None,
+        outcome: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Send a checkpoint outcome; ``result`` is a FinalSaveResult, a GenerationInfo, or a bool.
+
+        A gang (``spotgpu.gang``) adds ``role`` (noticed | peer), ``noticed_ranks`` and
+        ``outcome``; with ``checkpoint="gang"`` the agent records it and does not drain.
+        """
         body: dict[str, Any] = {"checkpoint": checkpoint, "step": step}
+        if role is not None:
+            body.update(role=role, noticedRanks=list(noticed_ranks or []), outcome=outcome)
         if isinstance(result, bool):
             body["committed"] = result
         elif hasattr(result, "committed"):  # FinalSaveResult
@@ -174,7 +190,19 @@ class AgentClient:
             )
         else:  # GenerationInfo from a periodic save: it only exists once committed
             body.update(committed=True, generation=_generation_id(result))
+        if reason is not None:
+            body["reason"] = reason
         self._try("POST", "/v1/report", body)
+
+    def report_restore(self, step: int | None, generation: str | None) -> None:
+        """The step this job resumed from (None: from scratch), for the agent's events log."""
+        self._try("POST", "/v1/report", {"checkpoint": "restore", "step": step, "generation": generation})
+
+    def mark_served(self) -> None:
+        """The current notice was answered (a gang agreed on it): checkpoint_requested() stops returning it."""
+        current = self._notice
+        if current is not None:
+            self._served.add((current.event_id, current.checkpoint))
 
     # -- conveniences ---------------------------------------------------------
     @property

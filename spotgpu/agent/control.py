@@ -7,7 +7,8 @@ Routes (JSON in and out):
   within milliseconds of the agent).
 * ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
-* ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final).
+* ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
+  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step).
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
 * ``GET  /healthz``                     liveness.
 
@@ -123,12 +124,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, control.state.snapshot())
 
 
+GANG_ROLES = ("noticed", "peer")
+
+
 def _report(body: dict[str, Any]) -> CheckpointReport:
     kind = body.get("checkpoint", "final")
-    if kind not in ("early", "final"):
-        raise ValueError(f"checkpoint {kind!r}: use early or final")
+    if kind not in ("early", "final", "gang", "restore"):
+        raise ValueError(f"checkpoint {kind!r}: use early, final, gang or restore")
+    if kind == "restore":
+        body = {"committed": True, **body}  # a restore is of a committed generation
     if not isinstance(body.get("committed"), bool):
         raise ValueError("committed must be true or false")
+    role = body.get("role")
+    if role is None and kind == "gang":
+        raise ValueError("role: missing for a gang report; use noticed or peer")
+    if role is not None and role not in GANG_ROLES:
+        raise ValueError(f"role {role!r}: use noticed or peer")
+    noticed = body.get("noticedRanks")
+    if noticed is not None and not (isinstance(noticed, list) and all(isinstance(r, int) for r in noticed)):
+        raise ValueError(f"noticedRanks {noticed!r}: use a list of ranks")
     return CheckpointReport(
         checkpoint=kind,
         committed=body["committed"],
@@ -136,7 +150,16 @@ def _report(body: dict[str, Any]) -> CheckpointReport:
         seconds=body.get("seconds"),
         generation=None if body.get("generation") is None else str(body.get("generation")),
         reason=body.get("reason"),
+        role=role,
+        noticed_ranks=noticed,
+        outcome=None if role is None else str(body.get("outcome") or _outcome(body)),
     )
+
+
+def _outcome(body: dict[str, Any]) -> str:
+    if body["committed"]:
+        return "committed"
+    return "peer-lost" if str(body.get("reason") or "").startswith("peer lost") else "failed"
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -60,6 +60,9 @@ class Responder:
     #: Called with each terminal event and its final-checkpoint outcome once the drain is done.
     on_drained: Callable[[InterruptionEvent, str], None] | None = None
 
+    def __post_init__(self) -> None:
+        self.state.gang_listeners.append(lambda report: self.telemetry.gang_report(report.as_dict()))
+
     def handle(self, event: InterruptionEvent) -> None:
         if not self.store.add(event):
             self.telemetry.duplicate(event)

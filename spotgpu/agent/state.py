@@ -20,16 +20,21 @@ Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "
 
 @dataclass
 class CheckpointReport:
-    checkpoint: Literal["early", "final"]
+    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore
+    checkpoint: Literal["early", "final", "gang", "restore"]
     committed: bool
     step: int | None = None
     seconds: float | None = None
     generation: str | None = None
     reason: str | None = None
     received_at: float = field(default_factory=time.time)
+    #: A gang's reports (spotgpu.gang): noticed | peer, the noticed ranks, and the agreed outcome.
+    role: str | None = None
+    noticed_ranks: list[int] | None = None
+    outcome: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "checkpoint": self.checkpoint,
             "committed": self.committed,
             "step": self.step,
@@ -38,6 +43,9 @@ class CheckpointReport:
             "reason": self.reason,
             "receivedAt": self.received_at,
         }
+        if self.role is not None:
+            data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
+        return data
 
 
 class WorkloadState:
@@ -57,6 +65,11 @@ class WorkloadState:
         self.workload_ready_at: float | None = None
         #: Called with every *committed* report, outside the lock (the controller link).
         self.commit_listeners: list[Callable[[CheckpointReport], None]] = []
+        #: The last gang stop this VM's rank reported (noticed or peer), and the last restore.
+        self.gang: CheckpointReport | None = None
+        self.restored: CheckpointReport | None = None
+        #: Called with every gang or restore report, outside the lock (telemetry).
+        self.gang_listeners: list[Callable[[CheckpointReport], None]] = []
 
     def _bump(self) -> None:
         self.version += 1
@@ -104,8 +117,18 @@ class WorkloadState:
             self.reports.append(report)
             if report.checkpoint == "final" and self.final_report is None:
                 self.final_report = report
+            if report.role is not None:
+                self.gang = report
+            if report.checkpoint == "restore":
+                self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
+        if report.role is not None or report.checkpoint == "restore":
+            for gang_listener in list(self.gang_listeners):
+                try:
+                    gang_listener(report)
+                except Exception:
+                    log.exception("gang listener failed")
         if report.committed:
             for listener in list(self.commit_listeners):
                 try:
@@ -143,5 +166,7 @@ class WorkloadState:
                 "notice": dict(self.notice) if self.notice else None,
                 "cleared": dict(self.cleared) if self.cleared else None,
                 "finalReport": self.final_report.as_dict() if self.final_report else None,
+                "gang": self.gang.as_dict() if self.gang else None,
+                "restored": self.restored.as_dict() if self.restored else None,
                 "now": time.time(),
             }

@@ -89,6 +89,13 @@ class Telemetry:
             ["result"],
             registry=r,
         )
+        self.gang_stops = Counter(
+            "spotgpu_agent_gang_stops",
+            "Gang stops this VM's rank took part in: role = noticed | peer, outcome = committed | failed | "
+            "skipped | peer-lost",
+            ["role", "outcome"],
+            registry=r,
+        )
         self._log_path = log_path
         self._log_lock = threading.Lock()
         self._log_file: IO[str] | None = None
@@ -157,6 +164,14 @@ class Telemetry:
         if seconds is not None:
             self.final_checkpoint_seconds.observe(seconds)
         self.log("final-checkpoint", outcome=outcome, seconds=seconds, **detail)
+
+    def gang_report(self, report: dict[str, object]) -> None:
+        """A multi-node job's stop (``gang-stop``) or resume (``restored``) as its rank reported it."""
+        if report.get("checkpoint") == "restore":
+            self.log("restored", step=report.get("step"), generation=report.get("generation"))
+            return
+        self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
+        self.log("gang-stop", **report)
 
     def ready(self, stage: str, boot_seconds: float | None) -> None:
         if boot_seconds is not None:
