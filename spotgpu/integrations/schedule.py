@@ -72,3 +72,36 @@ def steps_for(interval_seconds: float, seconds_per_step: float) -> int:
     if seconds_per_step <= 0:
         return 1
     return max(1, math.floor(interval_seconds / seconds_per_step))
+
+
+#: Overrides where :func:`pool_interval_seconds` reads the agent's config (tests, containers).
+AGENT_CONFIG_ENV = "SPOTGPU_AGENT_CONFIG"
+
+
+def pool_interval_seconds(path: str | None = None) -> int:
+    """The pool's periodic checkpoint interval, as this VM's agent config holds it.
+
+    The components compute it from the workload profile
+    (``spotgpu.economics.interval.choose_interval(profile, notice).seconds``) and the bootstrap
+    writes it to ``/etc/spotgpu/agent.json`` as ``checkpointIntervalSeconds``; reading it here
+    keeps one number for the cost model, the policy pack and the training job.
+    """
+    import os
+
+    from pydantic import ValidationError
+
+    from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
+
+    where = path or os.environ.get(AGENT_CONFIG_ENV) or AGENT_CONFIG_PATH
+    try:
+        with open(where, encoding="utf-8") as handle:
+            return AgentConfig.model_validate_json(handle.read()).checkpoint_interval_seconds
+    except OSError as err:
+        raise ValueError(
+            f"{where}: cannot read the agent config ({err.strerror}); fix: run on a pool VM, set "
+            f"{AGENT_CONFIG_ENV}, or pass every_seconds=/every_steps= yourself"
+        ) from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        field_name = ".".join(str(p) for p in first["loc"]) or "(document)"
+        raise ValueError(f"{where}: {field_name}: {first['msg']}; fix: the file the bootstrap wrote") from None

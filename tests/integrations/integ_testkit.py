@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +77,12 @@ def free_port() -> int:
 
 @contextmanager
 def ranks(
-    script: Path, args: Sequence[str], world: int, agents: Sequence[str | None], log_dir: Path
+    script: Path,
+    args: Sequence[str],
+    world: int,
+    agents: Sequence[str | None],
+    log_dir: Path,
+    cwd: Path | None = None,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """One process per rank (gloo on loopback through MASTER_ADDR/PORT); on exit any rank
     still running is killed by PID (its process group), so nothing outlives the test."""
@@ -111,6 +116,7 @@ def ranks(
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
+                        cwd=cwd,
                     )
                 )
         yield procs
@@ -141,6 +147,20 @@ def wait_for(path: Path, timeout: float, procs: Sequence[subprocess.Popen[bytes]
         if time.monotonic() > end:
             raise AssertionError(f"{path.name} not written within {timeout}s")
         time.sleep(0.05)
+
+
+def wait_for_value(
+    probe: Callable[[], Any], timeout: float, procs: Sequence[subprocess.Popen[bytes]], log_dir: Path
+) -> Any:
+    end = time.monotonic() + timeout
+    while not (value := probe()):
+        for rank, proc in enumerate(procs):
+            if proc.poll() is not None:
+                raise AssertionError(f"rank {rank} exited {proc.returncode} early:\n{tail(log_dir, rank)}")
+        if time.monotonic() > end:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.02)
+    return value
 
 
 def tail(log_dir: Path, rank: int, lines: int = 40) -> str:
