@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from spotgpu.gang.launch import GangLaunch, launcher_argv
 from spotgpu.models.base import SpotModel
 from spotgpu.tags import AGENT_MARKER
 
@@ -24,6 +25,9 @@ MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 -
 AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
 #: Must stay in step with ``spotgpu.agent.cli`` (tests/agent/test_bootstrap_snapshot.py parses it back).
 AGENT_EXEC_START = f"/opt/spotgpu/venv/bin/spotgpu agent run --config {AGENT_CONFIG_PATH}"
+#: The gang launch unit (pools that run gangs only): ``spotgpu gang run -- torchrun ...``.
+GANG_UNIT = "spotgpu-gang.service"
+SPOTGPU_BIN = "/opt/spotgpu/venv/bin/spotgpu"
 
 
 class AgentRuntime(SpotModel):
@@ -105,8 +109,32 @@ def control_store_url(checkpoint_store: str) -> str:
     return f"{base}/{CONTROL_STORE_SUFFIX}"
 
 
-def render_bootstrap(config: AgentConfig, agent_package: str = "spotgpu") -> str:
-    """A POSIX shell script that installs and starts the node agent."""
+def gang_unit(launch: GangLaunch, control_socket: str) -> str:
+    """The systemd unit that supervises a gang job on this VM (see spotgpu.gang.launch).
+
+    ``spotgpu gang run`` does the restarting by the workers' exit code (75/76 rejoin at
+    once, real failures ``maxFailures`` times) and exits 0 once this VM drains, so systemd
+    only restarts it if it dies abnormally (a signal, a core dump), never on an exit code.
+    """
+    command = shlex.join(launcher_argv(launch, spotgpu=SPOTGPU_BIN))
+    return f"""[Unit]
+Description=spotgpu gang launch (torchrun, rendezvous {launch.rendezvous_host}:{launch.rendezvous_port})
+After={AGENT_MARKER} network-online.target
+Wants={AGENT_MARKER} network-online.target
+
+[Service]
+Environment=SPOTGPU_AGENT={control_socket}
+ExecStart={command}
+Restart=on-abnormal
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def render_bootstrap(config: AgentConfig, agent_package: str = "spotgpu", gang: GangLaunch | None = None) -> str:
+    """A POSIX shell script that installs and starts the node agent (and, for a gang pool, the launch)."""
     cfg = json.dumps(config.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True, indent=1)
     script = f"""#!/bin/bash
 # spotgpu bootstrap: install the node agent for pool {config.pool} ({config.provider}, {config.capacity_type}).
@@ -139,6 +167,12 @@ SPOTGPU_UNIT
 systemctl daemon-reload
 systemctl enable --now {AGENT_MARKER}
 """
+    if gang is not None:
+        script += f"""cat > /etc/systemd/system/{GANG_UNIT} <<'SPOTGPU_UNIT'
+{gang_unit(gang, config.control_socket)}SPOTGPU_UNIT
+systemctl daemon-reload
+systemctl enable --now {GANG_UNIT}
+"""
     limit = MAX_BOOTSTRAP_BYTES[config.provider]
     if len(script.encode()) > limit:
         raise ValueError(
@@ -148,6 +182,43 @@ systemctl enable --now {AGENT_MARKER}
     return script
 
 
-def render_bootstrap_b64(config: AgentConfig, agent_package: str = "spotgpu") -> str:
+def render_bootstrap_b64(config: AgentConfig, agent_package: str = "spotgpu", gang: GangLaunch | None = None) -> str:
     """Base64 form for AWS launch-template user data and Azure custom data."""
-    return base64.b64encode(render_bootstrap(config, agent_package).encode()).decode()
+    return base64.b64encode(render_bootstrap(config, agent_package, gang).encode()).decode()
+
+
+#: The rendezvous host's unit: ``spotgpu gang store`` (torch's TCPStore), restarted whenever it stops.
+STORE_UNIT = "spotgpu-gang-store.service"
+#: The store host needs torch for the TCPStore, not CUDA: the CPU wheels are a tenth of the size.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def render_store_bootstrap(port: int, agent_package: str = "spotgpu") -> str:
+    """User data of a gang's rendezvous host: install spotgpu and torch (CPU), serve the store on ``port``."""
+    return f"""#!/bin/bash
+# spotgpu rendezvous host: serves a gang's torchrun c10d rendezvous store on port {port}.
+# It runs on demand so that no spot notice can take the gang's next rendezvous down.
+set -euo pipefail
+install -d -m 0755 /opt/spotgpu
+if [ ! -x /opt/spotgpu/venv/bin/spotgpu ]; then
+  python3 -m venv /opt/spotgpu/venv
+  /opt/spotgpu/venv/bin/pip install --quiet torch --index-url {TORCH_CPU_INDEX}
+  /opt/spotgpu/venv/bin/pip install --quiet {shlex.quote(agent_package)}
+fi
+cat > /etc/systemd/system/{STORE_UNIT} <<'SPOTGPU_UNIT'
+[Unit]
+Description=spotgpu gang rendezvous store (torch TCPStore on port {port})
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+ExecStart={SPOTGPU_BIN} gang store --port {port}
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+SPOTGPU_UNIT
+systemctl daemon-reload
+systemctl enable --now {STORE_UNIT}
+"""

@@ -23,9 +23,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from spotgpu import tags as link
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.config import ConfigError
+from spotgpu.gang.launch import GangLaunch
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.aws.rendezvous import RendezvousPlan, plan_rendezvous
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
 DRAIN_HOOK = "spotgpu-drain"
@@ -211,6 +213,8 @@ class PoolPlan:
     spot_links: dict[str, str]
     fallback_links: dict[str, str]
     base_tags: dict[str, str]
+    #: A gang pool's rendezvous host (None: the pool runs no gang, and nothing of it exists).
+    rendezvous: RendezvousPlan | None = None
 
     def tags(self, links: dict[str, str], resource: str) -> dict[str, str]:
         """Base tags + link tags + a readable Name."""
@@ -266,10 +270,10 @@ def with_aws_extra(agent_package: str) -> str:
     return f"{text[:cut]}[aws]{text[cut:]}"  # the user's own version text, untouched
 
 
-def user_data(config: AgentConfig, agent_package: str) -> str:
+def user_data(config: AgentConfig, agent_package: str, gang: GangLaunch | None = None) -> str:
     """Base64 bootstrap; an agent that completes a lifecycle hook gets boto3 (the aws extra)."""
     package = with_aws_extra(agent_package) if config.lifecycle_hook else agent_package
-    return render_bootstrap_b64(config, package)
+    return render_bootstrap_b64(config, package, gang)
 
 
 def plan_pool(args: PoolArgs) -> PoolPlan:
@@ -296,6 +300,11 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
         spec, capacity_type="on-demand", checkpoint_store=store, interval_seconds=interval, group=names.fallback_group
     )
     waiver = waiver_text(spec)
+    try:
+        rendezvous = plan_rendezvous(spec, f"spotgpu-{args.environment}-{spec.name}", {**args.base_tags, link.POOL: spec.name})
+    except ValueError as err:
+        raise PoolPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+    gang = rendezvous.launch if rendezvous else None
 
     def links(role: str) -> dict[str, str]:
         return link.pool_links(
@@ -323,9 +332,10 @@ def plan_pool(args: PoolArgs) -> PoolPlan:
         asg_overrides=asg_overrides(spec.instance_types),
         fleet_overrides=fleet_overrides(spec.instance_types, [(s.id, s.zone) for s in spec.subnets]),
         termination_delay_seconds=fleet_termination_delay(heartbeat),
-        spot_user_data=user_data(spot_agent, spec.agent_package),
-        fallback_user_data=user_data(fallback_agent, spec.agent_package),
+        spot_user_data=user_data(spot_agent, spec.agent_package, gang),
+        fallback_user_data=user_data(fallback_agent, spec.agent_package, gang),
         spot_links=links("spot-pool"),
         fallback_links=links("fallback"),
         base_tags=args.base_tags,
+        rendezvous=rendezvous,
     )

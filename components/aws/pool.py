@@ -31,6 +31,7 @@ from spotgpu_pulumi.aws.events import InterruptionEvents, InterruptionEventsArgs
 from spotgpu_pulumi.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from spotgpu_pulumi.aws.identity import NodeIdentity, NodeIdentityArgs
 from spotgpu_pulumi.aws.plan import plan_pool
+from spotgpu_pulumi.aws.rendezvous import RendezvousHost
 from spotgpu_pulumi.aws.spot import SpotCapacity, SpotCapacityArgs
 from spotgpu_pulumi.inputs import as_input, optional_input
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
@@ -128,6 +129,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 ),
                 child,
             )
+        rendezvous = RendezvousHost(f"{name}-rendezvous", plan.rendezvous, child) if plan.rendezvous else None
         spot_groups = pulumi.Output.from_input(spot.group_name).apply(lambda group: [group])
         self.exports = {
             **common_exports(
@@ -153,6 +155,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         }
         if job is not None:
             self.exports |= {"controllerFunction": job.function_name, "controllerConfig": job.controller_config}
+        if rendezvous is not None:
+            self.exports |= {"rendezvousAddress": rendezvous.address, "rendezvousInstanceId": rendezvous.instance_id}
         self.register_outputs(self.exports)
 
 

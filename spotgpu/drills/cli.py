@@ -1,4 +1,4 @@
-"""``spotgpu drill aws|gcp|azure --pool NAME``: one module per cloud registers its command.
+"""``spotgpu drill aws|gcp|azure --pool NAME`` (one module per cloud) and ``spotgpu drill local`` (a gang on this machine).
 
 Each cloud's drill needs its SDK (an extra). On a VM without it the command still
 appears and says which extra to install, and the rest of the CLI keeps working.
@@ -39,3 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             stub.set_defaults(func=_needs_extra(cloud, err.name), accepts_extra_args=True)
             continue
         module.register(clouds)
+    from spotgpu.drills import local  # no cloud SDK: fakes, agents and torchrun on this machine
+
+    local.register(clouds)

@@ -261,7 +261,9 @@ class Gang:
                 except Exception as err:
                     error, result = err, None
                 local = -1 if result is None else int(result.step)
-            lowest, highest, failed = self._allreduce_max([-float(local), float(local), float(error is not None)], "restore")
+            lowest, highest, failed = self._allreduce_max(
+                [-float(local), float(local), float(error is not None)], "restore"
+            )
             if failed > 0:
                 if error is not None:
                     raise error
@@ -315,9 +317,7 @@ class Gang:
             self._step_seconds = per_step if self._step_seconds is None else 0.8 * self._step_seconds + 0.2 * per_step
         self._last_call = (step, now)
 
-    def _allreduce_max(
-        self, values: list[float], what: str, timeout: datetime.timedelta | None = None
-    ) -> list[float]:
+    def _allreduce_max(self, values: list[float], what: str, timeout: datetime.timedelta | None = None) -> list[float]:
         if not self.distributed:
             return values
         dist = self._dist
@@ -345,9 +345,7 @@ class Gang:
         if self._reported_loss or self.client is None:
             return
         self._reported_loss = True
-        self.client.report(
-            False, "gang", self._step, role="peer", reason=reason, outcome="peer-lost", noticed_ranks=[]
-        )
+        self.client.report(False, "gang", self._step, role="peer", reason=reason, outcome="peer-lost", noticed_ranks=[])
 
     def _report_outcome(self, result: GangSaveResult, step: int, outcome: str) -> None:
         stop = self.stop

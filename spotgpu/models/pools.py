@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
+from spotgpu.models.gang import AwsGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 
@@ -288,6 +289,9 @@ class AwsPoolSpec(_PoolBase):
     )
     security_group_ids: tuple[AnyIdRef, ...] = Field(
         default=(), json_schema_extra=fix_hint("list security group ids (sg-...)")
+    )
+    gang: AwsGangSpec | None = Field(
+        default=None, description="Run a gang job: a rendezvous host and the launch unit (off when unset)."
     )
     region: str | None = Field(
         default=None,

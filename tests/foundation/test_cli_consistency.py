@@ -34,7 +34,11 @@ TIME_WORDS = re.compile(r"(poll|timeout|grace|wait|delay|period|ttl|interval|eve
 UNIT_SUFFIX = re.compile(r"-(seconds|minutes|hours|days)$")
 
 #: Leaf commands that report nothing a script would parse, so need no --json.
-NO_REPORT = {"spotgpu agent run": "the daemon; its events log is already JSON lines"}
+NO_REPORT = {
+    "spotgpu agent run": "the daemon; its events log is already JSON lines",
+    "spotgpu gang run": "a supervisor: stdout is torchrun's and the job's, one line per epoch on stderr",
+    "spotgpu gang store": "a server",
+}
 #: The areas this test holds to every rule, including help text on every flag.
 STRICT_AREAS = ("spotgpu ckpt", "spotgpu agent", "spotgpu drill", "spotgpu cost", "spotgpu simulate", "spotgpu controller")
 
@@ -114,7 +118,7 @@ def test_every_reporting_command_takes_json(path: str) -> None:
     assert "--json" in flags, f"{path} reports something: give it --json (cliutil.add_json_flag)"
 
 
-@pytest.mark.parametrize("path", sorted(p for p in TREE if p.startswith("spotgpu drill ")))
+@pytest.mark.parametrize("path", sorted(p for p in TREE if p.startswith("spotgpu drill ") and p != "spotgpu drill local"))
 def test_every_drill_has_the_same_core_flags(path: str) -> None:
     flags = {option for option, _, visible in options(TREE[path]) if visible}
     assert {"--pool", "--dry-run", "--json", "--poll-seconds", "--timeout-seconds"} <= flags
@@ -131,3 +135,9 @@ def test_canonical_table_has_one_spelling_per_concept() -> None:
     spellings = list(CANONICAL_FLAGS.values())
     assert len(spellings) == len(set(spellings))
     assert set(DEPRECATED_ALIASES.values()) <= set(spellings)
+
+
+def test_the_local_drill_has_the_drills_json_and_timeout() -> None:
+    """``drill local`` hits no pool (so no --pool/--dry-run/--poll-seconds), but reports like the others."""
+    flags = {option for option, _, visible in options(TREE["spotgpu drill local"]) if visible}
+    assert {"--json", "--timeout-seconds"} <= flags

@@ -1,0 +1,351 @@
+"""``spotgpu drill local --nodes N -- CMD...``: a whole gang interruption on one machine.
+
+Each simulated VM is a loopback fake metadata server, a real ``spotgpu agent run`` and a
+real ``spotgpu gang run -- torchrun ...`` (:mod:`spotgpu.drills.local_nodes`); the drill
+hosts the rendezvous TCPStore the way the rendezvous host does. It waits until every rank
+has restored (the gang helper reports it to its agent), raises a notice on one node (or,
+with ``--during-save``, the moment a periodic save starts writing), reclaims that node once
+its agent drained, starts a replacement, and follows the gang until the job finishes.
+
+Everything it reports it reads from the agents' events logs (``gang-stop``, ``restored``,
+``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. It fails
+(exit 1) if a rank hung (a phase ran past ``--timeout-seconds``), crashed (a launcher
+exited non-zero), stopped at different steps, or resumed from an older step than the gang
+committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from spotgpu.cliutil import EXIT_CHECK_FAILED, EXIT_OK, UserError, add_json_flag, add_seconds_flag, print_json
+from spotgpu.drills.local_nodes import Node
+
+PROVIDERS = ("aws", "gcp", "azure")
+
+
+class Hung(Exception):
+    """A phase did not finish in time: some rank (or the launch) hung."""
+
+
+@dataclass(frozen=True)
+class LocalDrill:
+    """What to run; validated once, by :func:`check_args` (CLI) or the caller (tests)."""
+
+    command: list[str]
+    nodes: int = 2
+    notice_node: int | None = 0
+    provider: str = "aws"
+    lead_seconds: float | None = None
+    during_save: bool = False
+    checkpoint_url: str | None = None
+    timeout_seconds: float = 240.0
+    notice_after_seconds: float = 1.0
+    workdir: Path | None = None
+    run_id: str = "drill"
+
+
+@dataclass
+class Report:
+    """The drill's findings; :meth:`document` is the ``--json`` form (camelCase keys)."""
+
+    nodes: int
+    provider: str
+    notice_node: int | None
+    status: str = "running"
+    reasons: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    stops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resumed: dict[str, int | None] = field(default_factory=dict)
+    launchers: dict[str, int | None] = field(default_factory=dict)
+    workdir: str = ""
+
+    def fail(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    def document(self) -> dict[str, Any]:
+        committed = [s.get("committed") for s in self.stops.values()]
+        steps = sorted({int(s["step"]) for s in self.stops.values() if s.get("step") is not None})
+        return {
+            "nodes": self.nodes,
+            "provider": self.provider,
+            "noticeNode": self.notice_node,
+            "status": self.status,
+            "reasons": self.reasons,
+            "stopSteps": {name: stop.get("step") for name, stop in self.stops.items()},
+            "stops": self.stops,
+            "finalCheckpoint": {
+                "committed": bool(committed) and all(committed),
+                "step": steps[0] if len(steps) == 1 else None,
+            },
+            "resumedSteps": self.resumed,
+            "launcherExits": self.launchers,
+            "timings": {key: round(value, 3) for key, value in self.timings.items()},
+            "workdir": self.workdir,
+        }
+
+
+def _local_dir(url: str) -> Path:
+    parts = urlsplit(url)
+    if parts.scheme != "file":
+        raise UserError(f"--checkpoint-url {url!r}: --during-save watches a local store; fix: a file:// URL")
+    return Path(parts.path)
+
+
+def _generation_started(root: Path, seen: set[str]) -> bool:
+    """A generation directory appeared whose step has no commit marker yet: a save is writing."""
+    gens = root / "generations"
+    if not gens.is_dir():
+        return False
+    for gen in gens.iterdir():
+        if gen.name in seen:
+            continue
+        seen.add(gen.name)
+        if not (root / "commits" / f"{gen.name.split('-')[0]}.json").exists():
+            return True
+    return False
+
+
+class Drill:
+    def __init__(self, spec: LocalDrill, say: Callable[[str], None]) -> None:
+        self.spec = spec
+        self.say = say
+        self.started = time.time()
+        self.deadline = time.monotonic() + spec.timeout_seconds
+        self.workdir = spec.workdir or Path(tempfile.mkdtemp(prefix="spotgpu-drill-"))
+        self.report = Report(spec.nodes, spec.provider, spec.notice_node, workdir=str(self.workdir))
+        self.all_nodes: list[Node] = []
+        self.store: Any = None
+
+    # -- plumbing ------------------------------------------------------------------
+    def mark(self, key: str, at: float | None = None) -> float:
+        at = time.time() if at is None else at
+        self.report.timings[key] = at - self.started
+        return at
+
+    def wait(self, what: str, predicate: Callable[[], Any], step: float = 0.1) -> Any:
+        while True:
+            self.check_crashes()
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > self.deadline:
+                raise Hung(f"{what}: not within --timeout-seconds {self.spec.timeout_seconds:g}")
+            time.sleep(step)
+
+    def check_crashes(self, allow: tuple[int, ...] = ()) -> None:
+        for node in self.all_nodes:
+            code = node.poll()
+            if code not in (None, 0, *allow):
+                raise Hung(f"{node.name}: launcher exited {code} (a rank crashed or gave up; see {node.workdir})")
+
+    def start_node(self, launch: Any, url: str) -> Node:
+        from spotgpu.drills.local_nodes import Node
+
+        node = Node(len(self.all_nodes), self.spec.provider, self.workdir / f"node{len(self.all_nodes)}")
+        self.all_nodes.append(node)
+        env = dict(os.environ)
+        node.start(launch, url, env)
+        self.mark(f"{node.name}Started", node.started_at)
+        return node
+
+    @staticmethod
+    def records(node: Node, record: str, after: float = 0.0) -> list[dict[str, Any]]:
+        return [e for e in node.events() if e.get("record") == record and float(e.get("ts", 0)) >= after]
+
+    # -- the drill -----------------------------------------------------------------------
+    def run(self) -> Report:
+        from spotgpu.gang.launch import GangLaunch
+        from spotgpu.gang.store import serve_store
+
+        spec = self.spec
+        url = spec.checkpoint_url or f"file://{self.workdir / 'ckpt'}"
+        self.store = serve_store("127.0.0.1", 0)
+        launch = GangLaunch(
+            command=spec.command,
+            min_nodes=spec.nodes,
+            max_nodes=spec.nodes,
+            rendezvous_host="127.0.0.1",
+            rendezvous_port=self.store.port,
+            run_id=spec.run_id,
+            join_timeout_seconds=max(10, int(spec.timeout_seconds)),
+            keep_alive_seconds=1,
+            monitor_interval_seconds=0.2,
+            max_failures=0,
+            local_addr="127.0.0.1",
+        )
+        self.say(f"drill local: {spec.nodes} nodes ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
+        gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
+        self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
+        self.mark("allRestored")
+        self.say("drill local: every rank is training")
+        if spec.notice_node is None:
+            return self.finish(gang, None, 0.0)
+        noticed = gang[spec.notice_node]
+        if spec.during_save:
+            root, seen = _local_dir(url), set[str]()
+            _generation_started(root, seen)  # generations already there do not count
+            self.wait("a periodic save starting", lambda: _generation_started(root, seen), step=0.005)
+        else:
+            time.sleep(spec.notice_after_seconds)
+        raised = self.mark("noticeRaised", noticed.raise_notice(spec.lead_seconds))
+        self.say(f"drill local: notice on {noticed.name}")
+        stops = self.wait(
+            "every rank's gang stop", lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s
+        )
+        for node, records in zip(gang, stops, strict=True):
+            stop = records[0]
+            self.report.stops[node.name] = {
+                key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
+            }
+            self.mark(f"{node.name}StopReported", float(stop["ts"]))
+        self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
+        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
+        self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        # The group launches the replacement as the node drains (capacity rebalancing starts it
+        # even earlier); the noticed VM is reclaimed once its launcher left.
+        replacement = self.start_node(launch, url)
+        self.say(f"drill local: replacement {replacement.name} started")
+        self.wait(f"{noticed.name}'s launcher leaving", lambda: noticed.poll() is not None)
+        self.mark("noticedLauncherExited", noticed.launcher_exited_at)
+        noticed.kill()  # the cloud reclaims the VM
+        self.mark("noticedReclaimed")
+        gang = [n for n in gang if n is not noticed] + [replacement]
+        return self.finish(gang, noticed, raised)
+
+    def finish(self, gang: list[Node], noticed: Node | None, raised: float) -> Report:
+        report = self.report
+        if noticed is not None:
+            resumed = self.wait(
+                "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
+            )
+            for node, records in zip(gang, resumed, strict=True):
+                report.resumed[node.name] = records[-1].get("step")
+                self.mark(f"{node.name}Resumed", float(records[-1]["ts"]))
+            self.say(f"drill local: resumed steps {list(report.resumed.values())}")
+        self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
+        self.mark("jobFinished")
+        for node in self.all_nodes:
+            report.launchers[node.name] = node.poll()
+        self.judge()
+        return report
+
+    def judge(self) -> None:
+        report = self.report
+        for name, code in report.launchers.items():
+            if code != 0:
+                report.fail(f"{name}: launcher exited {code}")
+        steps = {stop.get("step") for stop in report.stops.values()}
+        if len(steps) > 1:
+            report.fail(f"the ranks stopped at different steps: {sorted(map(str, steps))}")
+        committed = [stop for stop in report.stops.values() if stop.get("committed")]
+        floor = max((int(stop["step"]) for stop in committed), default=None)
+        for name, step in report.resumed.items():
+            if floor is not None and (step is None or step < floor):
+                report.fail(f"{name} resumed from step {step}, older than the committed step {floor}")
+        report.status = "failed" if report.reasons else "passed"
+
+    def close(self) -> None:
+        for node in self.all_nodes:
+            node.kill()
+        self.store = None
+
+
+def run_drill(spec: LocalDrill, say: Callable[[str], None] = print) -> Report:
+    """Run the drill; always kills what it started. Hangs and crashes are failures, not raises."""
+    drill = Drill(spec, say)
+    try:
+        drill.run()
+    except (Hung, RuntimeError, TimeoutError) as err:  # a node that could not start is a failed drill too
+        for node in drill.all_nodes:
+            drill.report.launchers[node.name] = node.poll()
+        drill.report.fail(str(err))
+        drill.report.status = "failed"
+    finally:
+        drill.close()
+    return drill.report
+
+
+def check_args(args: argparse.Namespace) -> LocalDrill:
+    command = list(args.cmd)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise UserError("CMD: missing; fix: spotgpu drill local --nodes 2 -- python -m spotgpu.drills.gang_job ...")
+    if args.nodes < 2:
+        raise UserError(f"--nodes {args.nodes}: a gang needs at least 2; fix: --nodes 2")
+    if not 0 <= args.notice_node < args.nodes:
+        raise UserError(f"--notice-node {args.notice_node}: no such node; fix: 0..{args.nodes - 1}")
+    if args.provider == "gcp" and args.lead_seconds is not None:
+        raise UserError("--lead-seconds: a GCP preemption has no lead of its own (the notice contract gives it); fix: drop it")
+    if args.during_save and not args.checkpoint_url:
+        raise UserError("--during-save: needs the job's store to watch; fix: --checkpoint-url file:///path (the job's --ckpt)")
+    if args.checkpoint_url:
+        _local_dir(args.checkpoint_url)
+    if command[0] == "python":
+        command[0] = sys.executable
+    if command[0] == sys.executable and command[1:2] == ["-m"] and len(command) > 2:
+        command = ["-m", *command[2:]]  # torchrun runs modules itself
+    elif command[0] == sys.executable:
+        command = command[1:]
+    else:
+        command = ["--no-python", *command]
+    return LocalDrill(
+        command=command,
+        nodes=args.nodes,
+        notice_node=args.notice_node,
+        provider=args.provider,
+        lead_seconds=args.lead_seconds,
+        during_save=args.during_save,
+        checkpoint_url=args.checkpoint_url,
+        timeout_seconds=args.timeout_seconds,
+        workdir=Path(args.workdir) if args.workdir else None,
+    )
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [f"drill {'passed' if doc['status'] == 'passed' else 'FAILED'}: {doc['nodes']} nodes, notice on node{doc['noticeNode']}"]
+    lines.append(f"  stop steps:     {doc['stopSteps']}")
+    final = doc["finalCheckpoint"]
+    lines.append(f"  final checkpoint: {'committed' if final['committed'] else 'NOT committed'} at step {final['step']}")
+    lines.append(f"  resumed steps:  {doc['resumedSteps']}")
+    lines.append(f"  launcher exits: {doc['launcherExits']}")
+    lines.append("  timings (s from start): " + ", ".join(f"{k} {v:g}" for k, v in doc["timings"].items()))
+    lines.extend(f"  reason: {reason}" for reason in doc["reasons"])
+    return "\n".join(lines)
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    spec = check_args(args)
+    stream = sys.stderr if args.json else sys.stdout
+    report = run_drill(spec, say=lambda line: print(line, file=stream, flush=True))
+    doc = report.document()
+    if args.json:
+        print_json(doc)
+    else:
+        print(render(doc))
+    return EXIT_OK if report.status == "passed" else EXIT_CHECK_FAILED
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("local", help="a real multi-node gang job on this machine: notice, gang stop, replacement, resume")
+    p.add_argument("--nodes", type=int, default=2, help="simulated VMs (one rank each)")
+    p.add_argument("--notice-node", type=int, default=0, help="the node that gets the notice")
+    p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
+    p.add_argument("--lead-seconds", type=float, default=None, help="AWS/Azure: seconds between the notice and the reclaim")
+    p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
+    p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
+    add_seconds_flag(p, "--timeout-seconds", 240.0, "a phase running past this many seconds from the start is a hang")
+    p.add_argument("--workdir", default=None, help="where node logs go (default: a new temporary directory)")
+    add_json_flag(p, "the drill's findings and timings")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD...: the job each rank runs (torchrun starts it)")
+    p.set_defaults(func=cmd_local)

@@ -1,0 +1,134 @@
+"""``spotgpu drill local`` on the shipped example job, against uninterrupted references.
+
+Each drill is real: one fake metadata server, one ``spotgpu agent run`` and one
+``spotgpu gang run -- torchrun`` per node, gloo ranks, a notice, a replacement node. The
+resumed run's per-step losses and final parameters must equal an uninterrupted run bit for
+bit. The references run the same job under one ``torchrun --standalone`` with one process
+per rank (gloo's reduction depends on the ranks, not on how they are spread over hosts).
+Everything has hard timeouts; the drill kills what it started by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spotgpu.drills.local import LocalDrill, run_drill
+
+STEPS = 30
+REPO = Path(__file__).resolve().parents[2]
+JOB = ["-m", "spotgpu.drills.gang_job", "--steps", str(STEPS), "--save-every", "5", "--step-seconds", "0.02"]
+
+
+def job(tmp: Path, *extra: str) -> list[str]:
+    return [*JOB, "--ckpt", f"file://{tmp / 'ckpt'}", "--out", str(tmp / "out"), *extra]
+
+
+def losses(out: Path) -> dict[int, dict[int, str]]:
+    """rank -> step -> loss (hex); a re-trained step's last line wins."""
+    by_rank: dict[int, dict[int, str]] = {}
+    for path in sorted(out.glob("losses-r*.jsonl")):
+        rank = int(path.stem.removeprefix("losses-r"))
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            by_rank.setdefault(rank, {})[record["step"]] = record["loss"]
+    return by_rank
+
+
+def outcome(out: Path) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    return losses(out), json.loads((out / "final.json").read_text(encoding="utf-8"))
+
+
+def reference(tmp: Path, ranks: int, *extra: str) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *job(tmp, *extra)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**_env(), "SPOTGPU_AGENT": "127.0.0.1:9"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return outcome(tmp / "out")
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+@pytest.fixture(scope="module")
+def reference2(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    return reference(tmp_path_factory.mktemp("ref2"), 2, "--state-mb", "4")
+
+
+def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during_save: bool = False) -> dict[str, Any]:
+    spec = LocalDrill(
+        command=job(tmp, *extra),
+        nodes=nodes,
+        notice_node=notice,
+        provider=provider,
+        lead_seconds=None if provider == "gcp" else 60.0,
+        during_save=during_save,
+        checkpoint_url=f"file://{tmp / 'ckpt'}",
+        timeout_seconds=150,
+        workdir=tmp / "drill",
+    )
+    doc = run_drill(spec, say=lambda line: print(line, flush=True)).document()
+    print(json.dumps(doc, indent=1))
+    return doc
+
+
+def check(doc: dict[str, Any], nodes: int, notice: int) -> None:
+    assert doc["status"] == "passed", doc["reasons"]
+    steps = set(doc["stopSteps"].values())
+    assert len(steps) == 1 and len(doc["stopSteps"]) == nodes  # one stop, one step, every rank
+    (stop,) = steps
+    assert doc["finalCheckpoint"] == {"committed": True, "step": stop}
+    assert set(doc["resumedSteps"].values()) == {stop}  # every rank resumed at the committed step
+    assert len(doc["resumedSteps"]) == nodes and f"node{notice}" not in doc["resumedSteps"]  # the replacement, not it
+    assert doc["launcherExits"] == {f"node{i}": 0 for i in range(nodes + 1)}  # the noticed one left "drained"
+    roles = {name: s["role"] for name, s in doc["stops"].items()}
+    assert roles.pop(f"node{notice}") == "noticed" and set(roles.values()) == {"peer"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_two_nodes_notice_on_node0_resume_bitwise(
+    tmp_path: Path, reference2: tuple[dict[int, dict[int, str]], dict[str, Any]]
+) -> None:
+    doc = drill(tmp_path, 2, 0, "azure", "--state-mb", "4")
+    check(doc, 2, 0)
+    assert outcome(tmp_path / "out") == reference2
+
+
+def documented_drill() -> str:
+    """The CI command of docs/operations.md ("Gang jobs"), exactly as written."""
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text.split("### Gang jobs: drill the whole gang", 1)[1]
+    return section.split("```bash\n", 1)[1].split("\n```", 1)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_documented_ci_drill_notice_on_node1_during_save_resumes_bitwise(
+    tmp_path: Path, reference2: tuple[dict[int, dict[int, str]], dict[str, Any]]
+) -> None:
+    command = documented_drill()
+    assert command.startswith("spotgpu drill local --nodes 2 --notice-node 1 --during-save")
+    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=190)
+    print(proc.stderr[-4000:])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    doc = json.loads(proc.stdout)
+    check(doc, 2, 1)
+    assert outcome(tmp_path / "drill" / "out") == reference2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(280)
+def test_four_nodes_resume_bitwise(tmp_path: Path) -> None:
+    expected = reference(tmp_path / "ref", 4)
+    doc = drill(tmp_path, 4, 2, "gcp")
+    check(doc, 4, 2)
+    assert outcome(tmp_path / "out") == expected
