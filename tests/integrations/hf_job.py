@@ -7,7 +7,9 @@ usage: hf_job.py OUT_DIR STORE_URL [--steps N] [--stop-at K --noticed-rank R] [-
   --then-reference: after a run that ended normally, train once more in this process from
                scratch without spotgpu (the uninterrupted run to compare with; it runs after
                the resumed run, so nothing of it can leak into the run under test).
-Writes OUT_DIR/{run,reference}-losses-rR.json ({step: loss}) and OUT_DIR/result-rR.json;
+  --step-seconds S: every step takes at least S (a drill's notice then lands mid-run).
+Writes OUT_DIR/{run,reference}-losses-rR-fromA.json ({step: loss}) and OUT_DIR/result-rR-fromA.json
+(A: the step this attempt resumed from, 0 for a fresh start and for the reference);
 exits with the callback's exit code (75 after a gang stop).
 """
 
@@ -41,6 +43,16 @@ class RecordingTrainer(Trainer):
         return loss
 
 
+class SlowSteps(TrainerCallback):
+    """Each step takes at least this long, so a drill's notice lands mid-run."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        time.sleep(self.seconds)
+
+
 class HoldForNotice(TrainerCallback):
     """At step K: say so, then hold until this rank's own agent has a notice (max 60 s)."""
 
@@ -60,6 +72,11 @@ def dataset(n: int = 64, length: int = 12) -> list[dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(1234)
     ids = torch.randint(0, 64, (n, length), generator=gen)
     return [{"input_ids": row, "labels": row} for row in ids]
+
+
+def attempt(spot: SpotgpuCallback | None) -> int:
+    """Which attempt this is: the step it resumed from (0: a fresh start)."""
+    return spot.restored.step if spot and spot.restored else 0
 
 
 def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> dict[str, Any]:
@@ -85,10 +102,12 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     callbacks: list[Any] = [] if spot is None else [spot]
     if spot is not None and opts.stop_at is not None and rank == opts.noticed_rank:
         callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}"))
+    if spot is not None and opts.step_seconds:
+        callbacks.insert(0, SlowSteps(opts.step_seconds))
     trainer = RecordingTrainer(model=model, args=args, train_dataset=dataset(), callbacks=callbacks)
     trainer.losses = {}
     trainer.train(resume_from_checkpoint=spot.resume_from(args.output_dir) if spot else None)
-    (opts.out / f"{name}-losses-r{rank}.json").write_text(json.dumps(trainer.losses))
+    (opts.out / f"{name}-losses-r{rank}-from{attempt(spot)}.json").write_text(json.dumps(trainer.losses))
     params = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
     return {
         "restored": spot.restored.step if spot and spot.restored else None,
@@ -106,13 +125,14 @@ def main() -> int:
     parser.add_argument("--stop-at", type=int)
     parser.add_argument("--noticed-rank", type=int, default=0)
     parser.add_argument("--then-reference", action="store_true")
+    parser.add_argument("--step-seconds", type=float, default=0.0)
     opts = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
     spot = SpotgpuCallback(opts.url, every_steps=4)
     results = {"run": train(opts, "run", spot)}
     if opts.then_reference and spot.exit_code == 0:
         results["reference"] = train(opts, "reference", None)
-    (opts.out / f"result-r{rank}.json").write_text(json.dumps(results))
+    (opts.out / f"result-r{rank}-from{attempt(spot)}.json").write_text(json.dumps(results))
     return spot.exit_code
 
 

@@ -198,13 +198,13 @@ def check_gang_stop_and_resume(job: Path, tmp: Path, world: int, steps: int, sto
         with ranks(job, args, world, [vm.address for vm in vms], second) as procs:
             assert wait_all(procs, 120, second) == [0] * world
     for rank in range(world):
-        stopped = read_json(first / f"result-r{rank}.json")["run"]
+        stopped = read_json(first / f"result-r{rank}-from0.json")["run"]
         assert stopped["stop"] == stop_at and stopped["final"] is True, stopped
-        results = read_json(second / f"result-r{rank}.json")
+        results = read_json(second / f"result-r{rank}-from{stop_at}.json")
         assert results["run"]["restored"] == stop_at
-        before = read_json(first / f"run-losses-r{rank}.json")
-        after = read_json(second / f"run-losses-r{rank}.json")
+        before = read_json(first / f"run-losses-r{rank}-from0.json")
+        after = read_json(second / f"run-losses-r{rank}-from{stop_at}.json")
         assert sorted(map(int, before)) == list(range(1, stop_at + 1))
         assert sorted(map(int, after)) == list(range(stop_at + 1, steps + 1))
-        assert {**before, **after} == read_json(second / f"reference-losses-r{rank}.json")
+        assert {**before, **after} == read_json(second / f"reference-losses-r{rank}-from0.json")
         assert results["run"]["params"] == results["reference"]["params"]

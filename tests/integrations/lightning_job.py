@@ -84,7 +84,8 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     )
     ckpt_path = spot.resume_from(str(opts.out / f"restore-r{rank}")) if spot else None
     trainer.fit(model, ckpt_path=ckpt_path)
-    (opts.out / f"{name}-losses-r{rank}.json").write_text(json.dumps(model.losses))
+    attempt = spot.restored.step if spot and spot.restored else 0  # the step this attempt resumed from
+    (opts.out / f"{name}-losses-r{rank}-from{attempt}.json").write_text(json.dumps(model.losses))
     params = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
     return {
         "restored": spot.restored.step if spot and spot.restored else None,
@@ -109,7 +110,9 @@ def main() -> int:
     results = {"run": train(opts, "run", spot)}
     if opts.then_reference and spot.exit_code == 0:
         results["reference"] = train(opts, "reference", None)
-    (opts.out / f"result-r{dist.get_rank() if dist.is_initialized() else 0}.json").write_text(json.dumps(results))
+    attempt = spot.restored.step if spot.restored else 0
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    (opts.out / f"result-r{rank}-from{attempt}.json").write_text(json.dumps(results))
     return spot.exit_code
 
 
