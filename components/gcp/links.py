@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from spotgpu import tags
 from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap
+from spotgpu.models.gang import GangLaunch
 from spotgpu.models.pools import GcpPoolSpec
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.gcp import plan
@@ -17,6 +18,12 @@ from spotgpu_pulumi.gcp import plan
 def labels(args: PoolArgs, role: str) -> dict[str, str]:
     """Base labels (environment, owner, managed-by) plus ``spotgpu-role`` and ``spotgpu-pool``."""
     values = {**args.base_tags, tags.ROLE: role, tags.POOL: args.spec.name}
+    return {k: tags.gcp_label_value(v) for k, v in values.items()}
+
+
+def pool_labels(args: PoolArgs) -> dict[str, str]:
+    """Base labels plus ``spotgpu-pool``, for a pool resource that plays no linked role (the rendezvous host)."""
+    values = {**args.base_tags, tags.POOL: args.spec.name}
     return {k: tags.gcp_label_value(v) for k, v in values.items()}
 
 
@@ -57,7 +64,9 @@ def fallback_metadata(args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str) 
     )
 
 
-def startup_script(args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str, capacity_type: str) -> str:
+def startup_script(
+    args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str, capacity_type: str, gang: GangLaunch | None = None
+) -> str:
     """The one shared bootstrap renderer, configured for this pool's GCP notice contract."""
     config = AgentConfig(
         provider="gcp",
@@ -68,4 +77,4 @@ def startup_script(args: PoolArgs, spec: GcpPoolSpec, checkpoint_store: str, cap
         checkpoint_interval_seconds=args.interval.seconds,
         control_store=control_store_url(checkpoint_store),  # the controller's state prefix (its IAM condition)
     )
-    return render_bootstrap(config, spec.agent_package)
+    return render_bootstrap(config, spec.agent_package, gang)

@@ -27,6 +27,7 @@ from spotgpu_pulumi.gcp.controller_job import ControllerJob, plan_gcp_controller
 from spotgpu_pulumi.gcp.events import PreemptionEvents
 from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
 from spotgpu_pulumi.gcp.identity import NodeIdentity
+from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousHost, plan_gcp_rendezvous
 from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupSettings
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
@@ -54,6 +55,11 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         zones, groups, names, store_url = layout.zones, layout.groups, layout.names, layout.store_url
         spot_migs, fallback_mig = layout.spot_migs, layout.fallback_mig
         child = pulumi.ResourceOptions(parent=self)
+        try:  # planned before any child: a bad gang block leaves no half-built tree
+            rendezvous = plan_gcp_rendezvous(spec, names.prefix, links.pool_labels(args))
+        except ValueError as err:
+            raise plan.GcpPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+        gang = rendezvous.launch if rendezvous else None
 
         identity = NodeIdentity(
             f"{name}-node",
@@ -82,8 +88,10 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             labels=links.labels(args, "events"),
             opts=child,
         )
+        if rendezvous is not None:
+            host = GcpRendezvousHost(f"{name}-rendezvous", rendezvous, identity.email, opts=child)
         spot_metadata = links.spot_metadata(args, spec, store_url, fallback_mig)
-        spot_script = links.startup_script(args, spec, store_url, "spot")
+        spot_script = links.startup_script(args, spec, store_url, "spot", gang)
         spot_groups = [
             SpotGroup(
                 f"{name}-spot-{group.key}",
@@ -111,7 +119,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             template_prefix=names.template_prefix("od"),
             zones=zones,
             metadata=links.fallback_metadata(args, spec, store_url),
-            startup_script=links.startup_script(args, spec, store_url, "on-demand"),
+            startup_script=links.startup_script(args, spec, store_url, "on-demand", gang),
             labels=links.labels(args, "fallback"),
             node_service_account=identity.email,
             controller_account_id=layout.controller_account_id,
@@ -167,4 +175,6 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         }
         if job is not None:
             self.exports |= {"controllerJob": job.job_name, "controllerConfig": job.controller_config}
+        if rendezvous is not None:
+            self.exports |= {"rendezvousAddress": host.address, "rendezvousInstance": host.instance_name}
         self.register_outputs(self.exports)

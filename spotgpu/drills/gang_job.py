@@ -1,8 +1,8 @@
 """The shipped example gang job: a real DDP training loop, wired to the gang helper as the docs show.
 
 A tiny MLP with dropout, Adam, a ``ResumableSampler`` over a fixed synthetic data set,
-periodic ``torch_state`` saves, and the gang stop. Run one per rank under torchrun (the
-local drill and docs/operations.md do)::
+periodic ``torch_state`` saves, and the gang loop of docs/agent.md ("Multi-node jobs") line
+for line. Run one per rank under torchrun (the local drill and docs/operations.md do)::
 
     torchrun ... -m spotgpu.drills.gang_job --ckpt file:///tmp/ckpt --out /tmp/out --steps 60
 
@@ -30,8 +30,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from spotgpu.agent.client import AgentClient
-from spotgpu.checkpoint import CheckpointManager
-from spotgpu.checkpoint.policies import EveryNSteps
+from spotgpu.checkpoint import CheckpointManager, EveryNSteps
 from spotgpu.checkpoint.torch import ResumableSampler, Stateful, load_torch_state, torch_state
 from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout
 
@@ -72,8 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group("gloo", timeout=collective_timeout(step_seconds=args.step_seconds, save_seconds=5.0))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
+    # find_unused_parameters=True keeps DDP's first bucket layout for good: by default DDP
+    # rebuilds its buckets after the first step of each process, which moves where each
+    # gradient sits in the all-reduced buffer, and so (with more than 2 ranks) the order of
+    # its sum: a resumed run would then differ from an uninterrupted one in the last bits.
     model = DistributedDataParallel(
-        nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1))
+        nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 1)),
+        find_unused_parameters=True,
     )
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     sampler = ResumableSampler(SAMPLES, seed=args.seed, rank=rank, world_size=world)
@@ -87,13 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         return {**torch_state(objects), "padding": padding.numpy()}
 
     ckpt = CheckpointManager(args.ckpt, rank=rank, world_size=world, save_policy=EveryNSteps(args.save_every))
-    with Gang(AgentClient()) as gang:                        # the job's default process group
-        restored = gang.restore(ckpt)                        # every rank: the same newest verified step
-        if restored is not None:
+
+    gang = Gang(AgentClient())                      # $SPOTGPU_AGENT or /run/spotgpu/agent.sock
+    with gang:                                      # a lost peer: reported, exit EXIT_PEER_LOST (76)
+        restored = gang.restore(ckpt)               # the same newest verified step on every rank
+        if restored:
             load_torch_state(restored.state, objects)
-        start = restored.step + 1 if restored is not None else 0
         order: Iterator[int] = iter(())
-        for step in range(start, args.steps):
+        for step in range(restored.step + 1 if restored else 0, args.steps):
             batch: list[int] = []
             while len(batch) < BATCH:
                 index = next(order, None)
@@ -101,18 +106,20 @@ def main(argv: list[str] | None = None) -> int:
                     order = iter(sampler)  # the sampler resumes mid-epoch
                     continue
                 batch.append(index)
-            opt.zero_grad()
             loss = nn.functional.binary_cross_entropy_with_logits(model(x[batch]), y[batch])
+            opt.zero_grad()
             loss.backward()
             opt.step()
             time.sleep(args.step_seconds)
             losses.write(json.dumps({"step": step, "loss": float(loss.item()).hex()}) + "\n")
             losses.flush()
             if ckpt.should_save(step):
-                ckpt.save(step, state())                     # periodic: the primary protection
-            if gang.should_stop(step):                       # same answer on every rank, same step
-                gang.final_checkpoint(ckpt, step, state())   # one final save for the whole gang
-                raise SystemExit(EXIT_GANG_STOP)             # clean gang stop: the launcher restarts it
+                ckpt.save(step, state())                                 # periodic: the primary protection
+            if gang.should_stop(step):                                   # same answer on every rank, same step
+                gang.final_checkpoint(ckpt, step, state())               # one final save for the gang
+                raise SystemExit(EXIT_GANG_STOP)                         # 75: the launcher restarts the gang
+            if gang.checkpoint_requested() == "early":                   # a rebalance/maintenance notice anywhere
+                gang.early_checkpoint(ckpt, step, state())
     if rank == 0:
         final = {"steps": args.steps, "worldSize": world, "paramsSha256": params_sha256(model.module)}
         (args.out / "final.json").write_text(json.dumps(final), encoding="utf-8")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -327,6 +328,8 @@ def render(doc: dict[str, Any]) -> str:
 def cmd_local(args: argparse.Namespace) -> int:
     spec = check_args(args)
     stream = sys.stderr if args.json else sys.stdout
+    # A CI job's timeout sends SIGTERM: leave through run_drill's cleanup, which kills every node.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = run_drill(spec, say=lambda line: print(line, file=stream, flush=True))
     doc = report.document()
     if args.json:
@@ -344,7 +347,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--lead-seconds", type=float, default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
-    add_seconds_flag(p, "--timeout-seconds", 240.0, "a phase running past this many seconds from the start is a hang")
+    add_seconds_flag(p, "--timeout-seconds", 240.0, "the whole drill must end within this many seconds; past it, a rank hung")
     p.add_argument("--workdir", default=None, help="where node logs go (default: a new temporary directory)")
     add_json_flag(p, "the drill's findings and timings")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD...: the job each rank runs (torchrun starts it)")

@@ -5,7 +5,7 @@ Imports torch only when a :class:`Gang` is created.
 """
 
 from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE
-from spotgpu.gang.gang import Gang, GangRestoreError, GangSaveResult, GangStop, PeerLost, is_peer_error
+from spotgpu.gang.gang import Gang, GangRestoreError, GangStop, PeerLost, is_peer_error
 from spotgpu.gang.timing import choose_every, collective_timeout
 
 __all__ = [
@@ -14,7 +14,6 @@ __all__ = [
     "RESTARTABLE",
     "Gang",
     "GangRestoreError",
-    "GangSaveResult",
     "GangStop",
     "PeerLost",
     "choose_every",

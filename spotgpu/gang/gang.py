@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
+from spotgpu.checkpoint.results import FinalSaveResult
 from spotgpu.gang import agreement
 from spotgpu.gang.exitcodes import EXIT_PEER_LOST
 from spotgpu.gang.timing import DEFAULT_BUDGET_SECONDS, choose_every
@@ -77,16 +78,6 @@ class GangStop:
     noticed_ranks: tuple[int, ...]
     kind: str  # preempt | terminate | drain | maintenance | rebalance (several joined by "+")
     checkpoint: str  # early | final
-    reason: str
-
-
-@dataclass(frozen=True)
-class GangSaveResult:
-    """Same fields as the checkpoint library's FinalSaveResult (kept free of its import)."""
-
-    committed: bool
-    seconds: float
-    generation: str | None
     reason: str
 
 
@@ -190,7 +181,7 @@ class Gang:
         return info
 
     # -- the final checkpoint ---------------------------------------------------
-    def final_checkpoint(self, manager: Any, step: int, state: Mapping[str, Any]) -> GangSaveResult:
+    def final_checkpoint(self, manager: Any, step: int, state: Mapping[str, Any]) -> FinalSaveResult:
         """Every rank calls it after ``should_stop``; one final generation for the gang, or none."""
         stop = self.stop
         if stop is None:
@@ -202,7 +193,7 @@ class Gang:
         budget = -smallest
         if budget <= 0 or budget < slowest:
             why = "no time left" if budget <= 0 else f"the slowest rank's last save took {slowest:.1f}s"
-            result = GangSaveResult(
+            result = FinalSaveResult(
                 False,
                 0.0,
                 None,
@@ -215,14 +206,14 @@ class Gang:
         try:
             own = manager.save_final(step, state, budget_seconds=budget)
         except Exception as err:  # the others must still hear from us
-            own = GangSaveResult(False, time.monotonic() - started, None, f"failed: {err}")
+            own = FinalSaveResult(False, time.monotonic() - started, None, f"failed: {err}")
         failed = [0.0] * self.world_size
         failed[self.rank] = 0.0 if own.committed else 1.0
         timeout = datetime.timedelta(seconds=budget + OUTCOME_GRACE_SECONDS)
         agreed = self._allreduce_max(failed, "final checkpoint outcome", timeout=timeout)
         failed_ranks = [r for r, flag in enumerate(agreed) if flag > 0]
         if not failed_ranks:
-            result = GangSaveResult(
+            result = FinalSaveResult(
                 True,
                 float(own.seconds),
                 own.generation,
@@ -232,7 +223,7 @@ class Gang:
             outcome = "committed"
         else:
             names = ", ".join(str(r) for r in failed_ranks)
-            result = GangSaveResult(
+            result = FinalSaveResult(
                 False,
                 float(own.seconds),
                 None,
@@ -347,7 +338,7 @@ class Gang:
         self._reported_loss = True
         self.client.report(False, "gang", self._step, role="peer", reason=reason, outcome="peer-lost", noticed_ranks=[])
 
-    def _report_outcome(self, result: GangSaveResult, step: int, outcome: str) -> None:
+    def _report_outcome(self, result: FinalSaveResult, step: int, outcome: str) -> None:
         stop = self.stop
         assert stop is not None
         if self.client is None:

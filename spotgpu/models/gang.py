@@ -90,3 +90,23 @@ class GangSpec(SpotModel):
 
 class AwsGangSpec(GangSpec):
     rendezvous: AwsRendezvousHostSpec
+
+
+class GcpRendezvousHostSpec(SpotModel):
+    """The on-demand Compute Engine VM that hosts the gang's rendezvous store."""
+
+    private_ip: str = Field(
+        pattern=IPV4,
+        description="A fixed internal address in the pool's subnetwork: the VMs' bootstrap names it before the host exists.",
+        json_schema_extra=fix_hint("pick a free address inside the subnetwork's range, e.g. 10.128.0.10"),
+    )
+    zone: str | None = Field(default=None, description="Default: the pool's first zone.")
+    machine_type: str = Field(default="e2-small", pattern=r"^[a-z0-9-]+$")
+    image: IdRef = Field(
+        default="projects/debian-cloud/global/images/family/debian-12",
+        description="Any image with python3-venv; the pool's GPU image works too.",
+    )
+
+
+class GcpGangSpec(GangSpec):
+    rendezvous: GcpRendezvousHostSpec

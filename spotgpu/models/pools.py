@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
-from spotgpu.models.gang import AwsGangSpec
+from spotgpu.models.gang import AwsGangSpec, GcpGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 
@@ -418,6 +418,9 @@ class GcpPoolSpec(_PoolBase):
     )
     termination_action: Literal["DELETE", "STOP"] = Field(
         default="DELETE", json_schema_extra=fix_hint("use DELETE (default) or STOP")
+    )
+    gang: GcpGangSpec | None = Field(
+        default=None, description="Run a gang job: a rendezvous host and the launch unit (off when unset)."
     )
     external_ip: bool = False
     boot_disk_gb: int = Field(default=200, ge=20, le=65536, json_schema_extra=fix_hint("use 20 to 65536 GB"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -172,9 +173,15 @@ def fork_ranks(out_dir: Path, run: str, world: int) -> int:
             os.environ["RANK"] = str(rank)
             os.environ["WORLD_SIZE"] = str(world)
             os.environ["SPOTGPU_AGENT"] = os.environ.get("GANG_AGENTS", "").split(",")[rank]  # this rank's node
+            os.environ["MASTER_ADDR"] = "127.0.0.1"  # for scripts that init_process_group from the environment
             code = 1
             try:
-                code = main(out_dir, run)
+                script = os.environ.get("GANG_SCRIPT")  # run this file as __main__ instead (docs' example)
+                if script:
+                    runpy.run_path(script, run_name="__main__")
+                    code = 0
+                else:
+                    code = main(out_dir, run)
             except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else 1
             except BaseException:

@@ -130,7 +130,7 @@ def test_a_controller_drain_of_one_vm_stops_the_gang(cluster: Cluster, reference
     nodes = plain + drained
     assert drained[0].agent.link is not None
     wait_until(lambda: drained[0].agent.link.vm_id())  # type: ignore[union-attr]
-    job = cluster.launch("run", 2, [n.address for n in nodes], **PACED)
+    job = cluster.launch("run", 2, [n.address for n in nodes], GANG_EVERY="auto", **PACED)  # agreed k, same steps
     cluster.wait_steps("run", 15)
     channel = DrainChannel(ObjectJsonStore(store))
     channel.request("aws-pool", AWS_VM, time.time())

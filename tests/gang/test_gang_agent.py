@@ -1,0 +1,79 @@
+"""The agent's side of a gang: peer reports are recorded (state, metric, events log) and never
+drain; restore reports are logged; malformed gang reports get one clear 400."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gang_testkit import fast_config, wait_until
+
+from spotgpu.agent.client import AgentClient
+from spotgpu.agent.daemon import Agent
+from spotgpu.agent.fakes import FakeAwsImds
+from spotgpu.agent.telemetry import Telemetry
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Agent]:
+    fake = FakeAwsImds(timeout_delay=1.0).start()
+    running = Agent(fast_config("aws", fake.url), telemetry=Telemetry(str(tmp_path / "events.jsonl"))).start()
+    yield running
+    running.stop()
+    fake.stop()
+
+
+def records(tmp_path: Path, kind: str) -> list[dict[str, object]]:
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["record"] == kind]
+
+
+def post(agent: Agent, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    host, port = agent.control.url.split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    conn.request("POST", "/v1/report", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    return resp.status, json.loads(resp.read())
+
+
+def test_a_peer_report_is_recorded_and_never_drains(agent: Agent, tmp_path: Path) -> None:
+    client = AgentClient(agent.control.url)
+    client.report(True, "gang", 116, role="peer", noticed_ranks=[1], outcome="committed", reason="preempt on rank(s) 1")
+    snapshot = client._call("GET", "/v1/notice")
+    assert snapshot["gang"]["role"] == "peer" and snapshot["gang"]["noticedRanks"] == [1]
+    assert snapshot["phase"] == "running" and snapshot["finalReport"] is None and not snapshot["stop"]
+    assert agent.status()["gang"]["step"] == 116  # type: ignore[index]
+    sample = {"role": "peer", "outcome": "committed"}
+    assert agent.telemetry.registry.get_sample_value("spotgpu_agent_gang_stops_total", sample) == 1
+    logged = wait_until(lambda: records(tmp_path, "gang-stop"))
+    assert logged[0]["role"] == "peer" and logged[0]["reason"] == "preempt on rank(s) 1"
+
+
+def test_a_lost_peer_is_counted_as_such(agent: Agent) -> None:
+    AgentClient(agent.control.url).report(False, "gang", 7, role="peer", reason="peer lost: the stop check ...")
+    sample = {"role": "peer", "outcome": "peer-lost"}
+    assert agent.telemetry.registry.get_sample_value("spotgpu_agent_gang_stops_total", sample) == 1
+
+
+def test_the_resumed_step_is_logged(agent: Agent, tmp_path: Path) -> None:
+    AgentClient(agent.control.url).report_restore(40, "step-40-abc")
+    assert agent.state.restored is not None and agent.state.restored.step == 40
+    assert wait_until(lambda: records(tmp_path, "restored"))[0]["generation"] == "step-40-abc"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"checkpoint": "gang", "committed": True}, "role: missing"),
+        ({"checkpoint": "gang", "committed": True, "role": "leader"}, "role 'leader'"),
+        ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"}, "noticedRanks"),
+        ({"checkpoint": "later", "committed": True}, "use early, final, gang or restore"),
+    ],
+)
+def test_a_malformed_gang_report_is_one_clear_error(agent: Agent, body: dict[str, object], message: str) -> None:
+    status, answer = post(agent, body)
+    assert status == 400 and message in str(answer["error"])
+    assert agent.state.gang is None and agent.state.reports == []
