@@ -1,0 +1,132 @@
+"""What both framework callbacks share: the store, the save schedule, the gang, the outcome.
+
+The framework-specific parts (which hook, which checkpoint files, how to resume) live in
+:mod:`.hf` and :mod:`.lightning`; everything that decides *when* and *whether* lives here,
+so the two behave the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from spotgpu.agent.client import AgentClient
+from spotgpu.checkpoint import CheckpointManager
+from spotgpu.gang import EXIT_GANG_STOP, Gang
+from spotgpu.integrations._generations import (
+    FrameworkCheckpoints,
+    RestoredDirectory,
+    agreed_max,
+    process_group,
+    shared_session,
+)
+from spotgpu.integrations.schedule import SaveSchedule
+
+
+class SpotgpuCallbackCore:
+    """Periodic saves on a schedule every rank shares, the gang stop, the agreed restore.
+
+    ``url``: the checkpoint store (``s3://``, ``gs://``, ``az://``, ``file://``).
+    ``every_seconds``: the workload profile's checkpoint interval
+    (``choose_interval(profile, notice).seconds``, the agent's ``checkpointIntervalSeconds``),
+    or ``every_steps``. ``agent``: this rank's :class:`AgentClient` (default: the one at
+    ``$SPOTGPU_AGENT`` or the standard socket; with no agent running, training just goes on).
+    ``gang_every``: steps between the gang's stop checks (``"auto"`` picks them).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        every_seconds: float | None = None,
+        every_steps: int | None = None,
+        agent: AgentClient | None = None,
+        gang_every: int | str = 1,
+        keep: int = 5,
+        store_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        self.schedule = SaveSchedule(every_steps=every_steps, every_seconds=every_seconds)
+        self._agent = agent
+        self._gang_every = gang_every
+        self._keep = keep
+        self._store_options = dict(store_options or {})
+        self.checkpoints: FrameworkCheckpoints | None = None
+        self.gang: Gang | None = None
+        self.restored: RestoredDirectory | None = None
+        self.final_result: Any = None
+        self._anchor: tuple[int, float] | None = None
+
+    # -- setup --------------------------------------------------------------------
+    def _setup(self) -> FrameworkCheckpoints:
+        """Once the job's process group exists (every rank calls it: it may broadcast)."""
+        if self.checkpoints is None:
+            rank, world = process_group()
+            manager = CheckpointManager(
+                self.url,
+                keep=self._keep,
+                rank=rank,
+                world_size=world,
+                session=shared_session(world),
+                store_options=self._store_options,
+            )
+            self.checkpoints = FrameworkCheckpoints(manager)
+            # Any: the gang's Reporter protocol spells report()'s gang fields as **kwargs.
+            client: Any = self._agent or AgentClient()
+            self.gang = Gang(client, every=self._gang_every)
+        return self.checkpoints
+
+    def _restore(self) -> RestoredDirectory | None:
+        """Every rank: the same newest generation that verifies everywhere (or None)."""
+        checkpoints = self._setup()
+        assert self.gang is not None
+        self.restored = self.gang.restore(checkpoints)
+        return self.restored
+
+    def _start(self, step: int) -> None:
+        self._setup()
+        self.schedule.start(step)
+        self._anchor = (step, time.monotonic())
+
+    # -- per step -----------------------------------------------------------------
+    def _decide(self, step: int) -> str | None:
+        """``"final"`` (the gang stops here), ``"early"``, ``"periodic"`` or None, alike on every rank."""
+        assert self.gang is not None
+        if self.gang.should_stop(step):
+            return "final"
+        if self.gang.checkpoint_requested() == "early":
+            self.schedule.saved(step)
+            return "early"
+        due = self.schedule.due(step)
+        if self.schedule.needs_timing(step):
+            now = time.monotonic()
+            anchor_step, anchor_time = self._anchor or (0, now)
+            per_step = (now - anchor_time) / max(1, step - anchor_step)
+            self.schedule.replan(step, agreed_max(per_step))
+            self._anchor = (step, now)
+        elif due:
+            self.schedule.replan(step, 0.0)
+        return "periodic" if due else None
+
+    def _commit(self, kind: str, step: int, state: Mapping[str, Any]) -> Any:
+        """One save of ``kind`` by every rank at ``step``."""
+        checkpoints, gang = self.checkpoints, self.gang
+        assert checkpoints is not None and gang is not None
+        if kind == "final":
+            self.final_result = gang.final_checkpoint(checkpoints, step, state)
+            return self.final_result
+        if kind == "early":
+            return gang.early_checkpoint(checkpoints, step, state)
+        return checkpoints.save(step, state)
+
+    # -- the outcome ----------------------------------------------------------------
+    @property
+    def stopped(self) -> bool:
+        return self.gang is not None and self.gang.stop is not None
+
+    @property
+    def exit_code(self) -> int:
+        """What the job exits with: EXIT_GANG_STOP after a gang stop (the launcher restarts
+        it and it resumes), 0 when training ran to its end."""
+        return EXIT_GANG_STOP if self.stopped else 0

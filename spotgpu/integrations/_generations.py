@@ -1,0 +1,159 @@
+"""A framework's own checkpoint directory stored as one spotgpu generation.
+
+The Hugging Face ``Trainer`` and Lightning already know how to save and resume everything
+they own (weights, optimizer, scheduler, loop counters, data position, callback state).
+Re-encoding that would miss framework-internal state and break across versions, so the
+callbacks let the framework write its usual checkpoint to local disk and store its files,
+as opaque bytes, in a spotgpu generation: committed with the create-only marker and read
+back only after every hash matched. Resuming materialises the newest verified generation
+into a local directory and hands it to the framework's own resume path.
+
+Each rank stores the files it wrote itself (rank 0 the shared ones, every rank its own
+RNG file), so nothing is written twice. A restore reads every rank's part: each rank needs
+the shared files, and a directory holding all of them is what the framework resumes from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spotgpu.checkpoint import CheckpointManager, reader
+from spotgpu.checkpoint.errors import CheckpointError
+from spotgpu.checkpoint.manager import SESSION_ENV
+
+log = logging.getLogger(__name__)
+
+FILE_PREFIX = "file/"
+#: Entries of a rank's part that are not framework files (the callback's rank-local state).
+EXTRA_PREFIX = "extra/"
+
+
+@dataclass(frozen=True)
+class RestoredDirectory:
+    """A verified generation's files (relative path -> bytes) and this rank's extras."""
+
+    step: int
+    generation: str
+    files: dict[str, Any]
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def materialise(self, directory: str | os.PathLike[str]) -> Path:
+        """Write every file under ``directory`` (each atomically: ranks sharing a disk may
+        write the same file at once, and a reader never sees half of one)."""
+        root = Path(directory)
+        for rel, data in self.files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+            with open(tmp, "wb") as out:
+                out.write(np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
+            os.replace(tmp, target)
+        return root
+
+
+def pack_files(directory: str | os.PathLike[str], relpaths: Iterable[str]) -> dict[str, Any]:
+    """The files as checkpoint entries, memory-mapped (a large weight file is not copied)."""
+    root = Path(directory)
+    state: dict[str, Any] = {}
+    for rel in sorted(relpaths):
+        path = root / rel
+        size = path.stat().st_size
+        state[FILE_PREFIX + rel] = (
+            np.memmap(path, dtype=np.uint8, mode="r") if size else np.empty(0, dtype=np.uint8)
+        )
+    return state
+
+
+def files_under(directory: str | os.PathLike[str]) -> list[str]:
+    root = Path(directory)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+class FrameworkCheckpoints:
+    """Framework checkpoint directories in spotgpu generations at one store URL.
+
+    It offers what :class:`spotgpu.gang.Gang` drives (``save``, ``save_final``,
+    ``last_save_seconds``, ``restore(max_step=)``), so the gang's final checkpoint and its
+    agreed restore work on framework checkpoints unchanged.
+    """
+
+    def __init__(self, manager: CheckpointManager) -> None:
+        self.manager = manager
+        self.last_save_seconds: float | None = None
+
+    def save(self, step: int, state: Mapping[str, Any]) -> Any:
+        started = time.monotonic()
+        info = self.manager.save(step, state)
+        self.last_save_seconds = time.monotonic() - started
+        return info
+
+    def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> Any:
+        return self.manager.save_final(step, state, budget_seconds=budget_seconds)
+
+    def restore(self, *, max_step: int | None = None) -> RestoredDirectory | None:
+        """The newest committed generation (at or below ``max_step``) whose every part and
+        object verifies; older ones are tried when a newer one fails. None: nothing verifies."""
+        store, rank = self.manager.store, self.manager.rank
+        for step in reader.committed_steps(store):
+            if max_step is not None and step > max_step:
+                continue
+            try:
+                record = reader.read_commit(store, step)
+                files: dict[str, Any] = {}
+                extras: dict[str, Any] = {}
+                for ref in sorted(record.parts, key=lambda r: r.rank):
+                    for key, value in reader.load_rank(store, record, ref.rank).items():
+                        if key.startswith(FILE_PREFIX):
+                            files[key.removeprefix(FILE_PREFIX)] = value
+                        elif ref.rank == rank and key.startswith(EXTRA_PREFIX):
+                            extras[key.removeprefix(EXTRA_PREFIX)] = value
+            except (CheckpointError, ValueError) as err:
+                log.warning("skipping step %s at %s: %s", step, self.manager.url, err)
+                continue
+            return RestoredDirectory(step, record.generation, files, extras)
+        return None
+
+
+def process_group() -> tuple[int, int]:
+    """(rank, world size) of the default process group, or (0, 1) without one."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - the extras bring torch
+        return 0, 1
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shared_session(world_size: int) -> str | None:
+    """The save session every rank must share: the environment's (torchrun, or
+    SPOTGPU_CKPT_SESSION), else a token rank 0 draws and broadcasts. None: one process."""
+    if world_size == 1 or os.environ.get(SESSION_ENV) or os.environ.get("TORCHELASTIC_RUN_ID"):
+        return None
+    import torch.distributed as dist
+
+    box = [secrets.token_hex(6)]
+    dist.broadcast_object_list(box, src=0)
+    return str(box[0])
+
+
+def agreed_max(value: float) -> float:
+    """MAX of ``value`` over the default process group (``value`` itself without one)."""
+    _, world = process_group()
+    if world == 1:
+        return value
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor.item())
