@@ -34,7 +34,7 @@ class CliError(Exception):
     """A user mistake: printed as one line, exit code 2."""
 
 
-def _load_model(path: str, model: type[BaseModel], what: str) -> Any:
+def load_model(path: str, model: type[BaseModel], what: str) -> Any:
     import yaml
 
     p = Path(path)
@@ -53,9 +53,9 @@ def _load_model(path: str, model: type[BaseModel], what: str) -> Any:
 
 
 def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, FallbackLadder]:
-    profile: WorkloadProfile = _load_model(args.profile, WorkloadProfile, "profile")
+    profile: WorkloadProfile = load_model(args.profile, WorkloadProfile, "profile")
     if args.ladder:
-        ladder: FallbackLadder = _load_model(args.ladder, FallbackLadder, "ladder")
+        ladder: FallbackLadder = load_model(args.ladder, FallbackLadder, "ladder")
     else:
         ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand)
     return profile, ladder
@@ -202,7 +202,7 @@ def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool)
     print(f"wrote {out}", file=sys.stderr)
 
 
-def _guard(fn: Any) -> Any:
+def guard(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(fn(args))
@@ -226,7 +226,7 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
-    cost.set_defaults(func=_guard(cmd_cost))
+    cost.set_defaults(func=guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
     sim.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON")
@@ -253,4 +253,4 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
     add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
     sim.add_argument("--plot", metavar="FILE.png", help="draw committed progress over time (needs matplotlib)")
-    sim.set_defaults(func=_guard(cmd_simulate))
+    sim.set_defaults(func=guard(cmd_simulate))
