@@ -24,6 +24,7 @@ from spotgpu.economics.compare import (
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.interval import choose_interval
+from spotgpu.economics.measured import fit_files, measured_profile
 from spotgpu.economics.report import render_terms
 from spotgpu.economics.simulator import Job, Replay
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
@@ -67,10 +68,24 @@ def cmd_cost(args: argparse.Namespace) -> int:
     hazard = None
     if args.trace_group:
         hazard = estimate_from_traces(load_group(args.trace_group), nodes=1).run_survival
+    samples = None
+    measured: dict[str, Any] = {}
+    if args.telemetry:
+        fitted = fit_files(args.telemetry, args.pool, args.format)
+        profile = measured_profile(profile, fitted.fit)
+        samples = fitted.fit.reacquisition_seconds or None
+        updates, why = fitted.fit.profile_updates()
+        measured = {"telemetry": {"files": list(args.telemetry), "measured": updates, "notMeasured": why}}
     decision = choose_interval(profile, notice, hazard=hazard)
-    bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit)
+    bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
+                          reacquisition_samples=samples)  # fmt: skip
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
-           "reasons": list(decision.reasons)}, **bill.to_dict()}  # fmt: skip
+           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured}  # fmt: skip
+    if measured and not args.json:
+        fields = ", ".join(f"{k} {v:g}" for k, v in measured["telemetry"]["measured"].items()) or "none"
+        print(f"measured from telemetry: {fields}")
+        for k, v in measured["telemetry"]["notMeasured"].items():
+            print(f"  kept {k} from the profile: {v}")
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
@@ -214,6 +229,8 @@ def guard(fn: Any) -> Any:
 
 
 def register(subparsers: Any) -> None:
+    from spotgpu.economics.profile_cli import add_telemetry_args
+
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
     cost.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON (camelCase keys)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
@@ -226,6 +243,8 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
+    add_telemetry_args(cost, required=False)
+    cost.add_argument("--pool", metavar="NAME", help="with --telemetry: fit only this pool's records")
     cost.set_defaults(func=guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")

@@ -19,10 +19,12 @@ no exposure, and their losses are reported beside the rate, not divided by a gue
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from spotgpu.economics.telemetry import LOSS_NOTICES, TelemetryRecord
@@ -33,6 +35,10 @@ CONFIDENCE = 0.90
 FEW_INTERRUPTIONS = 5
 #: Fewer latency (or timing) samples than this and the figure is flagged as few samples.
 FEW_SAMPLES = 5
+
+
+#: From this many events on, the interval uses the Wilson-Hilferty approximation (the exact sum is O(k)).
+LARGE_COUNT = 100
 
 
 def _poisson_cdf(k: int, mu: float) -> float:
@@ -46,6 +52,11 @@ def _poisson_cdf(k: int, mu: float) -> float:
 def poisson_interval(k: int, exposure: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Exact (Garwood) interval of a Poisson rate with ``k`` events over ``exposure`` hours."""
     alpha = (1.0 - confidence) / 2.0
+    if k >= LARGE_COUNT:  # Wilson-Hilferty: within 1e-5 of the exact bounds at k=100, O(1), and no exp(-mu) underflow
+        z = NormalDist().inv_cdf(1.0 - alpha)
+        lo = k * (1 - 1 / (9 * k) - z / (3 * math.sqrt(k))) ** 3
+        hi = (k + 1) * (1 - 1 / (9 * (k + 1)) + z / (3 * math.sqrt(k + 1))) ** 3
+        return lo / exposure, hi / exposure
 
     def solve(target: float, upper: bool) -> float:
         lo, hi = 0.0, max(10.0, 4.0 * (k + 5))
@@ -122,10 +133,8 @@ class FitAccumulator:
     nodes: dict[tuple[str, str], _Node] = field(default_factory=dict)
     last_ts: float = 0.0
     unattributed_losses: Counter[str] = field(default_factory=Counter)
-    reacquisition: list[float] = field(default_factory=list)
     _losses_by_pool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    _open_loss: set[str] = field(default_factory=set)
-    fills_without_loss: int = 0
+    _measured_ready: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     _ready_by_pool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     notice_lead: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     launch_failures: Counter[str] = field(default_factory=Counter)
@@ -164,11 +173,8 @@ class FitAccumulator:
             elif node is not None and r.notice_kind in LOSS_NOTICES and node.noticed_at is None:
                 node.noticed_at = r.ts  # lead measured against the loss below
         elif ev == "replacement_ready":
-            if r.seconds is not None and r.pool in self._open_loss:
-                self.reacquisition.append(r.seconds)  # measured by the emitter (the controller, from the loss it saw)
-                self._open_loss.discard(r.pool)
-            elif r.seconds is not None:
-                self.fills_without_loss += 1  # the pool's first fill (or a scale-up): no loss to recover from
+            if r.seconds is not None:
+                self._measured_ready[r.pool].append((r.ts, r.seconds))  # the controller's, from the loss it saw
             else:
                 self._ready_by_pool[r.pool].append(r.ts)
         elif ev == "launch_failed":
@@ -193,7 +199,6 @@ class FitAccumulator:
         return node
 
     def _loss(self, r: TelemetryRecord, node: _Node | None) -> None:
-        self._open_loss.add(r.pool)
         if node is None:
             self.unattributed_losses[r.pool] += 1
             self._losses_by_pool[r.pool].append(r.ts)
@@ -226,13 +231,14 @@ class FitAccumulator:
         for pool in self.pools:
             cells.setdefault(pool, [0.0, 0.0])
         derived = _match_latencies(self._losses_by_pool, self._ready_by_pool)
+        measured, fills = _after_a_loss(self._losses_by_pool, self._measured_ready)
         return ProfileFit(
             pools=sorted(self.pools),
             providers=sorted(self.providers),
             rates=[RateCell(k, v[0], int(v[1])) for k, v in sorted(cells.items())],
             lost_without_lifetime=dict(lost_without_lifetime),
-            fills_without_loss=self.fills_without_loss,
-            reacquisition_seconds=[*self.reacquisition, *derived],
+            fills_without_loss=fills,
+            reacquisition_seconds=[*measured, *derived],
             notice_lead_seconds={k: list(v) for k, v in self.notice_lead.items()},
             launch_failures=dict(self.launch_failures),
             launch_failures_by_zone=dict(self.launch_failures_by_zone),
@@ -241,6 +247,26 @@ class FitAccumulator:
             checkpoint_bytes=self.sizes,
             boot_to_ready_seconds=self.boot,
         )
+
+
+#: A measured reacquisition answers a loss seen up to this long before its latency began (a tick or two).
+LOSS_WINDOW_SECONDS = 300.0
+
+
+def _after_a_loss(
+    losses: dict[str, list[float]], readies: dict[str, list[tuple[float, float]]]
+) -> tuple[list[float], int]:
+    """Measured latencies that follow a loss of their pool; the rest are fills (a pool's first, a scale-up)."""
+    kept, fills = [], 0
+    for pool, pairs in readies.items():
+        times = sorted(losses.get(pool, []))
+        for t, latency in pairs:
+            i = bisect.bisect_left(times, t - latency - LOSS_WINDOW_SECONDS)
+            if i < len(times) and times[i] <= t:
+                kept.append(latency)
+            else:
+                fills += 1
+    return kept, fills
 
 
 def _match_latencies(losses: dict[str, list[float]], readies: dict[str, list[float]]) -> list[float]:

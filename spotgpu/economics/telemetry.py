@@ -123,6 +123,7 @@ class StreamContext:
     capacity: str | None = None
     started_at: float | None = None
     announced: bool = False
+    last_ts: float | None = None
 
     def where(self) -> dict[str, Any]:
         return {"pool": self.pool, "node": self.node or self.stream, "zone": self.zone, "sku": self.sku,
@@ -139,7 +140,9 @@ AGENT_UNUSED = frozenset(
 def from_agent_record(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]] | None:
     """Schema v1 dicts for one agent events-log line; ``None`` for a record the fit does not use."""
     record, ts = obj.get("record"), obj.get("ts")
-    if record == "started":
+    if record == "started":  # a new agent process: a new VM lifetime begins (a log may hold several)
+        ctx.node = ctx.zone = ctx.sku = ctx.capacity = None
+        ctx.announced = False
         ctx.pool = obj.get("pool") or ctx.pool
         ctx.provider = obj.get("provider") or ctx.provider
         ctx.started_at = ts if isinstance(ts, int | float) else ctx.started_at
@@ -216,6 +219,14 @@ def from_controller_event(obj: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _previous_lifetime_ended(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]]:
+    """A second ``started`` in one stream: the VM before it stopped at its last record."""
+    if obj.get("record") != "started" or not ctx.announced or ctx.last_ts is None:
+        return []
+    where = {k: v for k, v in ctx.where().items() if v is not None}
+    return [{**where, "ts": ctx.last_ts, "event": "node_stopped"}]
+
+
 def normalize(obj: object, ctx: StreamContext, stats: ReadStats, fallback_ts: float | None = None) -> list[TelemetryRecord]:
     """Schema v1 records for one parsed line of any producer (agent, controller, v1)."""
     if not isinstance(obj, dict):
@@ -224,12 +235,15 @@ def normalize(obj: object, ctx: StreamContext, stats: ReadStats, fallback_ts: fl
         obj = {**obj, "ts": fallback_ts}
     dicts: list[dict[str, Any]] | None
     if "record" in obj:
+        ended = _previous_lifetime_ended(obj, ctx)
         dicts = from_agent_record(obj, ctx)
+        if isinstance(obj.get("ts"), int | float):
+            ctx.last_ts = obj["ts"]
         if dicts is None:
             stats.skipped[f"agent:{obj.get('record')}"] += 1
             return []
         where = {k: v for k, v in ctx.where().items() if v is not None}
-        dicts = [{**where, **{k: v for k, v in d.items() if v is not None}} for d in dicts]
+        dicts = [*ended, *({**where, **{k: v for k, v in d.items() if v is not None}} for d in dicts)]
     elif "kind" in obj and "event" not in obj:
         one = from_controller_event(obj)
         if one is None:
@@ -253,6 +267,8 @@ def parse_lines(
         if not line.strip():
             continue
         stats.lines += 1
+        if _skipped_unparsed(line, ctx, stats):
+            continue
         try:
             yield from normalize(json.loads(line), ctx, stats)
         except json.JSONDecodeError as err:
@@ -261,6 +277,41 @@ def parse_lines(
             raise ValueError(f"{source}:{number}: {describe_validation(err)}") from None
         except ValueError as err:
             raise ValueError(f"{source}:{number}: {err}") from None
+
+
+_RECORD_KEY = '"record": "'
+_TS_KEY = '"ts": '
+
+
+def _skipped_unparsed(line: str, ctx: StreamContext, stats: ReadStats) -> bool:
+    """An agent record the fit does not use, recognised without parsing the line (most of a log is these).
+
+    Only its time is read (a later ``started`` ends the VM's lifetime at the last record); a line
+    whose time cannot be read this way is parsed in full.
+    """
+    at = line.find(_RECORD_KEY)
+    if at < 0:
+        return False
+    at += len(_RECORD_KEY)
+    key = _UNUSED_KEYS.get(line[at : line.find('"', at)])
+    if key is None:
+        return False
+    t = line.find(_TS_KEY)
+    if t < 0:
+        return False
+    t += len(_TS_KEY)
+    stop = line.find(",", t)
+    if stop < 0:
+        stop = line.find("}", t)
+    try:
+        ctx.last_ts = float(line[t:stop])
+    except ValueError:
+        return False
+    stats.skipped[key] += 1
+    return True
+
+
+_UNUSED_KEYS = {name: f"agent:{name}" for name in AGENT_UNUSED}
 
 
 def describe_validation(err: ValidationError) -> str:

@@ -154,3 +154,41 @@ def test_profile_fit_cli_diffs_against_the_base_profile(agent_events: Path, cont
     assert text.returncode == 0 and "too little data: no spot node-hours" in text.stdout
     bad = _cli("profile", "fit", "--telemetry", str(controller_events.path), "--pool", "nope")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "pools seen: pool-a" in bad.stderr
+
+
+def test_the_large_count_interval_joins_the_exact_one() -> None:
+    from spotgpu.economics import fit
+
+    approx = poisson_interval(fit.LARGE_COUNT, 1.0)
+    exact_below = poisson_interval(fit.LARGE_COUNT - 1, 1.0)
+    assert exact_below[0] < approx[0] < exact_below[0] + 1.5 and exact_below[1] < approx[1] < exact_below[1] + 1.5
+    lo, hi = poisson_interval(20_000, 1000.0)  # the exact sum underflows here; the approximation does not
+    assert lo < 20.0 < hi and hi - lo < 1.0
+
+
+def test_unused_agent_records_are_counted_without_parsing_and_keep_their_time(tmp_path: Path) -> None:
+    from spotgpu.economics.telemetry import ReadStats, StreamContext, parse_lines
+
+    lines = [
+        json.dumps({"ts": 10.0, "record": "started", "pool": "p", "provider": "aws"}, sort_keys=True),
+        json.dumps({"ts": 11.0, "record": "identity", "pool": "p", "instance_id": "i-1", "capacity": "spot",
+                    "instance_type": "g5.xlarge", "zone": "z", "provider": "aws"}, sort_keys=True),
+        json.dumps({"ts": 500.0, "record": "commit-reported", "result": "ok", "vmId": "i-1"}, sort_keys=True),
+        json.dumps({"ts": 900.0, "record": "started", "pool": "p", "provider": "aws"}, sort_keys=True),
+    ]
+    stats = ReadStats()
+    recs = list(parse_lines(lines, "x", stats, StreamContext("x")))
+    assert stats.skipped == {"agent:commit-reported": 1}
+    stopped = [r for r in recs if r.event == "node_stopped"]
+    assert len(stopped) == 1 and stopped[0].ts == 500.0 and stopped[0].node == "i-1"  # restarted: ended at its last line
+
+
+def test_cost_prices_the_measured_profile(controller_events) -> None:  # type: ignore[no-untyped-def]
+    base = _cli("cost", "--profile", "tests/economics/data/llm-finetune.yaml", "--json")
+    measured = _cli("cost", "--profile", "tests/economics/data/llm-finetune.yaml", "--json",
+                    "--telemetry", str(controller_events.path))  # fmt: skip
+    assert base.returncode == 0 and measured.returncode == 0, measured.stderr
+    b, m = json.loads(base.stdout), json.loads(measured.stdout)
+    assert m["telemetry"]["measured"]["expectedReacquisitionSeconds"] == 300.0
+    idle = {d["name"]: d["usd"] for d in m["terms"]}["reacquisition_idle"]
+    assert idle < {d["name"]: d["usd"] for d in b["terms"]}["reacquisition_idle"]  # 300 s measured vs 900 s typed
