@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,14 @@ from spotgpu.economics.compare import (
     render_table,
     start_grid,
 )
-from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.cost import effective_cost, on_demand_baseline
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
 from spotgpu.economics.report import render_terms
 from spotgpu.economics.simulator import Job, Replay
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.models.ladder import ceiling_far_above
 from spotgpu.traces import all_groups, load_group
 
 
@@ -59,6 +61,11 @@ def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, Fall
         ladder: FallbackLadder = load_model(args.ladder, FallbackLadder, "ladder")
     else:
         ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand)
+    for i, step in enumerate(ladder.steps):
+        far = ceiling_far_above(step.cost_ceiling_per_hour, profile.prices.on_demand)
+        if far is not None:
+            raise CliError(f"{args.ladder}: steps[{i}].costCeilingPerHour {step.cost_ceiling_per_hour:g} {far[0]}; "
+                           f"fix: {far[1]}")  # fmt: skip
     return profile, ladder
 
 
@@ -87,17 +94,23 @@ def cmd_cost(args: argparse.Namespace) -> int:
         for k, v in measured["telemetry"]["notMeasured"].items():
             print(f"  kept {k} from the profile: {v}")
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
-    print(f"  savings vs on-demand: {bill.savings_fraction:.1%}")
-    print(
-        f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
-        f"on-demand share {bill.on_demand_share:.1%}"
-    )
+    base = bill.details["onDemandBaseline"]
+    print(f"  on-demand total is the work alone (W N on-demand); `spotgpu simulate`'s on-demand-only replay also "
+          f"pays its checkpoint stalls ${base['checkpointStallUsd']:,.2f} and one start ${base['firstStartUsd']:,.2f}: "
+          f"${base['replayedUsd']:,.2f}")  # fmt: skip
+    if math.isfinite(bill.savings_fraction):
+        print(f"  savings vs on-demand: {bill.savings_fraction:.1%}")
+    if math.isfinite(bill.expected_interruptions):
+        print(f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
+              f"on-demand share {bill.on_demand_share:.1%}")  # fmt: skip
+    else:
+        print("  expected interruptions and finish: unbounded (the job does not finish on spot)")
     for reason in [*decision.reasons, *bill.reasons]:
         print(f"  - {reason}")
     return 0
@@ -146,15 +159,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     with Progress("replaying") as progress:
         for index, group in enumerate(groups):
             progress.update(f"{index + 1}/{len(groups)} {group}")
-            results.append(_simulate_group(args, job, method, names, ladder, group, len(groups) > 1))
+            results.append(_simulate_group(args, profile, job, method, names, ladder, group, len(groups) > 1))
     if args.json:
-        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2))
+        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2, allow_nan=False))
     return 0
 
 
 def _simulate_group(
-    args: argparse.Namespace, job: Job, method: str, names: list[str], ladder: FallbackLadder, group: str, several: bool
-) -> dict[str, Any]:
+    args: argparse.Namespace, profile: WorkloadProfile, job: Job, method: str, names: list[str],
+    ladder: FallbackLadder, group: str, several: bool,
+) -> dict[str, Any]:  # fmt: skip
     """Replay one trace group under every policy; print its table unless ``--json``."""
     traces = load_group(group)
     avail = aligned_availability(traces, job.nodes)
@@ -184,10 +198,22 @@ def _simulate_group(
             f"{job.nodes} node(s), checkpoint every {job.interval_seconds:g} s [{method}])"
         )
         print(render_table(rows))
+        print(baseline_line(profile, job, rows))
         print()
     if args.plot:
         _plot(replays, job, Path(args.plot), group, several)
-    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]}
+    baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+
+
+def baseline_line(profile: WorkloadProfile, job: Job, rows: list[Any]) -> str:
+    """The replayed on-demand-only cost beside the cost model's baseline, the difference named."""
+    b = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    replayed = next((r.mean_cost_usd for r in rows if r.policy == "on-demand only"), None)
+    seen = "" if replayed is None else f" (replayed here: ${replayed:,.2f})"
+    return (f"on-demand baseline: `spotgpu cost`'s on-demand total ${b.compute_usd:,.2f} (the work alone) + "
+            f"checkpoint stalls ${b.checkpoint_stall_usd:,.2f} + one start ${b.first_start_usd:,.2f} = "
+            f"${b.replayed_usd:,.2f}{seen}")  # fmt: skip
 
 
 def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 
@@ -26,7 +26,8 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
             interval=decision,
             keep_generations=pool.checkpoint.keep_generations,
         )
-        pools[pool.name] = {
+        nulls: dict[str, str] = {}
+        pools[pool.name] = json_safe({
             "cloud": pool.cloud,
             "workload": pool.workload,
             "ladder": pool.ladder,
@@ -40,7 +41,9 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
             "savingsFraction": round(breakdown.savings_fraction, 4),
             "effectiveCost": breakdown.to_dict(),
             "prices": _price_sources(config, pool, workload),
-        }
+        }, nulls, breakdown.unbounded_reason)  # fmt: skip
+        if nulls:
+            pools[pool.name]["nulls"] = nulls
     return {"pools": pools}
 
 
@@ -57,14 +60,19 @@ def _price_sources(config: StackConfig, pool: PoolSpec, workload: WorkloadProfil
 
 def render_terms(cost: dict[str, Any], indent: str = "    ") -> list[str]:
     """The bill as aligned lines: term, USD, and its share of the spot total."""
-    total = cost.get("spotTotal") or 0.0
+    total = cost.get("spotTotal")
     lines = []
     for t in cost["terms"]:
-        share = f"{t['usd'] / total:6.1%}" if total else "     -"
-        lines.append(f"{indent}{t['name']:<24}{t['usd']:>11,.2f}  {share}")
-    lines.append(f"{indent}{'spot total':<24}{total:>11,.2f}")
-    lines.append(f"{indent}{'on-demand total':<24}{cost['onDemandTotal']:>11,.2f}")
+        share = f"{t['usd'] / total:6.1%}" if total and t["usd"] is not None else "     -"
+        lines.append(f"{indent}{t['name']:<24}{_usd(t['usd'])}  {share}")
+    lines.append(f"{indent}{'spot total':<24}{_usd(total)}")
+    lines.append(f"{indent}{'on-demand total':<24}{_usd(cost['onDemandTotal'])}")
     return lines
+
+
+def _usd(value: float | None) -> str:
+    """Dollars right-aligned in 11 columns; a null (an unbounded figure) reads as such."""
+    return f"{'unbounded':>11}" if value is None else f"{value:>11,.2f}"
 
 
 def render_economics(report: dict[str, Any]) -> str:
@@ -78,10 +86,9 @@ def render_economics(report: dict[str, Any]) -> str:
         if "effectiveCost" not in p:
             continue
         verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"
-        lines.append(
-            f"    {verdict}: spot ${p['spotTotalUsd']:,.2f} vs on-demand ${p['onDemandTotalUsd']:,.2f} "
-            f"per job (saves {p['savingsFraction']:.0%})"
-        )
+        spot = "unbounded" if p["spotTotalUsd"] is None else f"${p['spotTotalUsd']:,.2f}"
+        saves = "-" if p["savingsFraction"] is None else f"{p['savingsFraction']:.0%}"
+        lines.append(f"    {verdict}: spot {spot} vs on-demand ${p['onDemandTotalUsd']:,.2f} per job (saves {saves})")
         if "prices" in p:
             pr = p["prices"]
             lines.append(

@@ -7,7 +7,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from spotgpu import catalogue
 from spotgpu.catalogue import PriceQuote
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
-from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_far_above
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
@@ -166,6 +166,11 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
 def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: PriceQuote) -> None:
     for i, step in enumerate(ladder.steps):
         at = f"ladders.{pool.ladder}.steps[{i}].costCeilingPerHour"
+        far = ceiling_far_above(step.cost_ceiling_per_hour, quote.usd_per_hour)
+        if far is not None:
+            problem, fix = far
+            raise FieldProblem(f"{problem} (pool {pool.name}, {quote.source})", at=at, value=step.cost_ceiling_per_hour,
+                               fix=fix)  # fmt: skip
         if step.kind.uses_spot and step.cost_ceiling_per_hour < spot:
             raise FieldProblem(
                 f"is below pool {pool.name}'s spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour), "
