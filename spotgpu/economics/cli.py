@@ -26,7 +26,7 @@ from spotgpu.economics.cost import effective_cost, on_demand_baseline
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
-from spotgpu.economics.report import render_terms
+from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
 from spotgpu.economics.simulator import Job, Replay
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import ceiling_far_above
@@ -69,7 +69,25 @@ def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, Fall
     return profile, ladder
 
 
+def cmd_cost_stack(args: argparse.Namespace) -> int:
+    """``cost --stack S --pool P``: the pool's own prices, notice and ladder, by the preview's code path."""
+    if args.profile or args.ladder or args.telemetry or args.trace_group:
+        raise CliError("--stack prices a pool of the stack; leave out --profile, --ladder, --telemetry and --trace-group")
+    if not args.pool:
+        raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
+    report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
+    if args.json:
+        print(json.dumps(report["pools"][args.pool], indent=2, sort_keys=True, allow_nan=False))
+    else:
+        print(render_economics(report))
+    return 0
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
+    if args.stack:
+        return cmd_cost_stack(args)
+    if not args.profile:
+        raise CliError("give --profile PROFILE.yaml, or --stack S --pool P")
     profile, ladder = _profile_and_ladder(args)
     notice = default_notice(args.provider)
     hazard = None
@@ -258,7 +276,9 @@ def register(subparsers: Any) -> None:
     from spotgpu.economics.profile_cli import add_telemetry_args
 
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
-    cost.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON (camelCase keys)")
+    cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
+    cost.add_argument("--stack", help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
+    cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
     cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
@@ -270,7 +290,7 @@ def register(subparsers: Any) -> None:
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
     add_telemetry_args(cost, required=False)
-    cost.add_argument("--pool", metavar="NAME", help="with --telemetry: fit only this pool's records")
+    cost.add_argument("--pool", metavar="NAME", help="with --stack: the pool to price; with --telemetry: fit only its records")
     cost.set_defaults(func=guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")

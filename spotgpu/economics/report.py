@@ -7,16 +7,23 @@ which term dominates, and whether the pool is spot-eligible at all.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
+from spotgpu.models.stack import idle_rungs
 
 
-def stack_economics(config: StackConfig) -> dict[str, Any]:
+def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, Any]:
+    """Every pool's economics (or only the pool named ``only``): the preview's and ``cost --stack``'s one code path."""
+    if only is not None and only not in {p.name for p in config.pools}:
+        raise ValueError(f"--pool {only!r} is not a pool of the stack; use one of {', '.join(p.name for p in config.pools)}")
     pools = {}
     for pool in config.pools:
+        if only is not None and pool.name != only:
+            continue
         workload = config.workload_for(pool)
         decision = choose_interval(workload, pool.notice)
         breakdown = effective_cost(
@@ -44,6 +51,11 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
         }, nulls, breakdown.unbounded_reason)  # fmt: skip
         if nulls:
             pools[pool.name]["nulls"] = nulls
+        warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
+                    f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
+                    for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
+        if warnings:
+            pools[pool.name]["warnings"] = warnings
     return {"pools": pools}
 
 
@@ -95,6 +107,27 @@ def render_economics(report: dict[str, Any]) -> str:
                 f"      prices: spot ${pr['spotPerHour']:g}/h ({pr['spotSource']}); "
                 f"on-demand ${pr['onDemandPerHour']:g}/h ({pr['onDemandSource']})"
             )
+        lines.extend(f"      WARNING: {w}" for w in p.get("warnings", []))
         lines.extend(render_terms(p["effectiveCost"], indent="      "))
         lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
     return "\n".join(lines)
+
+
+def load_stack(stack: str, project_dir: str | Path = ".") -> StackConfig:
+    """The stack's spotgpu config, validated the way the program reads it (no Pulumi import)."""
+    import yaml
+
+    from spotgpu.config import read_stack_file, stack_config_from_engine
+
+    root = Path(project_dir)
+    project = root / "Pulumi.yaml"
+    if not project.exists():
+        raise ValueError(f"--program {project_dir}: no Pulumi.yaml; fix: point --program at the Pulumi project directory")
+    doc = yaml.safe_load(project.read_text(encoding="utf-8")) or {}
+    folder = root / str(doc.get("stackConfigDir", "."))
+    path = folder / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+        raise ValueError(f"--stack {stack!r}: no {path}; fix: use one of {', '.join(known)}")
+    _, engine = read_stack_file(str(path))
+    return stack_config_from_engine(engine, "spotgpu")
