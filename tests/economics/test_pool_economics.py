@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from spotgpu.catalogue import on_demand_price, price_provenance
+from spotgpu.catalogue import on_demand_price
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,8 @@ def test_the_catalogue_prices_the_gpu_types_platform_teams_use(
     cloud: str, name: str, region: str, accelerator: tuple[str, int] | None
 ) -> None:
     """Defect: no price for p4d, p5, a3 or ND-series sizes, so leaving onDemandPerHour out failed."""
+    from spotgpu.catalogue import price_provenance
+
     quote = on_demand_price(cloud, name, region, accelerator)
     assert quote is not None and quote.usd_per_hour > 0
     assert "20" in quote.source  # a date (a year) is always named
@@ -58,6 +60,8 @@ def test_the_catalogue_prices_the_gpu_types_platform_teams_use(
 
 
 def test_p5e_has_no_made_up_price_and_says_why() -> None:
+    from spotgpu.catalogue import price_provenance
+
     assert on_demand_price("aws", "p5e.48xlarge", "us-east-1") is None
     assert "Capacity Blocks" in (price_provenance("aws", "us-east-1", "p5e.48xlarge") or {})["source"]
 
