@@ -151,8 +151,18 @@ def azure_locations() -> tuple[str, ...]:
 # --- Prices ----------------------------------------------------------------------------
 
 
-def _price_label(cloud: str, region: str) -> str:
+def _price_label(cloud: str, region: str, name: str = "") -> str:
+    entry = _load("prices").get("provenance", {}).get(f"{cloud}/{region}/{name}")
+    if entry:
+        flag = "" if entry.get("verified") else ", UNVERIFIED"
+        return f"catalogue list price for {region}, {entry['asOf']}{flag}: {entry['source']} (spotgpu/catalogue/data/prices.json)"
     return f"catalogue list price for {region}, {_load('prices')['asOf']} (spotgpu/catalogue/data/prices.json)"
+
+
+def price_provenance(cloud: str, region: str, name: str) -> dict[str, Any] | None:
+    """Where one catalogue price came from, when the file records it per entry (source, asOf, verified)."""
+    entry: dict[str, Any] | None = _load("prices").get("provenance", {}).get(f"{cloud}/{region}/{name}")
+    return entry
 
 
 def on_demand_price(
@@ -166,7 +176,7 @@ def on_demand_price(
     prices = _load("prices").get(cloud, {})
     table = prices.get(region, {})
     if name in table:
-        return PriceQuote(float(table[name]), _price_label(cloud, region))
+        return PriceQuote(float(table[name]), _price_label(cloud, region, name))
     if cloud == "gcp":
         m = _N1.match(name)
         per_vcpu = prices.get(f"{region}/n1PerVcpu", {})
@@ -196,4 +206,5 @@ __all__ = [
     "gcp_machine_types",
     "gcp_regions",
     "on_demand_price",
+    "price_provenance",
 ]

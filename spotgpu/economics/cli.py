@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,14 @@ from spotgpu.economics.compare import (
     render_table,
     start_grid,
 )
-from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.cost import effective_cost, on_demand_baseline
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.interval import choose_interval
-from spotgpu.economics.report import render_terms
+from spotgpu.economics.measured import fit_files, measured_profile
+from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
 from spotgpu.economics.simulator import Job, Replay
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.models.ladder import ceiling_far_above
 from spotgpu.traces import all_groups, load_group
 
 
@@ -34,7 +37,7 @@ class CliError(Exception):
     """A user mistake: printed as one line, exit code 2."""
 
 
-def _load_model(path: str, model: type[BaseModel], what: str) -> Any:
+def load_model(path: str, model: type[BaseModel], what: str) -> Any:
     import yaml
 
     p = Path(path)
@@ -53,36 +56,79 @@ def _load_model(path: str, model: type[BaseModel], what: str) -> Any:
 
 
 def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, FallbackLadder]:
-    profile: WorkloadProfile = _load_model(args.profile, WorkloadProfile, "profile")
+    profile: WorkloadProfile = load_model(args.profile, WorkloadProfile, "profile")
     if args.ladder:
-        ladder: FallbackLadder = _load_model(args.ladder, FallbackLadder, "ladder")
+        ladder: FallbackLadder = load_model(args.ladder, FallbackLadder, "ladder")
     else:
         ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand)
+    for i, step in enumerate(ladder.steps):
+        far = ceiling_far_above(step.cost_ceiling_per_hour, profile.prices.on_demand)
+        if far is not None:
+            raise CliError(f"{args.ladder}: steps[{i}].costCeilingPerHour {step.cost_ceiling_per_hour:g} {far[0]}; "
+                           f"fix: {far[1]}")  # fmt: skip
     return profile, ladder
 
 
+def cmd_cost_stack(args: argparse.Namespace) -> int:
+    """``cost --stack S --pool P``: the pool's own prices, notice and ladder, by the preview's code path."""
+    if args.profile or args.ladder or args.telemetry or args.trace_group:
+        raise CliError("--stack prices a pool of the stack; leave out --profile, --ladder, --telemetry and --trace-group")
+    if not args.pool:
+        raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
+    report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
+    if args.json:
+        print(json.dumps(report["pools"][args.pool], indent=2, sort_keys=True, allow_nan=False))
+    else:
+        print(render_economics(report))
+    return 0
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
+    if args.stack:
+        return cmd_cost_stack(args)
+    if not args.profile:
+        raise CliError("give --profile PROFILE.yaml, or --stack S --pool P")
     profile, ladder = _profile_and_ladder(args)
     notice = default_notice(args.provider)
     hazard = None
     if args.trace_group:
         hazard = estimate_from_traces(load_group(args.trace_group), nodes=1).run_survival
+    samples = None
+    measured: dict[str, Any] = {}
+    if args.telemetry:
+        fitted = fit_files(args.telemetry, args.pool, args.format)
+        profile = measured_profile(profile, fitted.fit)
+        samples = fitted.fit.reacquisition_seconds or None
+        updates, why = fitted.fit.profile_updates()
+        measured = {"telemetry": {"files": list(args.telemetry), "measured": updates, "notMeasured": why}}
     decision = choose_interval(profile, notice, hazard=hazard)
-    bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit)
+    bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
+                          reacquisition_samples=samples)  # fmt: skip
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
-           "reasons": list(decision.reasons)}, **bill.to_dict()}  # fmt: skip
+           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured}  # fmt: skip
+    if measured and not args.json:
+        fields = ", ".join(f"{k} {v:g}" for k, v in measured["telemetry"]["measured"].items()) or "none"
+        print(f"measured from telemetry: {fields}")
+        for k, v in measured["telemetry"]["notMeasured"].items():
+            print(f"  kept {k} from the profile: {v}")
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
-    print(f"  savings vs on-demand: {bill.savings_fraction:.1%}")
-    print(
-        f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
-        f"on-demand share {bill.on_demand_share:.1%}"
-    )
+    base = bill.details["onDemandBaseline"]
+    print(f"  on-demand total is the work alone (W N on-demand); `spotgpu simulate`'s on-demand-only replay also "
+          f"pays its checkpoint stalls ${base['checkpointStallUsd']:,.2f} and one start ${base['firstStartUsd']:,.2f}: "
+          f"${base['replayedUsd']:,.2f}")  # fmt: skip
+    if math.isfinite(bill.savings_fraction):
+        print(f"  savings vs on-demand: {bill.savings_fraction:.1%}")
+    if math.isfinite(bill.expected_interruptions):
+        print(f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
+              f"on-demand share {bill.on_demand_share:.1%}")  # fmt: skip
+    else:
+        print("  expected interruptions and finish: unbounded (the job does not finish on spot)")
     for reason in [*decision.reasons, *bill.reasons]:
         print(f"  - {reason}")
     return 0
@@ -131,15 +177,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     with Progress("replaying") as progress:
         for index, group in enumerate(groups):
             progress.update(f"{index + 1}/{len(groups)} {group}")
-            results.append(_simulate_group(args, job, method, names, ladder, group, len(groups) > 1))
+            results.append(_simulate_group(args, profile, job, method, names, ladder, group, len(groups) > 1))
     if args.json:
-        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2))
+        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2, allow_nan=False))
     return 0
 
 
 def _simulate_group(
-    args: argparse.Namespace, job: Job, method: str, names: list[str], ladder: FallbackLadder, group: str, several: bool
-) -> dict[str, Any]:
+    args: argparse.Namespace, profile: WorkloadProfile, job: Job, method: str, names: list[str],
+    ladder: FallbackLadder, group: str, several: bool,
+) -> dict[str, Any]:  # fmt: skip
     """Replay one trace group under every policy; print its table unless ``--json``."""
     traces = load_group(group)
     avail = aligned_availability(traces, job.nodes)
@@ -169,10 +216,22 @@ def _simulate_group(
             f"{job.nodes} node(s), checkpoint every {job.interval_seconds:g} s [{method}])"
         )
         print(render_table(rows))
+        print(baseline_line(profile, job, rows))
         print()
     if args.plot:
         _plot(replays, job, Path(args.plot), group, several)
-    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows]}
+    baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+
+
+def baseline_line(profile: WorkloadProfile, job: Job, rows: list[Any]) -> str:
+    """The replayed on-demand-only cost beside the cost model's baseline, the difference named."""
+    b = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    replayed = next((r.mean_cost_usd for r in rows if r.policy == "on-demand only"), None)
+    seen = "" if replayed is None else f" (replayed here: ${replayed:,.2f})"
+    return (f"on-demand baseline: `spotgpu cost`'s on-demand total ${b.compute_usd:,.2f} (the work alone) + "
+            f"checkpoint stalls ${b.checkpoint_stall_usd:,.2f} + one start ${b.first_start_usd:,.2f} = "
+            f"${b.replayed_usd:,.2f}{seen}")  # fmt: skip
 
 
 def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool) -> None:
@@ -202,7 +261,7 @@ def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool)
     print(f"wrote {out}", file=sys.stderr)
 
 
-def _guard(fn: Any) -> Any:
+def guard(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(fn(args))
@@ -214,8 +273,12 @@ def _guard(fn: Any) -> Any:
 
 
 def register(subparsers: Any) -> None:
+    from spotgpu.economics.profile_cli import add_telemetry_args
+
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
-    cost.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON (camelCase keys)")
+    cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
+    cost.add_argument("--stack", help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
+    cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
     cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
@@ -226,7 +289,9 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
-    cost.set_defaults(func=_guard(cmd_cost))
+    add_telemetry_args(cost, required=False)
+    cost.add_argument("--pool", metavar="NAME", help="with --stack: the pool to price; with --telemetry: fit only its records")
+    cost.set_defaults(func=guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
     sim.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON")
@@ -253,4 +318,4 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
     add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
     sim.add_argument("--plot", metavar="FILE.png", help="draw committed progress over time (needs matplotlib)")
-    sim.set_defaults(func=_guard(cmd_simulate))
+    sim.set_defaults(func=guard(cmd_simulate))

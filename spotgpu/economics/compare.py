@@ -168,6 +168,11 @@ def start_grid(ticks: int, gap_seconds: float, horizon_hours: float, every_hours
     return np.arange(0, last + 1, step, dtype=np.int64)
 
 
+def _idle(hours: float) -> str:
+    """Idle hours, or ``-`` where the policy has none to report (the twin bills VMs, not job states)."""
+    return f"{hours:>8.1f}" if math.isfinite(hours) else f"{'-':>8}"
+
+
 def render_table(rows: Sequence[PolicyRow]) -> str:
     head = (
         f"{'policy':<34}{'jobs':>6}{'cost $':>11}{'vs OD':>8}{'met':>8}"
@@ -177,7 +182,7 @@ def render_table(rows: Sequence[PolicyRow]) -> str:
     for r in rows:
         lines.append(
             f"{r.policy:<34}{r.jobs:>6}{r.mean_cost_usd:>11,.2f}{r.relative_cost:>8.3f}{r.deadlines_met:>8.1%}"
-            f"{r.lost_compute_hours:>8.2f}{r.spot_hours:>8.1f}{r.on_demand_hours:>8.1f}{r.idle_hours:>8.1f}"
+            f"{r.lost_compute_hours:>8.2f}{r.spot_hours:>8.1f}{r.on_demand_hours:>8.1f}{_idle(r.idle_hours)}"
             f"{r.preemptions:>8.1f}"
         )
     return "\n".join(lines)

@@ -35,9 +35,12 @@ from spotgpu.models.workload import WorkloadProfile
 __all__ = [
     "CostBreakdown",
     "CostTerm",
+    "OnDemandBaseline",
     "effective_cost",
     "expected_lost_seconds",
+    "json_safe",
     "lateness",
+    "on_demand_baseline",
     "reacquisition_outcome",
     "spot_wait_seconds",
 ]
@@ -86,16 +89,22 @@ class CostBreakdown:
                 return t
         raise KeyError(f"no cost term {name!r}; terms are {[t.name for t in self.terms]}")
 
+    @property
+    def unbounded_reason(self) -> str:
+        """Why a figure is not finite (the reason printed next to its null in JSON)."""
+        return next((r for r in self.reasons if ">= 1" in r), "the job cannot finish on spot: the figure is unbounded")
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (camelCase keys; infinities become null)."""
-        return _json_safe(
+        """JSON-ready (camelCase keys): every non-finite figure is null, and ``nulls`` says why for each."""
+        nulls: dict[str, str] = {}
+        doc = json_safe(
             {
                 "terms": [
                     {"name": t.name, "usd": round(t.usd, 4), "inputs": t.inputs, "formula": t.formula}
                     for t in self.terms
                 ],
-                "spotTotal": round(self.spot_total, 4),
-                "onDemandTotal": round(self.on_demand_total, 4),
+                "spotTotal": round(self.spot_total, 2),
+                "onDemandTotal": round(self.on_demand_total, 2),
                 "savingsFraction": round(self.savings_fraction, 4),
                 "spotEligible": self.spot_eligible,
                 "reasons": list(self.reasons),
@@ -105,18 +114,69 @@ class CostBreakdown:
                 "onDemandShare": round(self.on_demand_share, 4),
                 "deadlineMissProbability": round(self.deadline_miss_probability, 4),
                 "details": self.details,
-            }
-        )
+            },
+            nulls, self.unbounded_reason,
+        )  # fmt: skip
+        if nulls:
+            doc["nulls"] = nulls
+        return doc
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
+def json_safe(value: Any, nulls: dict[str, str], reason: str, path: str = "") -> Any:
+    """``value`` with every infinity or NaN replaced by null, each null's path recorded in ``nulls`` with ``reason``.
+
+    JSON has no Infinity: ``json.dumps`` writes it anyway and strict parsers then reject the document.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        nulls[path or "."] = reason
+        return None
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v, nulls, reason, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v, nulls, reason, f"{path}[{i}]") for i, v in enumerate(value)]
     return value
+
+
+@dataclass(frozen=True)
+class OnDemandBaseline:
+    """The one on-demand baseline, and what the replayed on-demand-only job adds to it.
+
+    ``compute_usd`` (``W N on_demand``) is the cost model's ``on_demand_total``: the work alone. The
+    simulator's *on-demand only* policy replays the same job on on-demand capacity, so it also pays the
+    checkpoints it writes (``W C/T N on_demand``) and its one start (``(restart + load) N on_demand``);
+    ``replayed_usd`` is that sum. Every command prints the figure it uses under one of these two names.
+    """
+
+    compute_usd: float
+    checkpoint_stall_usd: float
+    first_start_usd: float
+
+    @property
+    def replayed_usd(self) -> float:
+        return self.compute_usd + self.checkpoint_stall_usd + self.first_start_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "computeUsd": round(self.compute_usd, 2),
+            "checkpointStallUsd": round(self.checkpoint_stall_usd, 2),
+            "firstStartUsd": round(self.first_start_usd, 2),
+            "replayedUsd": round(self.replayed_usd, 2),
+            "definition": "onDemandTotal = computeUsd (W N on_demand, the work alone); the simulator's on-demand "
+                          "only replay = replayedUsd (adds its checkpoint stalls W C/T N on_demand and one start "
+                          "(restart + load) N on_demand)",
+        }  # fmt: skip
+
+
+def on_demand_baseline(profile: WorkloadProfile, interval_seconds: float, work_hours: float | None = None,
+                       nodes: int | None = None) -> OnDemandBaseline:  # fmt: skip
+    w = profile.work_hours if work_hours is None else work_hours
+    n = profile.nodes if nodes is None else nodes
+    rate = n * profile.prices.on_demand
+    return OnDemandBaseline(
+        compute_usd=w * rate,
+        checkpoint_stall_usd=w * profile.checkpoint_write_seconds / interval_seconds * rate,
+        first_start_usd=(profile.restart_seconds + profile.checkpoint_load_seconds) / 3600.0 * rate,
+    )
 
 
 def effective_cost(
@@ -166,7 +226,8 @@ def effective_cost(
         _deadline_penalty(profile, e, miss_p, late_h, _escalates(profile, ladder)),
     ]
     spot_total = sum(t.usd for t in terms)
-    on_demand_total = profile.work_hours * profile.nodes * profile.prices.on_demand
+    baseline = on_demand_baseline(profile, decision.seconds)
+    on_demand_total = baseline.compute_usd
     savings = 1.0 - spot_total / on_demand_total if math.isfinite(spot_total) else -math.inf
     eligible, reasons = _verdict(profile, ladder, e, spot_total, on_demand_total, miss_p)
     return CostBreakdown(
@@ -188,6 +249,7 @@ def effective_cost(
             "fallbackProbability": e.reacquisition.fallback_probability,
             "intervalMethod": decision.method,
             "finalCheckpointFitsNotice": e.final_fits,
+            "onDemandBaseline": baseline.to_dict(),
         },
     )
 
@@ -356,7 +418,10 @@ def _verdict(
             f"interruptions ({e.gang_rate_per_hour:.3g}/h for the gang) x overhead ({e.overhead_hours:.3g} h each) "
             ">= 1: the job loses work as fast as it makes it"
         )
-    if spot_total >= on_demand_total:
+    if not math.isfinite(spot_total):
+        eligible = False
+        reasons.append(f"spot cost is unbounded (the job does not finish), against on-demand ${on_demand_total:,.2f}")
+    elif spot_total >= on_demand_total:
         eligible = False
         reasons.append(f"spot costs ${spot_total:,.2f}, not less than on-demand ${on_demand_total:,.2f}")
     else:

@@ -7,16 +7,23 @@ which term dominates, and whether the pool is spot-eligible at all.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
+from spotgpu.models.stack import idle_rungs
 
 
-def stack_economics(config: StackConfig) -> dict[str, Any]:
+def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, Any]:
+    """Every pool's economics (or only the pool named ``only``): the preview's and ``cost --stack``'s one code path."""
+    if only is not None and only not in {p.name for p in config.pools}:
+        raise ValueError(f"--pool {only!r} is not a pool of the stack; use one of {', '.join(p.name for p in config.pools)}")
     pools = {}
     for pool in config.pools:
+        if only is not None and pool.name != only:
+            continue
         workload = config.workload_for(pool)
         decision = choose_interval(workload, pool.notice)
         breakdown = effective_cost(
@@ -26,7 +33,8 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
             interval=decision,
             keep_generations=pool.checkpoint.keep_generations,
         )
-        pools[pool.name] = {
+        nulls: dict[str, str] = {}
+        pools[pool.name] = json_safe({
             "cloud": pool.cloud,
             "workload": pool.workload,
             "ladder": pool.ladder,
@@ -40,7 +48,14 @@ def stack_economics(config: StackConfig) -> dict[str, Any]:
             "savingsFraction": round(breakdown.savings_fraction, 4),
             "effectiveCost": breakdown.to_dict(),
             "prices": _price_sources(config, pool, workload),
-        }
+        }, nulls, breakdown.unbounded_reason)  # fmt: skip
+        if nulls:
+            pools[pool.name]["nulls"] = nulls
+        warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
+                    f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
+                    for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
+        if warnings:
+            pools[pool.name]["warnings"] = warnings
     return {"pools": pools}
 
 
@@ -57,14 +72,19 @@ def _price_sources(config: StackConfig, pool: PoolSpec, workload: WorkloadProfil
 
 def render_terms(cost: dict[str, Any], indent: str = "    ") -> list[str]:
     """The bill as aligned lines: term, USD, and its share of the spot total."""
-    total = cost.get("spotTotal") or 0.0
+    total = cost.get("spotTotal")
     lines = []
     for t in cost["terms"]:
-        share = f"{t['usd'] / total:6.1%}" if total else "     -"
-        lines.append(f"{indent}{t['name']:<24}{t['usd']:>11,.2f}  {share}")
-    lines.append(f"{indent}{'spot total':<24}{total:>11,.2f}")
-    lines.append(f"{indent}{'on-demand total':<24}{cost['onDemandTotal']:>11,.2f}")
+        share = f"{t['usd'] / total:6.1%}" if total and t["usd"] is not None else "     -"
+        lines.append(f"{indent}{t['name']:<24}{_usd(t['usd'])}  {share}")
+    lines.append(f"{indent}{'spot total':<24}{_usd(total)}")
+    lines.append(f"{indent}{'on-demand total':<24}{_usd(cost['onDemandTotal'])}")
     return lines
+
+
+def _usd(value: float | None) -> str:
+    """Dollars right-aligned in 11 columns; a null (an unbounded figure) reads as such."""
+    return f"{'unbounded':>11}" if value is None else f"{value:>11,.2f}"
 
 
 def render_economics(report: dict[str, Any]) -> str:
@@ -78,16 +98,36 @@ def render_economics(report: dict[str, Any]) -> str:
         if "effectiveCost" not in p:
             continue
         verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"
-        lines.append(
-            f"    {verdict}: spot ${p['spotTotalUsd']:,.2f} vs on-demand ${p['onDemandTotalUsd']:,.2f} "
-            f"per job (saves {p['savingsFraction']:.0%})"
-        )
+        spot = "unbounded" if p["spotTotalUsd"] is None else f"${p['spotTotalUsd']:,.2f}"
+        saves = "-" if p["savingsFraction"] is None else f"{p['savingsFraction']:.0%}"
+        lines.append(f"    {verdict}: spot {spot} vs on-demand ${p['onDemandTotalUsd']:,.2f} per job (saves {saves})")
         if "prices" in p:
             pr = p["prices"]
             lines.append(
                 f"      prices: spot ${pr['spotPerHour']:g}/h ({pr['spotSource']}); "
                 f"on-demand ${pr['onDemandPerHour']:g}/h ({pr['onDemandSource']})"
             )
+        lines.extend(f"      WARNING: {w}" for w in p.get("warnings", []))
         lines.extend(render_terms(p["effectiveCost"], indent="      "))
         lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
     return "\n".join(lines)
+
+
+def load_stack(stack: str, project_dir: str | Path = ".") -> StackConfig:
+    """The stack's spotgpu config, validated the way the program reads it (no Pulumi import)."""
+    import yaml
+
+    from spotgpu.config import read_stack_file, stack_config_from_engine
+
+    root = Path(project_dir)
+    project = root / "Pulumi.yaml"
+    if not project.exists():
+        raise ValueError(f"--program {project_dir}: no Pulumi.yaml; fix: point --program at the Pulumi project directory")
+    doc = yaml.safe_load(project.read_text(encoding="utf-8")) or {}
+    folder = root / str(doc.get("stackConfigDir", "."))
+    path = folder / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+        raise ValueError(f"--stack {stack!r}: no {path}; fix: use one of {', '.join(known)}")
+    _, engine = read_stack_file(str(path))
+    return stack_config_from_engine(engine, "spotgpu")

@@ -1,44 +1,30 @@
-"""Telemetry records (JSON lines) and the estimates the cost model takes from them.
+"""One telemetry schema, and the reader that brings every log spotgpu writes onto it.
 
-The node agent and the fallback controller append one JSON object per line; the
-cost model reads them back to measure what a profile otherwise has to guess.
-Schema version 1 (camelCase keys, unknown keys rejected so a typo is loud):
+The cost model is fed from what the fleet measured. Three producers write JSON lines
+today, each in its own shape, and the reader takes all three as they are:
 
-    {"v": 1, "ts": 1764500000.0, "event": "interrupted", "pool": "train-aws",
-     "node": "i-0abc", "capacity": "spot", "zone": "us-east-1a", "sku": "g5.12xlarge"}
+* the node agent's events log (``spotgpu.agent.telemetry.Telemetry.log``):
+  ``{"ts", "record": "started" | "identity" | "ready" | "notice" | "final-checkpoint" | ...}``;
+  the VM's pool, id, type, zone and capacity come from its ``started`` and ``identity``
+  records, so the reader keeps a small context per stream (file, or log stream of an export);
+* the fallback controller's events (``spotgpu.controller.events.Event.to_json``):
+  ``{"kind", "pool", "at", ...}``;
+* schema v1 records (below), for anything else that wants to feed the fit.
 
-``ts`` is epoch seconds (float) or an ISO-8601 string with a timezone. Events:
-
-* ``node_started`` / ``node_stopped``: a node's billed lifetime (``capacity`` spot or on_demand);
-* ``notice``: a preemption notice or early signal arrived (``noticeKind``: ``rebalance``,
-  ``instance-action``, ``preempted``, ``scheduled-event``);
-* ``interrupted``: the provider took the node;
-* ``replacement_requested`` / ``replacement_ready``: the controller asked for capacity /
-  the replacement is ready for work (``step``: the ladder rung that supplied it);
-* ``launch_failed``: a launch attempt failed (``reason``: ``quota``, ``capacity`` or ``other``),
-  counted apart from reacquisition latency so quota problems never look like scarce spot;
-* ``checkpoint_committed``: a generation was committed (``seconds``: write time, ``bytes``).
-
-The fallback controller's own JSON lines (``spotgpu.controller.events.Event``:
-``{"kind", "pool", "at", ...}``) are read too: ``interruption`` becomes
-``interrupted``, ``reacquired`` (with ``latencySeconds``) becomes
-``replacement_ready`` carrying its latency in ``seconds``, ``launch_failure``
-becomes ``launch_failed``; other controller kinds are skipped.
-
-Estimates: interruptions per spot node-hour; reacquisition latency from each
-``interrupted`` to the next ``replacement_ready`` of the same pool; notice lead
-time (``interrupted.ts - notice.ts`` per node); launch failures by reason.
+Each becomes :class:`TelemetryRecord` (schema version 1, documented once in
+docs/economics.md §3). Records of kinds the fit does not use are counted, never silently
+dropped: :class:`ReadStats` says how many lines of which kind were skipped.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -49,18 +35,34 @@ SCHEMA_VERSION = 1
 EventKind = Literal[
     "node_started",
     "node_stopped",
+    "node_ready",
     "notice",
     "interrupted",
     "replacement_requested",
     "replacement_ready",
     "launch_failed",
     "checkpoint_committed",
+    "checkpoint_loaded",
 ]
+
+NoticeKind = Literal[
+    # the agent's own kinds (spotgpu.agent.events.EventKind)
+    "rebalance", "maintenance", "preempt", "terminate", "drain",
+    # the clouds' names, accepted in v1 records from other emitters
+    "instance-action", "preempted", "scheduled-event",
+]  # fmt: skip
+
+#: Notice kinds that mean the provider is taking the VM (an interruption of spot capacity).
+LOSS_NOTICES = frozenset({"preempt", "instance-action", "preempted"})
+#: Controller interruption types that are a lost VM (``spotgpu.controller.plan.LOSS_KINDS``, kept equal by a test).
+CONTROLLER_LOSS_TYPES = frozenset({"interruption", "preempted", "evicted", "terminated"})
 
 
 class TelemetryRecord(SpotModel):
+    """Schema v1: one measured fact about one pool (camelCase keys, unknown keys rejected)."""
+
     v: Literal[1] = 1
-    ts: float = Field(description="Epoch seconds (ISO-8601 strings are converted).")
+    ts: float = Field(description="Epoch seconds (ISO-8601 strings with a timezone are converted).")
     event: EventKind
     pool: str = Field(min_length=1)
     node: str | None = None
@@ -69,7 +71,7 @@ class TelemetryRecord(SpotModel):
     zone: str | None = None
     sku: str | None = None
     step: str | None = None
-    notice_kind: Literal["rebalance", "instance-action", "preempted", "scheduled-event"] | None = None
+    notice_kind: NoticeKind | None = None
     reason: Literal["quota", "capacity", "price", "other"] | None = None
     seconds: float | None = Field(default=None, ge=0)
     bytes: int | None = Field(default=None, ge=0)
@@ -77,18 +79,113 @@ class TelemetryRecord(SpotModel):
     @field_validator("ts", mode="before")
     @classmethod
     def _epoch(cls, value: object) -> object:
-        if isinstance(value, str):
-            try:
-                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"ts {value!r} is not ISO-8601; use epoch seconds or 2026-11-30T13:00:00Z") from None
-            if parsed.tzinfo is None:
-                raise ValueError(f"ts {value!r} has no timezone; append Z for UTC")
-            return parsed.timestamp()
-        return value
+        return parse_ts(value)
 
     def to_line(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=True), sort_keys=True)
+
+
+def parse_ts(value: object) -> object:
+    """Epoch seconds from a number or an ISO-8601 string with a timezone (other values pass to validation)."""
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"ts {value!r} is not ISO-8601; use epoch seconds or 2026-11-30T13:00:00Z") from None
+        if parsed.tzinfo is None:
+            raise ValueError(f"ts {value!r} has no timezone; append Z for UTC")
+        return parsed.timestamp()
+    return value
+
+
+@dataclass
+class ReadStats:
+    """What the reader took and what it skipped (by source and kind), so nothing is lost unseen."""
+
+    lines: int = 0
+    records: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def skipped_summary(self) -> str:
+        return ", ".join(f"{n} {k}" for k, n in sorted(self.skipped.items())) or "none"
+
+
+@dataclass
+class StreamContext:
+    """What an agent's earlier records said about its VM (agent lines carry no pool or id of their own)."""
+
+    stream: str
+    pool: str | None = None
+    provider: str | None = None
+    node: str | None = None
+    zone: str | None = None
+    sku: str | None = None
+    capacity: str | None = None
+    started_at: float | None = None
+    announced: bool = False
+    last_ts: float | None = None
+
+    def where(self) -> dict[str, Any]:
+        return {"pool": self.pool, "node": self.node or self.stream, "zone": self.zone, "sku": self.sku,
+                "provider": self.provider}  # fmt: skip
+
+
+_AGENT_CAPACITY = {"spot": "spot", "on-demand": "on_demand"}
+#: Agent records the fit does not use (kept as the agent's own record; counted as skipped).
+AGENT_UNUSED = frozenset(
+    {"workload-notified", "drained", "acknowledge", "commit-reported", "ignored", "workload-report", "control"}
+)
+
+
+def from_agent_record(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]] | None:
+    """Schema v1 dicts for one agent events-log line; ``None`` for a record the fit does not use."""
+    record, ts = obj.get("record"), obj.get("ts")
+    if record == "started":  # a new agent process: a new VM lifetime begins (a log may hold several)
+        ctx.node = ctx.zone = ctx.sku = ctx.capacity = None
+        ctx.announced = False
+        ctx.pool = obj.get("pool") or ctx.pool
+        ctx.provider = obj.get("provider") or ctx.provider
+        ctx.started_at = ts if isinstance(ts, int | float) else ctx.started_at
+        return []
+    if record == "identity":
+        ctx.pool = obj.get("pool") or ctx.pool
+        ctx.provider = obj.get("provider") or ctx.provider
+        ctx.node = obj.get("instance_id") or obj.get("name") or ctx.node
+        ctx.zone = obj.get("zone") or None
+        ctx.sku = obj.get("instance_type") or None
+        ctx.capacity = _AGENT_CAPACITY.get(str(obj.get("capacity")))
+        if ctx.announced:
+            return []
+        ctx.announced = True
+        start = ctx.started_at if ctx.started_at is not None else ts
+        return [{"ts": start, "event": "node_started", "capacity": ctx.capacity}]
+    if ctx.pool is None:
+        raise ValueError("record: an agent record before the agent's 'started' line names no pool; "
+                         "keep each VM's events log whole (one file or log stream per VM)")  # fmt: skip
+    if record == "ready":
+        seconds = obj.get("bootToReadySeconds")
+        if seconds is None or obj.get("stage") != "workload":
+            return None  # the agent's own readiness is not the workload's; without a number nothing is measured
+        return [{"ts": ts, "event": "node_ready", "seconds": seconds}]
+    if record == "notice":
+        kind = obj.get("kind")
+        out = [{"ts": ts, "event": "notice", "noticeKind": kind, "seconds": _lead(obj.get("leadSeconds"))}]
+        if kind in LOSS_NOTICES:
+            end = obj.get("deadline")
+            out.append({"ts": end if isinstance(end, int | float) else ts, "event": "interrupted",
+                        "capacity": ctx.capacity})  # fmt: skip
+        return out
+    if record == "final-checkpoint":
+        if obj.get("outcome") != "committed" or obj.get("seconds") is None:
+            return None
+        size = obj.get("bytes")
+        return [{"ts": ts, "event": "checkpoint_committed", "seconds": obj["seconds"],
+                 **({"bytes": size} if isinstance(size, int) else {})}]  # fmt: skip
+    return None
+
+
+def _lead(value: object) -> float | None:
+    return max(0.0, float(value)) if isinstance(value, int | float) else None
 
 
 _CONTROLLER_KINDS = {
@@ -98,125 +195,134 @@ _CONTROLLER_KINDS = {
 }
 
 
-def from_controller_event(obj: dict[str, object]) -> dict[str, object] | None:
+def from_controller_event(obj: dict[str, Any]) -> dict[str, Any] | None:
     """Map a controller Event JSON line onto schema v1; ``None`` for kinds the cost model ignores."""
     event = _CONTROLLER_KINDS.get(str(obj.get("kind")))
     if event is None:
         return None
-    out: dict[str, object] = {"v": 1, "ts": obj.get("at"), "event": event, "pool": obj.get("pool")}
-    if event == "replacement_ready" and obj.get("latencySeconds") is not None:
-        out["seconds"] = obj["latencySeconds"]
+    out: dict[str, Any] = {"v": 1, "ts": obj.get("at"), "event": event, "pool": obj.get("pool")}
+    if event == "interrupted":
+        if obj.get("type") not in CONTROLLER_LOSS_TYPES or obj.get("stale"):
+            return None  # a rebalance hint, or an event from before this incarnation: no VM was lost
+        if obj.get("vm"):
+            out["node"] = obj["vm"]
+    if event == "replacement_ready":
+        if obj.get("latencySeconds") is not None:
+            out["seconds"] = obj["latencySeconds"]
+        if obj.get("step"):
+            out["step"] = obj["step"]
     if event == "launch_failed":
         reason = obj.get("reason")
         out["reason"] = reason if reason in ("quota", "capacity", "price") else "other"
+        if obj.get("zone"):
+            out["zone"] = obj["zone"]
     return out
 
 
-def parse_lines(lines: Iterable[str], source: str = "telemetry") -> list[TelemetryRecord]:
-    """Validate JSON lines; an error names the line, the field and the value."""
-    out = []
+def _previous_lifetime_ended(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]]:
+    """A second ``started`` in one stream: the VM before it stopped at its last record."""
+    if obj.get("record") != "started" or not ctx.announced or ctx.last_ts is None:
+        return []
+    where = {k: v for k, v in ctx.where().items() if v is not None}
+    return [{**where, "ts": ctx.last_ts, "event": "node_stopped"}]
+
+
+def normalize(obj: object, ctx: StreamContext, stats: ReadStats, fallback_ts: float | None = None) -> list[TelemetryRecord]:
+    """Schema v1 records for one parsed line of any producer (agent, controller, v1)."""
+    if not isinstance(obj, dict):
+        raise ValueError("record: not a JSON object; write one JSON object per line")
+    if fallback_ts is not None and "ts" not in obj and "at" not in obj:
+        obj = {**obj, "ts": fallback_ts}
+    dicts: list[dict[str, Any]] | None
+    if "record" in obj:
+        ended = _previous_lifetime_ended(obj, ctx)
+        dicts = from_agent_record(obj, ctx)
+        if isinstance(obj.get("ts"), int | float):
+            ctx.last_ts = obj["ts"]
+        if dicts is None:
+            stats.skipped[f"agent:{obj.get('record')}"] += 1
+            return []
+        where = {k: v for k, v in ctx.where().items() if v is not None}
+        dicts = [*ended, *({**where, **{k: v for k, v in d.items() if v is not None}} for d in dicts)]
+    elif "kind" in obj and "event" not in obj:
+        one = from_controller_event(obj)
+        if one is None:
+            stats.skipped[f"controller:{obj.get('kind')}"] += 1
+            return []
+        dicts = [one]
+    else:
+        dicts = [obj]
+    out = [TelemetryRecord.model_validate(d) for d in dicts]
+    stats.records += len(out)
+    return out
+
+
+def parse_lines(
+    lines: Iterable[str], source: str = "telemetry", stats: ReadStats | None = None, ctx: StreamContext | None = None
+) -> Iterator[TelemetryRecord]:
+    """Records from JSON lines (agent, controller or v1); an error names the line, the field and the value."""
+    stats = stats if stats is not None else ReadStats()
+    ctx = ctx or StreamContext(source)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        stats.lines += 1
+        if _skipped_unparsed(line, ctx, stats):
+            continue
         try:
-            obj = json.loads(line)
-            if isinstance(obj, dict) and "kind" in obj and "event" not in obj:
-                obj = from_controller_event(obj)
-                if obj is None:
-                    continue
-            out.append(TelemetryRecord.model_validate(obj))
+            yield from normalize(json.loads(line), ctx, stats)
         except json.JSONDecodeError as err:
             raise ValueError(f"{source}:{number}: not JSON ({err.msg}); write one JSON object per line") from None
         except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "(record)"
-            raise ValueError(
-                f"{source}:{number}: {loc}: {first['msg']} (value: {first.get('input')!r}); "
-                "see the schema in spotgpu.economics.telemetry"
-            ) from None
-    return sorted(out, key=lambda r: r.ts)
+            raise ValueError(f"{source}:{number}: {describe_validation(err)}") from None
+        except ValueError as err:
+            raise ValueError(f"{source}:{number}: {err}") from None
+
+
+_RECORD_KEY = '"record": "'
+_TS_KEY = '"ts": '
+
+
+def _skipped_unparsed(line: str, ctx: StreamContext, stats: ReadStats) -> bool:
+    """An agent record the fit does not use, recognised without parsing the line (most of a log is these).
+
+    Only its time is read (a later ``started`` ends the VM's lifetime at the last record); a line
+    whose time cannot be read this way is parsed in full.
+    """
+    at = line.find(_RECORD_KEY)
+    if at < 0:
+        return False
+    at += len(_RECORD_KEY)
+    key = _UNUSED_KEYS.get(line[at : line.find('"', at)])
+    if key is None:
+        return False
+    t = line.find(_TS_KEY)
+    if t < 0:
+        return False
+    t += len(_TS_KEY)
+    stop = line.find(",", t)
+    if stop < 0:
+        stop = line.find("}", t)
+    try:
+        ctx.last_ts = float(line[t:stop])
+    except ValueError:
+        return False
+    stats.skipped[key] += 1
+    return True
+
+
+_UNUSED_KEYS = {name: f"agent:{name}" for name in AGENT_UNUSED}
+
+
+def describe_validation(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(record)"
+    return (f"{loc}: {first['msg']} (value: {first.get('input')!r}); "
+            "see the telemetry schema in docs/economics.md §3")  # fmt: skip
 
 
 def read_jsonl(path: str | Path) -> list[TelemetryRecord]:
-    p = Path(path)
-    with p.open(encoding="utf-8") as fh:
-        return parse_lines(fh, str(p))
+    """All records of one file (events log or export), in time order; the fit streams instead."""
+    from spotgpu.economics.telemetry_files import read_file
 
-
-@dataclass(frozen=True)
-class TelemetryEstimate:
-    spot_node_hours: float
-    interruptions: int
-    reacquisition_seconds: list[float]
-    notice_lead_seconds: list[float]
-    launch_failures: dict[str, int]
-    checkpoint_write_seconds: list[float] = field(default_factory=list)
-
-    @property
-    def interruptions_per_hour(self) -> float | None:
-        return self.interruptions / self.spot_node_hours if self.spot_node_hours > 0 else None
-
-    @property
-    def expected_reacquisition_seconds(self) -> float | None:
-        r = self.reacquisition_seconds
-        return sum(r) / len(r) if r else None
-
-    def profile_updates(self) -> dict[str, float]:
-        """WorkloadProfile fields (camelCase) these records measure; only those with data."""
-        out: dict[str, float] = {}
-        if self.interruptions_per_hour is not None:
-            out["interruptionsPerHour"] = round(self.interruptions_per_hour, 6)
-        if self.expected_reacquisition_seconds is not None:
-            out["expectedReacquisitionSeconds"] = round(self.expected_reacquisition_seconds, 1)
-        if self.checkpoint_write_seconds:
-            w = sorted(self.checkpoint_write_seconds)
-            out["checkpointWriteSeconds"] = w[min(len(w) - 1, int(0.9 * len(w)))]  # p90: plan for slow writes
-        return out
-
-
-def estimate_from_telemetry(records: Iterable[TelemetryRecord], now: float | None = None) -> TelemetryEstimate:
-    """Measure exposure and latency from agent/controller records (sorted by time)."""
-    recs = sorted(records, key=lambda r: r.ts)
-    end = now if now is not None else (recs[-1].ts if recs else 0.0)
-    started: dict[str, float] = {}
-    spot_seconds = 0.0
-    interruptions = 0
-    pending_loss: dict[str, list[float]] = defaultdict(list)
-    latencies: list[float] = []
-    notices: dict[str, float] = {}
-    leads: list[float] = []
-    failures: dict[str, int] = defaultdict(int)
-    writes: list[float] = []
-    for r in recs:
-        key = f"{r.pool}/{r.node}"
-        if r.event == "node_started" and r.capacity == "spot" and r.node:
-            started[key] = r.ts
-        elif r.event in ("node_stopped", "interrupted") and key in started:
-            spot_seconds += r.ts - started.pop(key)
-        if r.event == "interrupted":
-            interruptions += 1
-            pending_loss[r.pool].append(r.ts)
-            if key in notices:
-                leads.append(r.ts - notices.pop(key))
-        elif r.event == "notice" and r.node:
-            notices.setdefault(key, r.ts)
-        elif r.event == "replacement_ready" and r.seconds is not None:
-            latencies.append(r.seconds)  # the controller measured it (from the loss it saw)
-            if pending_loss[r.pool]:
-                pending_loss[r.pool].pop(0)
-        elif r.event == "replacement_ready" and pending_loss[r.pool]:
-            latencies.append(r.ts - pending_loss[r.pool].pop(0))
-        elif r.event == "launch_failed":
-            failures[r.reason or "other"] += 1
-        elif r.event == "checkpoint_committed" and r.seconds is not None:
-            writes.append(r.seconds)
-    for t0 in started.values():  # still running: exposure so far
-        spot_seconds += max(0.0, end - t0)
-    return TelemetryEstimate(
-        spot_node_hours=spot_seconds / 3600.0,
-        interruptions=interruptions,
-        reacquisition_seconds=latencies,
-        notice_lead_seconds=leads,
-        launch_failures=dict(failures),
-        checkpoint_write_seconds=writes,
-    )
+    return sorted(read_file(path, ReadStats()), key=lambda r: r.ts)

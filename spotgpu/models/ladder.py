@@ -16,6 +16,18 @@ from spotgpu.models.base import SpotModel, fix_hint
 
 #: The longest any single step may wait: a week. Longer is indistinguishable from "forever".
 MAX_STEP_WAIT_SECONDS = 7 * 24 * 3600
+#: A rung's ceiling above this multiple of the on-demand price is a unit mistake (cents, a monthly
+#: figure, a whole gang's price): no rung is worth paying ten on-demand prices per node-hour.
+MAX_CEILING_OVER_ON_DEMAND = 10.0
+
+
+def ceiling_far_above(ceiling: float, on_demand: float) -> tuple[str, str] | None:
+    """(why a ceiling is implausible against the on-demand price, the fix), or None."""
+    if on_demand <= 0 or ceiling <= MAX_CEILING_OVER_ON_DEMAND * on_demand:
+        return None
+    return (f"is {ceiling / on_demand:.0f}x the on-demand price {on_demand:g}/h, above the plausible "
+            f"{MAX_CEILING_OVER_ON_DEMAND:g}x: cents or a monthly figure typed as USD per node-hour?",
+            f"set USD per node-hour, e.g. {round(on_demand * 1.25, 2):g}")  # fmt: skip
 
 
 class StepKind(StrEnum):

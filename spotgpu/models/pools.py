@@ -103,6 +103,13 @@ class OptOut(SpotModel):
         description="Why one GPU type or size is acceptable.",
         json_schema_extra=fix_hint("write a reason of at least 10 characters"),
     )
+    idle_rungs: str | None = Field(
+        default=None,
+        min_length=10,
+        description="Why the pool keeps ladder rungs it has no group for (alternate_zone with one zone, "
+        "alternate_sku with one type, on_demand with fallbackMax 0); the preview then warns instead of failing.",
+        json_schema_extra=fix_hint("write a reason of at least 10 characters"),
+    )
     catalogue: str | None = Field(
         default=None,
         min_length=10,

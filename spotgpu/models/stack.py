@@ -7,7 +7,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from spotgpu import catalogue
 from spotgpu.catalogue import PriceQuote
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
-from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_far_above
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
@@ -82,6 +82,15 @@ class StackConfig(SpotModel):
                     fix="check the prices (spot above on-demand is never worth it)",
                 )
             _check_ceilings(pool, self.ladders[pool.ladder], spot, quote)
+            idle = idle_rungs(pool, self.ladders[pool.ladder])
+            if idle and not pool.opt_out.idle_rungs:
+                index, why = idle[0]
+                raise FieldProblem(
+                    f"{why}, so this rung has no group behind it in pool {pool.name}: it only adds its wait",
+                    at=f"ladders.{pool.ladder}.steps[{index}].kind", value=self.ladders[pool.ladder].steps[index].kind.value,
+                    fix=f"give pool {pool.name} the capacity the rung needs, use a ladder without it, or set "
+                        f"pools[{pool.name}].optOut.idleRungs to a stated reason (the preview then warns)",
+                )  # fmt: skip
             if isinstance(pool, AzurePoolSpec):
                 _check_max_price(pool, spot, self._size_quotes(pool))
         return self
@@ -163,9 +172,34 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
         )
 
 
+def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
+    """(step index, why) for each rung that has no group behind it in ``pool``.
+
+    ``alternate_zone`` needs a second zone, ``alternate_sku`` a second GPU type or size,
+    ``on_demand`` a fallback group that may grow (``capacity.fallbackMax`` above 0).
+    """
+    zones = len(pool.zones) if isinstance(pool, AwsPoolSpec | GcpPoolSpec | AzurePoolSpec) else 0
+    types = len(pool.instance_types if isinstance(pool, AwsPoolSpec)
+                else pool.machine_types if isinstance(pool, GcpPoolSpec) else pool.vm_sizes)  # fmt: skip
+    out = []
+    for i, step in enumerate(ladder.steps):
+        if step.kind is StepKind.ALTERNATE_ZONE and zones < 2:
+            out.append((i, f"alternate_zone needs a second zone and the pool has {zones}"))
+        elif step.kind is StepKind.ALTERNATE_SKU and types < 2:
+            out.append((i, f"alternate_sku needs a second GPU type or size and the pool has {types}"))
+        elif step.kind is StepKind.ON_DEMAND and pool.capacity.fallback_limit == 0:
+            out.append((i, "on_demand needs a fallback group and the pool's capacity.fallbackMax is 0"))
+    return out
+
+
 def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: PriceQuote) -> None:
     for i, step in enumerate(ladder.steps):
         at = f"ladders.{pool.ladder}.steps[{i}].costCeilingPerHour"
+        far = ceiling_far_above(step.cost_ceiling_per_hour, quote.usd_per_hour)
+        if far is not None:
+            problem, fix = far
+            raise FieldProblem(f"{problem} (pool {pool.name}, {quote.source})", at=at, value=step.cost_ceiling_per_hour,
+                               fix=fix)  # fmt: skip
         if step.kind.uses_spot and step.cost_ceiling_per_hour < spot:
             raise FieldProblem(
                 f"is below pool {pool.name}'s spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour), "

@@ -8,11 +8,38 @@ model, the checkpoint interval and the policy pack.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
+
+#: Above this many interruptions per spot node-hour (one every 12 minutes) a rate is a unit mistake,
+#: most often a percent typed as a rate: no GPU spot market takes VMs that fast and is worth using.
+MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR = 5.0
+
+_NUMBER_WITH_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*$")
+_BYTE_UNITS: dict[str, float] = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_SECOND_UNITS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60,
+                 "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600}  # fmt: skip
+
+
+def reject_unit(value: object, units: dict[str, float], what: str) -> object:
+    """A number written with its unit (``60GB``, ``75s``) is refused with the plain number to write instead."""
+    if not isinstance(value, str):
+        return value
+    m = _NUMBER_WITH_UNIT.match(value)
+    if m is None:
+        return value
+    factor = units.get(m.group(2).lower())
+    if factor is None:
+        raise ValueError(f"{value!r} carries a unit; write a plain number of {what}")
+    plain = float(m.group(1)) * factor
+    text = f"{plain:.0f}" if plain.is_integer() else f"{plain:g}"
+    raise ValueError(f"{value!r} carries a unit; write a plain number of {what}: {text}")
+
 
 #: Recovery strategies the controller registers (spotgpu.controller).
 FALLBACK_POLICIES = ("ladder", "fixed-wait", "uniform-progress", "on-demand-only")
@@ -120,6 +147,30 @@ class WorkloadProfile(SpotModel):
         json_schema_extra=fix_hint(f"use one of {', '.join(FALLBACK_POLICIES)}"),
     )
     prices: Prices
+
+    @field_validator("checkpoint_bytes", mode="before")
+    @classmethod
+    def _bytes_without_unit(cls, value: object) -> object:
+        return reject_unit(value, _BYTE_UNITS, "bytes")
+
+    @field_validator(
+        "checkpoint_write_seconds", "checkpoint_load_seconds", "restart_seconds", "expected_reacquisition_seconds",
+        "max_lost_work_seconds", "checkpoint_interval_seconds", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _seconds_without_unit(cls, value: object) -> object:
+        return reject_unit(value, _SECOND_UNITS, "seconds")
+
+    @field_validator("interruptions_per_hour")
+    @classmethod
+    def _plausible_rate(cls, value: float) -> float:
+        if value > MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:
+            raise ValueError(
+                f"{value:g} interruptions per node-hour is above the plausible {MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:g} "
+                f"(one every {60 / MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:g} min); a percent typed as a rate? "
+                f"{value:g}% per hour is {value / 100:g}; write the rate per spot node-hour, e.g. {value / 100:g}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadProfile:

@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 from spotgpu.economics.estimate import any_zone_gaps, estimate_from_traces, zone_estimate
-from spotgpu.economics.telemetry import (
-    TelemetryRecord,
-    estimate_from_telemetry,
-    parse_lines,
-    read_jsonl,
-)
+from spotgpu.economics.fit import FitAccumulator
+from spotgpu.economics.telemetry import TelemetryRecord, parse_lines, read_jsonl
 from spotgpu.traces import Trace, load_group
 
 
@@ -63,25 +59,26 @@ LINES = [
     {"v": 1, "ts": 5000, "event": "checkpoint_committed", "pool": "p", "node": "b", "seconds": 70, "bytes": 5},
     {"v": 1, "ts": 7200, "event": "node_stopped", "pool": "p", "node": "b"},
     # the controller's own event lines are read too
-    {"kind": "interruption", "pool": "q", "at": 100, "type": "spot"},
+    {"kind": "interruption", "pool": "q", "at": 100, "type": "interruption"},
     {"kind": "reacquired", "pool": "q", "at": 400, "latencySeconds": 250},
     {"kind": "step_changed", "pool": "q", "at": 401, "to": "on_demand"},
 ]
 
 
-def test_telemetry_estimate_by_hand(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_telemetry_fit_by_hand(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in LINES) + "\n\n")
-    recs = read_jsonl(path)
-    est = estimate_from_telemetry(recs)
-    # spot node-hours: a ran 3720 s, b ran 7200 s
-    assert est.spot_node_hours == pytest.approx((3720 + 7200) / 3600)
-    assert est.interruptions == 2  # one from the agent schema, one from the controller
-    assert sorted(est.reacquisition_seconds) == [250, 4920 - 3720]
-    assert est.notice_lead_seconds == [120]
-    assert est.launch_failures == {"capacity": 1, "quota": 1}
-    updates = est.profile_updates()
-    assert updates["interruptionsPerHour"] == pytest.approx(2 / ((3720 + 7200) / 3600), rel=1e-5)
+    fit = FitAccumulator().add_all(read_jsonl(path)).result()
+    p = next(c for c in fit.rates if c.key == "p")
+    # spot node-hours: a ran 3720 s, b ran 7200 s; one loss of a VM whose lifetime is known
+    assert p.node_hours == pytest.approx((3720 + 7200) / 3600)
+    assert p.interruptions == 1
+    assert fit.lost_without_lifetime == {"q": 1}  # the controller's loss: counted beside the rate, not in it
+    assert sorted(fit.reacquisition_seconds) == [250, 4920 - 3720]
+    assert fit.notice_lead_seconds == {"derived": [120]}
+    assert fit.launch_failures == {"capacity": 1, "quota": 1}
+    updates, _ = fit.profile_updates()
+    assert updates["interruptionsPerHour"] == pytest.approx(1 / ((3720 + 7200) / 3600), rel=1e-5)
     assert updates["checkpointWriteSeconds"] == 70
     line = TelemetryRecord.model_validate(LINES[0]).to_line()
     assert json.loads(line)["event"] == "node_started"
@@ -98,7 +95,7 @@ def test_telemetry_estimate_by_hand(tmp_path) -> None:  # type: ignore[no-untype
 )
 def test_bad_lines_name_line_and_field(line: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle) as err:
-        parse_lines(["", line], "x.jsonl")
+        list(parse_lines(["", line], "x.jsonl"))
     assert "x.jsonl:2" in str(err.value)
 
 

@@ -27,6 +27,7 @@ from spotgpu.economics.interval import (
     young_interval,
 )
 from spotgpu.models import AwsNoticeContract, AzureNoticeContract, WorkloadProfile
+from spotgpu.models.workload import MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR
 
 
 def profile(**over: object) -> WorkloadProfile:
@@ -116,7 +117,7 @@ def test_kaplan_meier_without_censoring_is_the_empirical_survival() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     write=st.floats(min_value=1, max_value=900),
-    rate=st.floats(min_value=0, max_value=20),
+    rate=st.floats(min_value=0, max_value=MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR),
     bound=st.floats(min_value=60, max_value=20_000),
     provider=st.sampled_from(["aws", "azure"]),
 )

@@ -1,0 +1,356 @@
+"""The measured profile: what the fleet's telemetry says a workload's figures really are.
+
+``spotgpu profile fit`` streams schema v1 records (``spotgpu.economics.telemetry``) through
+:class:`FitAccumulator`, whose state grows with the number of VMs and measured events, not
+with the number of lines, and returns a :class:`ProfileFit`:
+
+* interruptions per spot node-hour per pool, per pool and SKU, per pool and zone, with the
+  exposure hours and counts behind each and an exact Poisson interval (few interruptions
+  give a wide interval, and no exposure is said to be too little data);
+* reacquisition latency (median, p90, samples), launch failures by reason (quota apart from
+  capacity: quota needs a ticket, not the ladder), notice lead times, checkpoint write/load
+  p90 and size, boot-to-ready.
+
+An interruption is counted once per VM (the agent's preempt notice and the controller's
+interruption event of the same VM are one loss). The rate counts only VMs whose lifetime
+is in the logs (the agents' logs, or v1 ``node_started``): the controller's events alone carry
+no exposure, and their losses are reported beside the rate, not divided by a guess.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from spotgpu.economics.telemetry import LOSS_NOTICES, TelemetryRecord
+
+#: Two-sided confidence of the interruption-rate interval.
+CONFIDENCE = 0.90
+#: Fewer interruptions than this and the rate is stated with a warning that its interval is wide.
+FEW_INTERRUPTIONS = 5
+#: Fewer latency (or timing) samples than this and the figure is flagged as few samples.
+FEW_SAMPLES = 5
+
+
+#: From this many events on, the interval uses the Wilson-Hilferty approximation (the exact sum is O(k)).
+LARGE_COUNT = 100
+
+
+def _poisson_cdf(k: int, mu: float) -> float:
+    term = total = math.exp(-mu)
+    for i in range(1, k + 1):
+        term *= mu / i
+        total += term
+    return min(1.0, total)
+
+
+def poisson_interval(k: int, exposure: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Garwood) interval of a Poisson rate with ``k`` events over ``exposure`` hours."""
+    alpha = (1.0 - confidence) / 2.0
+    if k >= LARGE_COUNT:  # Wilson-Hilferty: within 1e-5 of the exact bounds at k=100, O(1), and no exp(-mu) underflow
+        z = NormalDist().inv_cdf(1.0 - alpha)
+        lo = k * (1 - 1 / (9 * k) - z / (3 * math.sqrt(k))) ** 3
+        hi = (k + 1) * (1 - 1 / (9 * (k + 1)) + z / (3 * math.sqrt(k + 1))) ** 3
+        return lo / exposure, hi / exposure
+
+    def solve(target: float, upper: bool) -> float:
+        lo, hi = 0.0, max(10.0, 4.0 * (k + 5))
+        for _ in range(80):
+            mid = (lo + hi) / 2.0
+            # upper bound: P(X <= k | mid) = alpha; lower: P(X >= k | mid) = alpha
+            value = _poisson_cdf(k, mid) if upper else 1.0 - _poisson_cdf(k - 1, mid)
+            if (value > target) == upper:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2.0
+
+    lower = 0.0 if k == 0 else solve(alpha, upper=False)
+    return lower / exposure, solve(alpha, upper=True) / exposure
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (the p90 of 10 samples is the 9th smallest)."""
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"samples": 0, "median": None, "p90": None, "note": "too little data: no samples in the telemetry"}
+    out: dict[str, Any] = {"samples": len(values), "median": round(percentile(values, 0.5), 3),
+                           "p90": round(percentile(values, 0.9), 3), "mean": round(sum(values) / len(values), 3)}  # fmt: skip
+    if len(values) < FEW_SAMPLES:
+        out["note"] = f"few samples ({len(values)}): the p90 is the largest of them, not a tail estimate"
+    return out
+
+
+@dataclass
+class _Node:
+    pool: str
+    start: float | None = None
+    end: float | None = None
+    capacity: str | None = None
+    zone: str | None = None
+    sku: str | None = None
+    lost_at: float | None = None
+    noticed_at: float | None = None
+
+
+@dataclass(frozen=True)
+class RateCell:
+    """Interruptions of one slice of the fleet over its spot exposure."""
+
+    key: str
+    node_hours: float
+    interruptions: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"slice": self.key, "spotNodeHours": round(self.node_hours, 3),
+                               "interruptions": self.interruptions}  # fmt: skip
+        if self.node_hours <= 0:
+            return {**out, "perNodeHour": None, "interval": None,
+                    "note": "too little data: no spot node-hours (no VM lifetime in the logs)"}  # fmt: skip
+        lo, hi = poisson_interval(self.interruptions, self.node_hours)
+        out |= {"perNodeHour": round(self.interruptions / self.node_hours, 6),
+                "interval": [round(lo, 6), round(hi, 6)], "confidence": CONFIDENCE}  # fmt: skip
+        if self.interruptions < FEW_INTERRUPTIONS:
+            out["note"] = (f"few interruptions ({self.interruptions} in {self.node_hours:.3g} node-hours): the rate is "
+                           f"known only within {lo:.4g}-{hi:.4g}/h")  # fmt: skip
+        return out
+
+
+@dataclass
+class FitAccumulator:
+    """Streaming state of the fit: per VM, per pool, and the measured samples."""
+
+    pool: str | None = None
+    nodes: dict[tuple[str, str], _Node] = field(default_factory=dict)
+    last_ts: float = 0.0
+    unattributed_losses: Counter[str] = field(default_factory=Counter)
+    _losses_by_pool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    _measured_ready: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    _ready_by_pool: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    notice_lead: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    launch_failures: Counter[str] = field(default_factory=Counter)
+    launch_failures_by_zone: Counter[str] = field(default_factory=Counter)
+    writes: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    boot: list[float] = field(default_factory=list)
+    pools: set[str] = field(default_factory=set)
+    providers: set[str] = field(default_factory=set)
+
+    def add_all(self, records: Iterable[TelemetryRecord]) -> FitAccumulator:
+        for r in records:
+            self.add(r)
+        return self
+
+    def add(self, r: TelemetryRecord) -> None:
+        if self.pool is not None and r.pool != self.pool:
+            return
+        self.pools.add(r.pool)
+        if r.provider:
+            self.providers.add(r.provider)
+        self.last_ts = max(self.last_ts, r.ts)
+        ev = r.event
+        node = self._node(r) if r.node else None
+        if ev == "node_started" and node is not None:
+            node.start = r.ts if node.start is None else min(node.start, r.ts)
+            node.capacity = r.capacity or node.capacity
+        elif ev == "node_stopped" and node is not None:
+            node.end = r.ts if node.end is None else min(node.end, r.ts)
+        elif ev == "interrupted":
+            self._loss(r, node)
+        elif ev == "notice":
+            if r.seconds is not None:
+                self.notice_lead[r.notice_kind or "unknown"].append(r.seconds)
+            elif node is not None and r.notice_kind in LOSS_NOTICES and node.noticed_at is None:
+                node.noticed_at = r.ts  # lead measured against the loss below
+        elif ev == "replacement_ready":
+            if r.seconds is not None:
+                self._measured_ready[r.pool].append((r.ts, r.seconds))  # the controller's, from the loss it saw
+            else:
+                self._ready_by_pool[r.pool].append(r.ts)
+        elif ev == "launch_failed":
+            self.launch_failures[r.reason or "other"] += 1
+            self.launch_failures_by_zone[f"{r.reason or 'other'}@{r.zone or '?'}"] += 1
+        elif ev == "checkpoint_committed" and r.seconds is not None:
+            self.writes.append(r.seconds)
+            if r.bytes is not None:
+                self.sizes.append(r.bytes)
+        elif ev == "checkpoint_loaded" and r.seconds is not None:
+            self.loads.append(r.seconds)
+        elif ev == "node_ready" and r.seconds is not None:
+            self.boot.append(r.seconds)
+
+    def _node(self, r: TelemetryRecord) -> _Node:
+        key = (r.pool, str(r.node))
+        node = self.nodes.get(key)
+        if node is None:
+            node = self.nodes[key] = _Node(r.pool)
+        node.zone = r.zone or node.zone
+        node.sku = r.sku or node.sku
+        return node
+
+    def _loss(self, r: TelemetryRecord, node: _Node | None) -> None:
+        if node is None:
+            self.unattributed_losses[r.pool] += 1
+            self._losses_by_pool[r.pool].append(r.ts)
+            return
+        if node.lost_at is not None:  # the same VM seen by the agent and the controller: one loss
+            node.lost_at = min(node.lost_at, r.ts)
+            return
+        node.lost_at = r.ts
+        self._losses_by_pool[r.pool].append(r.ts)
+        if node.noticed_at is not None:
+            self.notice_lead["derived"].append(max(0.0, r.ts - node.noticed_at))
+
+    def result(self, now: float | None = None) -> ProfileFit:
+        end_of_logs = now if now is not None else self.last_ts
+        cells: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        lost_without_lifetime: Counter[str] = Counter(self.unattributed_losses)
+        for n in self.nodes.values():
+            if n.start is None:
+                if n.lost_at is not None:
+                    lost_without_lifetime[n.pool] += 1
+                continue
+            if n.capacity != "spot":
+                continue
+            stop = min(x for x in (n.lost_at, n.end, end_of_logs) if x is not None)
+            hours = max(0.0, stop - n.start) / 3600.0
+            lost = 1.0 if n.lost_at is not None else 0.0
+            for key in (n.pool, f"{n.pool} / sku {n.sku or '?'}", f"{n.pool} / zone {n.zone or '?'}"):
+                cells[key][0] += hours
+                cells[key][1] += lost
+        for pool in self.pools:
+            cells.setdefault(pool, [0.0, 0.0])
+        derived = _match_latencies(self._losses_by_pool, self._ready_by_pool)
+        measured, fills = _after_a_loss(self._losses_by_pool, self._measured_ready)
+        return ProfileFit(
+            pools=sorted(self.pools),
+            providers=sorted(self.providers),
+            rates=[RateCell(k, v[0], int(v[1])) for k, v in sorted(cells.items())],
+            lost_without_lifetime=dict(lost_without_lifetime),
+            fills_without_loss=fills,
+            reacquisition_seconds=[*measured, *derived],
+            notice_lead_seconds={k: list(v) for k, v in self.notice_lead.items()},
+            launch_failures=dict(self.launch_failures),
+            launch_failures_by_zone=dict(self.launch_failures_by_zone),
+            checkpoint_write_seconds=self.writes,
+            checkpoint_load_seconds=self.loads,
+            checkpoint_bytes=self.sizes,
+            boot_to_ready_seconds=self.boot,
+        )
+
+
+#: A measured reacquisition answers a loss seen up to this long before its latency began (a tick or two).
+LOSS_WINDOW_SECONDS = 300.0
+
+
+def _after_a_loss(
+    losses: dict[str, list[float]], readies: dict[str, list[tuple[float, float]]]
+) -> tuple[list[float], int]:
+    """Measured latencies that follow a loss of their pool; the rest are fills (a pool's first, a scale-up)."""
+    kept, fills = [], 0
+    for pool, pairs in readies.items():
+        times = sorted(losses.get(pool, []))
+        for t, latency in pairs:
+            i = bisect.bisect_left(times, t - latency - LOSS_WINDOW_SECONDS)
+            if i < len(times) and times[i] <= t:
+                kept.append(latency)
+            else:
+                fills += 1
+    return kept, fills
+
+
+def _match_latencies(losses: dict[str, list[float]], readies: dict[str, list[float]]) -> list[float]:
+    """Each unmeasured ``replacement_ready`` answers the oldest loss of its pool before it."""
+    out = []
+    for pool, ready_times in readies.items():
+        pending = sorted(losses.get(pool, []))
+        i = 0
+        for t in sorted(ready_times):
+            if i < len(pending) and pending[i] <= t:
+                out.append(t - pending[i])
+                i += 1
+    return out
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    pools: list[str]
+    providers: list[str]
+    rates: list[RateCell]
+    lost_without_lifetime: dict[str, int]
+    fills_without_loss: int
+    reacquisition_seconds: list[float]
+    notice_lead_seconds: dict[str, list[float]]
+    launch_failures: dict[str, int]
+    launch_failures_by_zone: dict[str, int]
+    checkpoint_write_seconds: list[float]
+    checkpoint_load_seconds: list[float]
+    checkpoint_bytes: list[int]
+    boot_to_ready_seconds: list[float]
+
+    def pool_rate(self) -> RateCell | None:
+        """The rate over every pool read (one pool, with ``--pool``)."""
+        top = [c for c in self.rates if c.key in self.pools]
+        if not top:
+            return None
+        return RateCell(" + ".join(c.key for c in top), sum(c.node_hours for c in top), sum(c.interruptions for c in top))
+
+    def profile_updates(self) -> tuple[dict[str, float], dict[str, str]]:
+        """WorkloadProfile fields (camelCase) the telemetry measures, and why each other one is not updated."""
+        out: dict[str, float] = {}
+        why: dict[str, str] = {}
+        rate = self.pool_rate()
+        if rate is None or rate.node_hours <= 0:
+            why["interruptionsPerHour"] = "too little data: no spot node-hours in the logs (give the agents' events logs)"
+        elif rate.interruptions == 0:
+            hi = poisson_interval(0, rate.node_hours)[1]
+            why["interruptionsPerHour"] = (f"too little data: 0 interruptions in {rate.node_hours:.1f} spot node-hours "
+                                           f"(rate below {hi:.4g}/h at {CONFIDENCE:.0%}); kept the base figure")  # fmt: skip
+        else:
+            out["interruptionsPerHour"] = round(rate.interruptions / rate.node_hours, 6)
+        pairs = (
+            ("expectedReacquisitionSeconds", self.reacquisition_seconds, "mean"),
+            ("checkpointWriteSeconds", self.checkpoint_write_seconds, "p90"),
+            ("checkpointLoadSeconds", self.checkpoint_load_seconds, "p90"),
+            ("restartSeconds", self.boot_to_ready_seconds, "p90"),
+        )
+        for name, values, how in pairs:
+            if not values:
+                why[name] = "too little data: no samples in the telemetry"
+            else:
+                out[name] = round(sum(values) / len(values) if how == "mean" else percentile(values, 0.9), 3)
+        if self.checkpoint_bytes:
+            out["checkpointBytes"] = max(self.checkpoint_bytes)
+        else:
+            why["checkpointBytes"] = "too little data: no committed checkpoint carried its size"
+        return out, why
+
+    def to_dict(self) -> dict[str, Any]:
+        updates, why = self.profile_updates()
+        return {
+            "pools": self.pools,
+            "interruptions": [c.to_dict() for c in self.rates],
+            "lostWithoutLifetime": self.lost_without_lifetime,
+            "reacquisitionSeconds": summary(self.reacquisition_seconds),
+            "fillsWithoutLoss": self.fills_without_loss,
+            "noticeLeadSeconds": {k: summary(v) for k, v in sorted(self.notice_lead_seconds.items())},
+            "launchFailures": {"byReason": self.launch_failures, "byReasonAndZone": self.launch_failures_by_zone,
+                               "note": "quota failures need a quota request, not the ladder; they are not "
+                                       "counted in reacquisition latency"},
+            "checkpointWriteSeconds": summary(self.checkpoint_write_seconds),
+            "checkpointLoadSeconds": summary(self.checkpoint_load_seconds),
+            "checkpointBytes": summary([float(b) for b in self.checkpoint_bytes]),
+            "bootToReadySeconds": summary(self.boot_to_ready_seconds),
+            "measuredProfile": updates,
+            "notMeasured": why,
+        }

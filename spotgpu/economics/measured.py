@@ -1,0 +1,81 @@
+"""From telemetry to a measured profile, and what that changes in the verdict.
+
+Shared by ``spotgpu profile fit`` and ``spotgpu cost --telemetry``: read the files, fit,
+lay the measured figures over a base profile (validated like any profile), and compare the
+interval, the spot total and the verdict before and after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from spotgpu.config import format_error
+from spotgpu.economics.cost import effective_cost
+from spotgpu.economics.fit import FitAccumulator, ProfileFit
+from spotgpu.economics.interval import AnyNotice, choose_interval
+from spotgpu.economics.telemetry import ReadStats
+from spotgpu.economics.telemetry_files import read_files
+from spotgpu.models import FallbackLadder, WorkloadProfile
+
+
+@dataclass(frozen=True)
+class Fitted:
+    fit: ProfileFit
+    stats: ReadStats
+
+
+def fit_files(paths: Sequence[str], pool: str | None = None, fmt: str = "auto") -> Fitted:
+    stats = ReadStats()
+    acc = FitAccumulator(pool=pool).add_all(read_files(paths, fmt, stats))
+    if pool is not None and pool not in acc.pools:
+        raise ValueError(f"--pool {pool!r}: no record of that pool in the telemetry; pools seen: "
+                         f"{', '.join(sorted(_pools_in(paths, fmt))) or 'none'}")  # fmt: skip
+    return Fitted(acc.result(), stats)
+
+
+def _pools_in(paths: Sequence[str], fmt: str) -> set[str]:
+    return {r.pool for r in read_files(paths, fmt)}
+
+
+def measured_profile(base: WorkloadProfile, fit: ProfileFit) -> WorkloadProfile:
+    """``base`` with the measured figures laid over it, validated (a measured figure can break a rule)."""
+    updates, _ = fit.profile_updates()
+    doc = {**base.model_dump(by_alias=True, exclude_none=True), **updates}
+    try:
+        return WorkloadProfile.model_validate(doc)
+    except ValidationError as err:
+        raise ValueError(f"the measured profile is not valid: {format_error(err, 'profile', WorkloadProfile)}") from None
+
+
+def verdict_change(
+    base: WorkloadProfile, measured: WorkloadProfile, notice: AnyNotice, ladder: FallbackLadder, fit: ProfileFit
+) -> dict[str, Any]:
+    """Interval, spot total and verdict from the base figures and from the measured ones."""
+    out: dict[str, Any] = {}
+    samples = fit.reacquisition_seconds or None
+    for name, profile, lat in (("base", base, None), ("measured", measured, samples)):
+        decision = choose_interval(profile, notice)
+        bill = effective_cost(profile, notice, ladder, interval=decision, reacquisition_samples=lat)
+        out[name] = {"intervalSeconds": decision.seconds, "intervalMethod": decision.method,
+                     "spotTotalUsd": round(bill.spot_total, 2) if bill.spot_total != float("inf") else None,
+                     "onDemandTotalUsd": round(bill.on_demand_total, 2), "spotEligible": bill.spot_eligible,
+                     "reasons": list(bill.reasons)}  # fmt: skip
+    out["changed"] = [k for k in ("intervalSeconds", "spotEligible") if out["base"][k] != out["measured"][k]]
+    return out
+
+
+def field_diff(base: WorkloadProfile, fit: ProfileFit) -> list[dict[str, Any]]:
+    updates, why = fit.profile_updates()
+    doc = base.model_dump(by_alias=True)
+    rows = []
+    for name in sorted({*updates, *why}):
+        old = doc.get(name)
+        new = updates.get(name)
+        change = None if new is None or not old else round((new - old) / old, 4)
+        rows.append({"field": name, "base": old, "measured": new, "change": change,
+                     **({"note": why[name]} if name in why else {})})  # fmt: skip
+    return rows

@@ -1,0 +1,134 @@
+"""``spotgpu profile fit``: the measured profile from the fleet's telemetry, and what it changes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from spotgpu.cliutil import add_json_flag
+from spotgpu.economics.compare import default_ladder
+from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
+from spotgpu.economics.telemetry_files import FORMATS
+from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from spotgpu.economics.cli import load_model  # one loader, one error shape for every economics command
+
+    fitted = fit_files(args.telemetry, args.pool, args.format)
+    fit = fitted.fit
+    doc: dict[str, Any] = {
+        "read": {"lines": fitted.stats.lines, "records": fitted.stats.records,
+                 "skipped": dict(sorted(fitted.stats.skipped.items()))},
+        **fit.to_dict(),
+    }
+    if args.profile:
+        base: WorkloadProfile = load_model(args.profile, WorkloadProfile, "profile")
+        ladder: FallbackLadder = (
+            load_model(args.ladder, FallbackLadder, "ladder") if args.ladder
+            else default_ladder(base.prices.spot_per_hour, base.prices.on_demand)
+        )  # fmt: skip
+        measured = measured_profile(base, fit)
+        provider = args.provider or (fit.providers[0] if len(fit.providers) == 1 else "aws")
+        notice = default_notice(provider)  # type: ignore[arg-type]  # a provider the schema validated
+        doc["diff"] = field_diff(base, fit)
+        doc["verdict"] = {"provider": provider, **verdict_change(base, measured, notice, ladder, fit)}
+        if args.out:
+            Path(args.out).write_text(
+                "# measured by `spotgpu profile fit` from: " + ", ".join(args.telemetry) + "\n"
+                + _yaml(measured.model_dump(by_alias=True, exclude_none=True)), encoding="utf-8")  # fmt: skip
+            print(f"wrote {args.out}", file=sys.stderr)
+    elif args.out:
+        raise ValueError("--out needs --profile: a measured profile is the base profile with the measured figures laid over it")
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
+    else:
+        print("\n".join(render_fit(doc)))
+    return 0
+
+
+def _yaml(doc: dict[str, Any]) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, float | int) else str(value)
+
+
+def render_fit(doc: dict[str, Any]) -> list[str]:
+    read = doc["read"]
+    skipped = ", ".join(f"{n} {k}" for k, n in read["skipped"].items()) or "none"
+    out = [f"read {read['lines']} lines: {read['records']} records; skipped (not used by the fit): {skipped}",
+           "interruptions per spot node-hour:"]  # fmt: skip
+    for c in doc["interruptions"]:
+        rate = "-" if c["perNodeHour"] is None else f"{c['perNodeHour']:.4g}/h"
+        interval = "" if not c["interval"] else f"  [{c['interval'][0]:.4g}, {c['interval'][1]:.4g}] at {c['confidence']:.0%}"
+        out.append(f"  {c['slice']:<40} {rate:>10}  ({c['interruptions']} in {c['spotNodeHours']:.2f} node-h){interval}")
+        if "note" in c:
+            out.append(f"    - {c['note']}")
+    if doc["lostWithoutLifetime"]:
+        out.append(f"  losses of VMs with no lifetime in the logs (not in the rates): {doc['lostWithoutLifetime']}")
+    for name, key in (("reacquisition latency s", "reacquisitionSeconds"), ("checkpoint write s", "checkpointWriteSeconds"),
+                      ("checkpoint load s", "checkpointLoadSeconds"), ("checkpoint bytes", "checkpointBytes"),
+                      ("boot to ready s", "bootToReadySeconds")):  # fmt: skip
+        out.append(_summary_line(name, doc[key]))
+    for kind, s in doc["noticeLeadSeconds"].items():
+        out.append(_summary_line(f"notice lead s ({kind})", s))
+    fails = doc["launchFailures"]["byReason"]
+    out.append(f"launch failures by reason: {', '.join(f'{k} {v}' for k, v in sorted(fails.items())) or 'none'}")
+    if "diff" in doc:
+        out.append("measured vs base profile:")
+        for row in doc["diff"]:
+            change = "" if row["change"] is None else f" ({row['change']:+.0%})"
+            note = f"  - {row['note']}" if "note" in row else ""
+            out.append(f"  {row['field']:<30} {_fmt(row['base']):>14} -> {_fmt(row['measured']):<14}{change}{note}")
+        v = doc["verdict"]
+        for name in ("base", "measured"):
+            s = v[name]
+            verdict = "SPOT-ELIGIBLE" if s["spotEligible"] else "NOT spot-eligible"
+            out.append(f"  {name:<9} checkpoint every {s['intervalSeconds']} s ({s['intervalMethod']}); spot "
+                       f"${_fmt(s['spotTotalUsd'])} vs on-demand ${_fmt(s['onDemandTotalUsd'])}: {verdict}")  # fmt: skip
+        out.append(f"  changed: {', '.join(v['changed']) or 'neither the interval nor the verdict'}")
+    else:
+        out.append("measured profile fields: " + json.dumps(doc["measuredProfile"], sort_keys=True))
+    return out
+
+
+def _summary_line(name: str, s: dict[str, Any]) -> str:
+    if not s["samples"]:
+        return f"{name}: {s['note']}"
+    note = f" ({s['note']})" if "note" in s else ""
+    return f"{name}: median {_fmt(s['median'])}, p90 {_fmt(s['p90'])}, {s['samples']} samples{note}"
+
+
+def add_telemetry_args(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("--telemetry", nargs="+", required=required, metavar="PATH",
+                        help="agent or controller events logs (JSON lines) or log exports: CloudWatch "
+                             "(aws logs filter-log-events), Cloud Logging (gcloud logging read --format=json), "
+                             "Log Analytics rows")  # fmt: skip
+    parser.add_argument("--telemetry-format", dest="format", choices=FORMATS, default="auto",
+                        help="format of every --telemetry file (default: detected per file)")  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    from spotgpu.economics.cli import guard
+
+    profile = subparsers.add_parser("profile", help="measure a workload profile from the fleet's telemetry")
+    sub = profile.add_subparsers(dest="profile_command", metavar="SUBCOMMAND", required=True)
+    fit = sub.add_parser("fit", help="fit interruption rates, latencies and checkpoint timings from telemetry")
+    add_telemetry_args(fit, required=True)
+    fit.add_argument("--profile", metavar="BASE.yaml", help="base WorkloadProfile to diff against and re-judge")
+    fit.add_argument("--ladder", help="FallbackLadder for the verdict (default: a prod-like ladder)")
+    fit.add_argument("--pool", metavar="NAME", help="fit only this pool's records")
+    fit.add_argument("--provider", choices=("aws", "gcp", "azure"),
+                     help="notice contract for the verdict (default: the telemetry's provider, else aws)")  # fmt: skip
+    fit.add_argument("--out", metavar="MEASURED.yaml", help="write the measured profile (needs --profile)")
+    add_json_flag(fit, "the fit, the diff and the verdicts as one JSON document")
+    fit.set_defaults(func=guard(cmd_fit), command="profile fit")
