@@ -82,6 +82,7 @@ class StackConfig(SpotModel):
                     fix="check the prices (spot above on-demand is never worth it)",
                 )
             _check_ceilings(pool, self.ladders[pool.ladder], spot, quote)
+            _check_gpu_fit(pool, workload)
             if isinstance(pool, AzurePoolSpec):
                 _check_max_price(pool, spot, self._size_quotes(pool))
         return self
@@ -180,6 +181,15 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: 
                 at=at, value=step.cost_ceiling_per_hour,
                 fix=f"raise it to at least {quote.usd_per_hour:g}, or correct the on-demand price",
             )
+
+
+def _check_gpu_fit(pool: PoolSpec, workload: WorkloadProfile) -> None:
+    from spotgpu.models.gpu_fit import pool_problem
+
+    problem = pool_problem(pool, workload)
+    if problem is not None:
+        problem.at = f"pools[{pool.name}].{problem.at}"
+        raise problem
 
 
 def _check_max_price(pool: AzurePoolSpec, spot: float, quotes: dict[str, PriceQuote | None]) -> None:
