@@ -113,16 +113,16 @@ class GpuRequirement(SpotModel):
     )
     models: tuple[str, ...] = Field(
         default=(),
-        max_length=6,
+        max_length=4,
         description="GPU models (catalogue names, e.g. 'H100 80GB') the job was validated on; empty: any.",
-        json_schema_extra=fix_hint("list catalogue GPU model names, e.g. ['H100 80GB', 'A100 80GB'], at most 6"),
+        json_schema_extra=fix_hint("list catalogue GPU model names, e.g. ['H100 80GB', 'A100 80GB'], at most 4"),
     )
     world_sizes: tuple[int, ...] = Field(
         default=(),
-        max_length=6,
+        max_length=4,
         description="Other gang sizes in GPUs the job may restart at (its restore reshards through DCP); "
         "empty: only nodes x gpusPerNode.",
-        json_schema_extra=fix_hint("list GPU counts, e.g. [8, 32], at most 6"),
+        json_schema_extra=fix_hint("list GPU counts, e.g. [8, 32], at most 4"),
     )
 
     @model_validator(mode="after")
@@ -135,9 +135,9 @@ class GpuRequirement(SpotModel):
                                at="gpusPerNode", value=self.gpus_per_node,
                                fix=f"use a multiple of {self.gpus_per_rank}, or correct gpusPerRank")
         for i, model in enumerate(self.models):
-            if not model.strip() or any(c in model for c in ";=+"):
+            if not model.strip() or len(model) > 24 or any(c in model for c in ";=+"):
                 raise FieldProblem("is not a GPU model name", at=f"models[{i}]", value=model,
-                                   fix="use a catalogue name such as 'H100 80GB' (no ';', '=' or '+')")
+                                   fix="use a catalogue name such as 'H100 80GB' (at most 24 characters, no ';', '=' or '+')")
         for i, size in enumerate(self.world_sizes):
             if size < 1 or size % self.gpus_per_rank:
                 raise FieldProblem(f"is not a whole number of ranks of {self.gpus_per_rank} GPU(s)",

@@ -38,3 +38,23 @@ def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
     need = GpuRequirement(gpus_per_node=4, memory_per_gpu_gib=40)
     with pytest.raises(ConfigError, match=r"pools\[train-aws\]\.instanceTypes\[0\]: g5\.12xlarge .* GiB short"):
         dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))
+
+
+def _doc_block(marker: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
+    return block.split("\n", 1)[1].rsplit("```", 1)[0]
+
+
+def test_the_documented_example_gives_the_documented_error() -> None:
+    import yaml
+
+    doc = yaml.safe_load(_doc_block("gpu-example"))
+    gpu = doc["spotgpu:workloads"]["llm-finetune"]["gpu"]
+    raw = _with_gpu(gpu)
+    assert raw["workloads"]["llm-finetune"]["nodes"] == doc["spotgpu:workloads"]["llm-finetune"]["nodes"]
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(raw)
+    assert str(err.value) == _doc_block("gpu-error").strip()
