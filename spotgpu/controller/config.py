@@ -49,6 +49,13 @@ class GroupSpec(SpotModel):
         "the primary's, else the workload's gpu.gpusPerNode.",
         json_schema_extra=fix_hint("set the GPUs one node of this group carries, e.g. 8, or leave it out"),
     )
+    gpu_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="GPU model of the group's type (catalogue name), looked up in the workload's "
+        "gpu.relativeThroughput by the deadline test.",
+        json_schema_extra=fix_hint("give the catalogue GPU model name, e.g. H100, or leave it out"),
+    )
 
     @model_validator(mode="after")
     def _role_is_a_group(self) -> GroupSpec:

@@ -132,6 +132,30 @@ class PoolPlan:
         units = {g.name: (g.gpus_per_node or reference) / reference for g in self.groups}
         object.__setattr__(self, "_units", units)
         object.__setattr__(self, "_uniform", all(u == 1.0 for u in units.values()))
+        speeds, unmeasured = [], []
+        for g in self.on_demand_groups:
+            measured = gpu.speed_of(g.gpu_model) if gpu is not None and gpu.relative_throughput else 1.0
+            if measured is None:
+                assert gpu is not None
+                unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
+                measured = gpu.conservative_speed
+            speeds.append(measured)
+        object.__setattr__(self, "_od_speed", min(speeds, default=1.0))
+        object.__setattr__(self, "_unmeasured", tuple(unmeasured))
+
+    @property
+    def on_demand_speed(self) -> float:
+        """Work per hour on the on-demand type, against the type ``workHours`` was measured on.
+
+        1.0 without a ``gpu.relativeThroughput`` table; with one, a type it does not list is taken
+        at the slowest listed speed (conservative: the deadline test then escalates early) and is
+        named in :attr:`unmeasured_models`.
+        """
+        return self._od_speed  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def unmeasured_models(self) -> tuple[str, ...]:
+        return self._unmeasured  # type: ignore[attr-defined, no-any-return]
 
     def units(self, group_name: str) -> float:
         """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""
@@ -212,6 +236,12 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: floa
             "commits": len(obs.commits),
             "why": "commits carry no step: work done stays at the last reported step and the deadline test runs on the "
                    "clock alone; fix: pass step= to AgentClient.report with each commit",
+        }))  # fmt: skip
+    if plan.tracks_deadline and plan.unmeasured_models and state.remember("w:throughput-unmeasured"):
+        events.append(Event("throughput_unmeasured", plan.name, obs.now, {
+            "models": list(plan.unmeasured_models), "speed": plan.on_demand_speed,
+            "why": "the on-demand type's speed is not in gpu.relativeThroughput: the deadline test takes it at the "
+                   "slowest measured speed (escalates early); fix: measure it and add it to the table",
         }))  # fmt: skip
     dt = 0.0 if state.last_tick is None else max(0.0, obs.now - state.last_tick)
     if dt == 0:
@@ -357,7 +387,8 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     """The cost model's deadline test on committed work; ``None`` when the pool tracks no deadline.
 
     Work left is turned into wall time on on-demand (which still checkpoints, so
-    ``1 + C/T``), and the overhead is one restart + load plus one tick of reaction.
+    ``1 + C/T``) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
+    escalates earlier, a faster one later), and the overhead is one restart + load plus one tick.
     """
     global _last_deadline
     hit = _last_deadline
@@ -378,7 +409,7 @@ def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineSta
         return None
     elapsed_h = (now - plan.job_started_at) / 3600.0
     stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
-    left = max(0.0, work.work_hours - work_done_hours) * stall
+    left = max(0.0, work.work_hours - work_done_hours) * stall / plan.on_demand_speed
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 

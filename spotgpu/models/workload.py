@@ -125,6 +125,15 @@ class GpuRequirement(SpotModel):
         json_schema_extra=fix_hint("list GPU counts, e.g. [8, 32], at most 4"),
     )
 
+    relative_throughput: dict[str, float] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Measured work per hour of each GPU model (catalogue name) relative to the type workHours was "
+        "measured on (1.0); the controller's deadline test reads it for the on-demand type. Empty: every type is "
+        "taken at 1.0 (unmeasured); with a table, a model not in it is taken at the slowest listed speed.",
+        json_schema_extra=fix_hint("map GPU model to measured speed, e.g. {A100: 1.0, H100: 2.5}"),
+    )
+
     @model_validator(mode="after")
     def _one_memory_figure(self) -> GpuRequirement:
         if self.memory_per_gpu_gib is not None and self.model_state_gib is not None:
@@ -138,11 +147,24 @@ class GpuRequirement(SpotModel):
             if not model.strip() or len(model) > 24 or any(c in model for c in ";=+"):
                 raise FieldProblem("is not a GPU model name", at=f"models[{i}]", value=model,
                                    fix="use a catalogue name such as 'H100 80GB' (at most 24 characters, no ';', '=' or '+')")
+        for model, speed in self.relative_throughput.items():
+            if not 0 < speed <= 100:
+                raise FieldProblem("is not a relative speed", at=f"relativeThroughput.{model}", value=speed,
+                                   fix="use a positive factor against the measured type, e.g. 2.5 (at most 100)")
         for i, size in enumerate(self.world_sizes):
             if size < 1 or size % self.gpus_per_rank:
                 raise FieldProblem(f"is not a whole number of ranks of {self.gpus_per_rank} GPU(s)",
                                    at=f"worldSizes[{i}]", value=size, fix="list positive multiples of gpusPerRank")
         return self
+
+    def speed_of(self, model: str | None) -> float | None:
+        """The measured relative speed of ``model``; None when unmeasured (see :meth:`conservative_speed`)."""
+        return self.relative_throughput.get(model) if model is not None else None
+
+    @property
+    def conservative_speed(self) -> float:
+        """The speed an unmeasured type is taken at: the slowest measured one (1.0 without a table)."""
+        return min(self.relative_throughput.values(), default=1.0)
 
     def need(self, nodes: int) -> GpuNeed:
         """The plain value every judge reads (``spotgpu.catalogue.fit``)."""
