@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotgpu.catalogue.fit import GpuNeed
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
@@ -94,26 +95,93 @@ _WORKLOAD_FIELDS = {
 _PRICE_FIELDS = {"p": "spot_per_hour", "o": "on_demand_per_hour", "x": "deadline_penalty_per_hour"}
 
 
+#: The workload's ``gpu`` block (what every GPU type must hold), see :func:`encode_gpu`.
+_GPU_NUMBERS = {"c": "gpus_per_node", "k": "gpus_per_rank", "m": "memory_per_gpu_gib", "t": "model_state_gib",
+                "e": "headroom"}
+_GPU_LISTS = {"v": "models", "a": "world_sizes"}
+#: Every cloud's tag value limit (AWS, Azure); the GCP metadata value holds far more.
+TAG_VALUE_LIMIT = 256
+
+
+def encode_gpu(profile: WorkloadProfile) -> list[str]:
+    """``c=8;m=60;v=H100+A100`` (GPUs per node, per rank when not 1, memory or model state and headroom,
+    validated models and other world sizes joined by ``+``); nothing without a ``gpu`` block."""
+    gpu = profile.gpu
+    if gpu is None:
+        return []
+    parts = [f"c={gpu.gpus_per_node}"]
+    if gpu.gpus_per_rank != 1:
+        parts.append(f"k={gpu.gpus_per_rank}")
+    if gpu.memory_per_gpu_gib is not None:
+        parts.append(f"m={gpu.memory_per_gpu_gib:.12g}")
+    if gpu.model_state_gib is not None:
+        parts += [f"t={gpu.model_state_gib:.12g}", f"e={gpu.headroom:.12g}"]
+    if gpu.models:
+        parts.append("v=" + "+".join(gpu.models))
+    if gpu.world_sizes:
+        parts.append("a=" + "+".join(map(str, gpu.world_sizes)))
+    return parts
+
+
 def encode_workload(profile: WorkloadProfile) -> str:
     """``w=45;r=0.05;b=1800;...;p=2.2;o=5.67`` so a policy can rebuild the cost inputs from a tag.
 
-    Omitted when unset (``d`` without a deadline). About 100 characters: inside every cloud's limit.
+    Omitted when unset (``d`` without a deadline). About 100 characters, and with a ``gpu`` block
+    (:func:`encode_gpu`) still inside every cloud's limit, which is checked here.
     """
     parts = [f"{k}={getattr(profile, f):.12g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
     parts += [f"{k}={getattr(profile.prices, f):.12g}" for k, f in _PRICE_FIELDS.items()]
-    return ";".join(parts)
+    text = ";".join(parts + encode_gpu(profile))
+    if len(text) > TAG_VALUE_LIMIT:
+        raise ValueError(
+            f"the workload tag would be {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds; "
+            "fix: list fewer or shorter gpu.models"
+        )
+    return text
+
+
+def _split(text: str) -> list[tuple[str, str]]:
+    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS}
+    out = []
+    for part in filter(None, text.split(";")):
+        key, _, value = part.partition("=")
+        if key not in known:
+            raise ValueError(f"unknown workload tag field {key!r} in {text!r}")
+        out.append((key, value))
+    return out
 
 
 def decode_workload(text: str) -> dict[str, float]:
-    """Inverse of :func:`encode_workload`: ``{model field name: value}``; prices under their own names."""
+    """Inverse of :func:`encode_workload`: ``{model field name: value}``; prices under their own names.
+
+    The ``gpu`` block's fields are read by :func:`decode_gpu`, not here.
+    """
     fields = {**_WORKLOAD_FIELDS, **_PRICE_FIELDS}
-    out: dict[str, float] = {}
-    for part in filter(None, text.split(";")):
-        key, _, value = part.partition("=")
-        if key not in fields:
-            raise ValueError(f"unknown workload tag field {key!r} in {text!r}")
-        out[fields[key]] = float(value)
-    return out
+    return {fields[key]: float(value) for key, value in _split(text) if key in fields}
+
+
+def decode_gpu_block(text: str) -> dict[str, object] | None:
+    """The workload tag's ``gpu`` block as ``{GpuRequirement field: value}``; None when it has none."""
+    block: dict[str, object] = {}
+    for key, value in _split(text):
+        if key in _GPU_NUMBERS:
+            number = float(value)
+            block[_GPU_NUMBERS[key]] = int(number) if key in ("c", "k") else number
+        elif key in _GPU_LISTS:
+            items = [v for v in value.split("+") if v]
+            block[_GPU_LISTS[key]] = tuple(int(v) for v in items) if key == "a" else tuple(items)
+    return block or None
+
+
+def decode_gpu(text: str) -> GpuNeed | None:
+    """The GPU need a workload tag states (what the policy pack judges each pool type against)."""
+    block = decode_gpu_block(text)
+    if block is None:
+        return None
+    from spotgpu.models.workload import GpuRequirement
+
+    nodes = int(decode_workload(text).get("nodes", 1))
+    return GpuRequirement.model_validate(block).need(nodes)
 
 
 def workload_from_tag(text: str) -> WorkloadProfile:
@@ -121,7 +189,10 @@ def workload_from_tag(text: str) -> WorkloadProfile:
     values = decode_workload(text)
     prices = {f: values.pop(f) for f in list(values) if f in _PRICE_FIELDS.values()}
     ints = {"checkpoint_bytes", "nodes"}
-    data = {k: (int(v) if k in ints else v) for k, v in values.items()}
+    data: dict[str, object] = {k: (int(v) if k in ints else v) for k, v in values.items()}
+    gpu = decode_gpu_block(text)
+    if gpu is not None:
+        data["gpu"] = gpu
     return WorkloadProfile.model_validate({**data, "prices": prices})
 
 

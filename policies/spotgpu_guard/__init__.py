@@ -9,7 +9,14 @@ loads the very same pack.
 
 from pulumi_policy import Policy
 
-from spotgpu_guard import rules_crossfield, rules_economics, rules_links, rules_notice, rules_storage
+from spotgpu_guard import (
+    rules_crossfield,
+    rules_economics,
+    rules_gpu_fit,
+    rules_links,
+    rules_notice,
+    rules_storage,
+)
 
 PACK_NAME = "spotgpu-guard"
 DESCRIPTION = "Spot GPU pools checkpoint durably, fall back on-demand, handle notices and stay diversified."
@@ -20,6 +27,7 @@ POLICIES: list[Policy] = [
     *rules_notice.RULES,
     *rules_economics.RULES,
     *rules_crossfield.RULES,
+    *rules_gpu_fit.RULES,
 ]
 
 __all__ = ["DESCRIPTION", "PACK_NAME", "POLICIES"]

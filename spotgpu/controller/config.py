@@ -40,6 +40,22 @@ class GroupSpec(SpotModel):
     max_size: int | None = Field(
         default=None, ge=0, le=1000, json_schema_extra=fix_hint("set 0 to 1000 nodes, or leave it out")
     )
+    gpus_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="GPUs per node of the group's type; when groups differ, each is sized in GPUs so the gang "
+        "keeps its GPU count (an 8-GPU primary lost to a 4-GPU rung asks for twice the nodes). Defaults to "
+        "the primary's, else the workload's gpu.gpusPerNode.",
+        json_schema_extra=fix_hint("set the GPUs one node of this group carries, e.g. 8, or leave it out"),
+    )
+    gpu_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="GPU model of the group's type (catalogue name), looked up in the workload's "
+        "gpu.relativeThroughput by the deadline test.",
+        json_schema_extra=fix_hint("give the catalogue GPU model name, e.g. H100, or leave it out"),
+    )
 
     @model_validator(mode="after")
     def _role_is_a_group(self) -> GroupSpec:

@@ -16,7 +16,10 @@ Order of reasoning each tick:
 4. size the groups: the primary stays at target (the cloud keeps retrying spot);
    new capacity is asked only of the current rung's groups, and only when their
    price is within the rung's cost ceiling; groups of earlier rungs keep the VMs
-   they got, and their unfulfilled requests are withdrawn;
+   they got, and their unfulfilled requests are withdrawn. Capacity is counted in
+   GPUs when the groups' types carry different GPU counts per node (``gpusPerNode``):
+   the target is ``capacity.target`` primary nodes' worth of GPUs, so a 4-GPU rung
+   standing in for an 8-GPU primary asks for twice the nodes;
 5. when capacity is back above target for long enough, drain the most expensive
    extra VMs and remove each only after its workload committed a checkpoint; while
    the deadline could not survive losing spot again, nothing is drained.
@@ -124,6 +127,54 @@ class PoolPlan:
         others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
         object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
         object.__setattr__(self, "_growable", tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name))))
+        gpu = self.workload.gpu
+        reference = self.primary.gpus_per_node or (gpu.gpus_per_node if gpu is not None else None) or 1
+        units = {g.name: (g.gpus_per_node or reference) / reference for g in self.groups}
+        object.__setattr__(self, "_units", units)
+        object.__setattr__(self, "_uniform", all(u == 1.0 for u in units.values()))
+        speeds, unmeasured = [], []
+        for g in self.on_demand_groups:
+            measured = gpu.speed_of(g.gpu_model) if gpu is not None and gpu.relative_throughput else 1.0
+            if measured is None:
+                assert gpu is not None
+                unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
+                measured = gpu.conservative_speed
+            speeds.append(measured)
+        object.__setattr__(self, "_od_speed", min(speeds, default=1.0))
+        object.__setattr__(self, "_unmeasured", tuple(unmeasured))
+
+    @property
+    def on_demand_speed(self) -> float:
+        """Work per hour on the on-demand type, against the type ``workHours`` was measured on.
+
+        1.0 without a ``gpu.relativeThroughput`` table; with one, a type it does not list is taken
+        at the slowest listed speed (conservative: the deadline test then escalates early) and is
+        named in :attr:`unmeasured_models`.
+        """
+        return self._od_speed  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def unmeasured_models(self) -> tuple[str, ...]:
+        return self._unmeasured  # type: ignore[attr-defined, no-any-return]
+
+    def units(self, group_name: str) -> float:
+        """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""
+        return self._units.get(group_name, 1.0) if not self._uniform else 1.0  # type: ignore[attr-defined, no-any-return]
+
+    def nodes_for_units(self, group_name: str, units: float) -> int:
+        """Nodes of the group that give at least ``units`` primary nodes' worth of GPUs."""
+        if units <= 0:
+            return 0
+        return math.ceil(units / self.units(group_name) - 1e-9)
+
+    def ready_units(self, obs: PoolObservation, groups: tuple[GroupSpec, ...] | None = None) -> float:
+        """Ready capacity in primary nodes' worth of GPUs (the node count when every type is alike)."""
+        seen = obs.groups
+        if groups is None:
+            if self._uniform:  # type: ignore[attr-defined]
+                return obs.ready_count()
+            return sum(len(g.ready) * self.units(name) for name, g in seen.items())
+        return sum(len(seen[g.name].ready) * self.units(g.name) for g in groups if g.name in seen)
 
     @property
     def primary(self) -> GroupSpec:
@@ -152,7 +203,7 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     now = obs.now
     events: list[Event] = []
     actions: list[Action] = []
-    ready = obs.ready_count()
+    ready = plan.ready_units(obs)
     target = plan.capacity.target
 
     _account(plan, obs, state, ready, events)
@@ -173,7 +224,7 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     return TickResult(tuple(actions), tuple(events), step)
 
 
-def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event]) -> None:
+def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: float, events: list[Event]) -> None:
     _progress(plan, obs, state)
     unreported = plan.tracks_deadline and obs.commits and not obs.steps and state.committed_at is None
     if unreported and state.remember("w:progress-unreported"):
@@ -185,6 +236,12 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int,
             "commits": len(obs.commits),
             "why": "commits carry no step: work done stays at the last reported step and the deadline test runs on the "
                    "clock alone; fix: pass step= to AgentClient.report with each commit",
+        }))  # fmt: skip
+    if plan.tracks_deadline and plan.unmeasured_models and state.remember("w:throughput-unmeasured"):
+        events.append(Event("throughput_unmeasured", plan.name, obs.now, {
+            "models": list(plan.unmeasured_models), "speed": plan.on_demand_speed,
+            "why": "the on-demand type's speed is not in gpu.relativeThroughput: the deadline test takes it at the "
+                   "slowest measured speed (escalates early); fix: measure it and add it to the table",
         }))  # fmt: skip
     dt = 0.0 if state.last_tick is None else max(0.0, obs.now - state.last_tick)
     if dt == 0:
@@ -250,7 +307,7 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
 
 
 def _walk(
-    plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: int, events: list[Event], actions: list[Action]
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: float, events: list[Event], actions: list[Action]
 ) -> LadderStep | None:
     now, target = obs.now, plan.capacity.target
     for i in sorted(obs.interruptions, key=lambda i: (i.at, i.event_id)) if obs.interruptions else ():
@@ -330,7 +387,8 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     """The cost model's deadline test on committed work; ``None`` when the pool tracks no deadline.
 
     Work left is turned into wall time on on-demand (which still checkpoints, so
-    ``1 + C/T``), and the overhead is one restart + load plus one tick of reaction.
+    ``1 + C/T``) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
+    escalates earlier, a faster one later), and the overhead is one restart + load plus one tick.
     """
     global _last_deadline
     hit = _last_deadline
@@ -351,7 +409,7 @@ def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineSta
         return None
     elapsed_h = (now - plan.job_started_at) / 3600.0
     stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
-    left = max(0.0, work.work_hours - work_done_hours) * stall
+    left = max(0.0, work.work_hours - work_done_hours) * stall / plan.on_demand_speed
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
@@ -410,7 +468,7 @@ def can_give_back(plan: PoolPlan, state: PoolState, now: float) -> bool:
 
 
 def _size_groups(
-    plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None, ready: int, at_risk: bool
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, step: LadderStep | None, ready: float, at_risk: bool
 ) -> list[Action]:
     """Primary at target; others grow only within the rung, the ceiling and their backoff."""
     actions: list[Action] = []
@@ -429,18 +487,20 @@ def _size_groups(
     whole_gang = _escalated(plan, obs, step) if at_risk else None
     groups, now = obs.groups, obs.now
     present = [(g, groups[g.name]) for g in plan.growable if g.name in groups]
-    deficit = 0
+    deficit = 0.0  # in primary nodes' worth of GPUs (nodes, when every type is alike)
     if step is not None:  # the gap a rung's groups may fill (pending VMs elsewhere already count)
-        deficit = max(0, plan.capacity.target - ready - sum(len(seen.pending) for _, seen in present))
+        pending = sum(len(seen.pending) * plan.units(g.name) for g, seen in present)
+        deficit = max(0.0, plan.capacity.target - ready - pending)
     for group, seen in present:  # with no rung and no escalation, every group holds what it has
         live = len(seen.vms)
         add = 0
         if whole_gang is not None and group.role is StepKind.ON_DEMAND:
             if _allowed(plan, group, whole_gang, state, now):
-                add = max(0, min(plan.capacity.target, plan.limit(group)) - live)  # the whole gang, not the gap
+                gang = plan.nodes_for_units(group.name, plan.capacity.target)  # the whole gang, not the gap
+                add = max(0, min(gang, plan.limit(group)) - live)
         elif step is not None and group.role is step.kind and _allowed(plan, group, step, state, now):
-            add = max(0, min(deficit, plan.limit(group) - live))
-            deficit -= add
+            add = max(0, min(plan.nodes_for_units(group.name, deficit), plan.limit(group) - live))
+            deficit -= add * plan.units(group.name)
         want = live + add
         if seen.desired != want:
             why = (
@@ -468,8 +528,8 @@ def _escalated(plan: PoolPlan, obs: PoolObservation, step: LadderStep | None) ->
     return od if (step is not None and step.kind is StepKind.ON_DEMAND) or held > 0 else None
 
 
-def _on_demand_ready(plan: PoolPlan, obs: PoolObservation) -> int:
-    return sum(len(obs.groups[g.name].ready) for g in plan.on_demand_groups if g.name in obs.groups)
+def _on_demand_ready(plan: PoolPlan, obs: PoolObservation) -> float:
+    return plan.ready_units(obs, plan.on_demand_groups)
 
 
 def plan_group(plan: PoolPlan, name: str) -> GroupSpec:
@@ -486,7 +546,7 @@ def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolStat
 
 
 def _scale_in(
-    plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: int, events: list[Event], at_risk: bool
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, surplus: float, events: list[Event], at_risk: bool
 ) -> list[Action]:
     """Drain extra non-primary VMs, most expensive first; remove each only after a later commit."""
     now = obs.now
@@ -522,8 +582,14 @@ def _scale_in(
             key=lambda v: (rank[v.group], v.id),
         )
     if candidates:
-        need = surplus - len(state.drains)
-        for vm in candidates[: max(0, need)]:
+        # drain while the surplus (in primary nodes' worth of GPUs) still covers the VM
+        room = surplus - sum(plan.units(by_id[v].group) for v in state.drains)
+        chosen = []
+        for vm in candidates:
+            if plan.units(vm.group) <= room + 1e-9:
+                chosen.append(vm)
+                room -= plan.units(vm.group)
+        for vm in chosen:
             state.drains[vm.id] = now
             by_id[vm.id] = vm
             actions.append(RequestDrain(vm.group, vm.id))

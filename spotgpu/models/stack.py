@@ -91,6 +91,7 @@ class StackConfig(SpotModel):
                     fix=f"give pool {pool.name} the capacity the rung needs, use a ladder without it, or set "
                         f"pools[{pool.name}].optOut.idleRungs to a stated reason (the preview then warns)",
                 )  # fmt: skip
+            _check_gpu_fit(pool, workload)
             if isinstance(pool, AzurePoolSpec):
                 _check_max_price(pool, spot, self._size_quotes(pool))
         return self
@@ -214,6 +215,15 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: 
                 at=at, value=step.cost_ceiling_per_hour,
                 fix=f"raise it to at least {quote.usd_per_hour:g}, or correct the on-demand price",
             )
+
+
+def _check_gpu_fit(pool: PoolSpec, workload: WorkloadProfile) -> None:
+    from spotgpu.models.gpu_fit import pool_problem
+
+    problem = pool_problem(pool, workload)
+    if problem is not None:
+        problem.at = f"pools[{pool.name}].{problem.at}"
+        raise problem
 
 
 def _check_max_price(pool: AzurePoolSpec, spot: float, quotes: dict[str, PriceQuote | None]) -> None:

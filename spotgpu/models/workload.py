@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from spotgpu.catalogue.fit import GpuNeed
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 
 #: Above this many interruptions per spot node-hour (one every 12 minutes) a rate is a unit mistake,
@@ -94,6 +95,113 @@ class Prices(SpotModel):
         return self
 
 
+class GpuRequirement(SpotModel):
+    """What the job needs of every GPU type a pool or rung may give it (``workloads.X.gpu``).
+
+    Every type the pool may launch (each rung's, the fallback's) is judged against it
+    when the config is read (``spotgpu.models.gpu_fit``), so an A100 40 GB rung for a
+    job whose shards need 60 GB is a config error, not an out-of-memory crash at 3 am.
+    """
+
+    gpus_per_node: int = Field(
+        ge=1,
+        le=64,
+        description="GPUs per node the job is laid out for on its first type: the gang is nodes x gpusPerNode GPUs.",
+        json_schema_extra=fix_hint("set the GPUs each node of the job uses, e.g. 8"),
+    )
+    gpus_per_rank: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="GPUs one rank drives; a type must carry a whole number of ranks.",
+        json_schema_extra=fix_hint("set 1 (one process per GPU) or the GPUs one rank drives"),
+    )
+    memory_per_gpu_gib: float | None = Field(
+        default=None,
+        gt=0,
+        alias="memoryPerGpuGiB",
+        description="GiB each GPU must have (measured peak); or give modelStateGiB to derive it.",
+        json_schema_extra=fix_hint("set the measured peak GiB per GPU, e.g. 60"),
+    )
+    model_state_gib: float | None = Field(
+        default=None,
+        gt=0,
+        alias="modelStateGiB",
+        description="GiB of the whole training state (weights, gradients, optimizer) sharded over all GPUs: "
+        "the need per GPU is modelStateGiB / GPUs x (1 + headroom).",
+        json_schema_extra=fix_hint("set the training state's GiB, e.g. 16 bytes x parameters for Adam in mixed precision"),
+    )
+    headroom: float = Field(
+        default=0.25,
+        ge=0,
+        le=4,
+        description="Share added to a derived shard for activations, buffers and fragmentation.",
+        json_schema_extra=fix_hint("use a fraction such as 0.25"),
+    )
+    models: tuple[str, ...] = Field(
+        default=(),
+        max_length=4,
+        description="GPU models (catalogue names, e.g. 'H100 80GB') the job was validated on; empty: any.",
+        json_schema_extra=fix_hint("list catalogue GPU model names, e.g. ['H100 80GB', 'A100 80GB'], at most 4"),
+    )
+    world_sizes: tuple[int, ...] = Field(
+        default=(),
+        max_length=4,
+        description="Other gang sizes in GPUs the job may restart at (its restore reshards through DCP); "
+        "empty: only nodes x gpusPerNode.",
+        json_schema_extra=fix_hint("list GPU counts, e.g. [8, 32], at most 4"),
+    )
+
+    relative_throughput: dict[str, float] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Measured work per hour of each GPU model (catalogue name) relative to the type workHours was "
+        "measured on (1.0); the controller's deadline test reads it for the on-demand type. Empty: every type is "
+        "taken at 1.0 (unmeasured); with a table, a model not in it is taken at the slowest listed speed.",
+        json_schema_extra=fix_hint("map GPU model to measured speed, e.g. {A100: 1.0, H100: 2.5}"),
+    )
+
+    @model_validator(mode="after")
+    def _one_memory_figure(self) -> GpuRequirement:
+        if self.memory_per_gpu_gib is not None and self.model_state_gib is not None:
+            raise FieldProblem("is set beside memoryPerGpuGiB; give one memory figure", at="modelStateGiB",
+                               value=self.model_state_gib, fix="keep memoryPerGpuGiB (measured) or modelStateGiB")
+        if self.gpus_per_node % self.gpus_per_rank:
+            raise FieldProblem(f"is not a whole number of ranks of gpusPerRank {self.gpus_per_rank}",
+                               at="gpusPerNode", value=self.gpus_per_node,
+                               fix=f"use a multiple of {self.gpus_per_rank}, or correct gpusPerRank")
+        for i, model in enumerate(self.models):
+            if not model.strip() or len(model) > 24 or any(c in model for c in ";=+"):
+                raise FieldProblem("is not a GPU model name", at=f"models[{i}]", value=model,
+                                   fix="use a catalogue name such as 'H100 80GB' (at most 24 characters, no ';', '=' or '+')")
+        for model, speed in self.relative_throughput.items():
+            if not 0 < speed <= 100:
+                raise FieldProblem("is not a relative speed", at=f"relativeThroughput.{model}", value=speed,
+                                   fix="use a positive factor against the measured type, e.g. 2.5 (at most 100)")
+        for i, size in enumerate(self.world_sizes):
+            if size < 1 or size % self.gpus_per_rank:
+                raise FieldProblem(f"is not a whole number of ranks of {self.gpus_per_rank} GPU(s)",
+                                   at=f"worldSizes[{i}]", value=size, fix="list positive multiples of gpusPerRank")
+        return self
+
+    def speed_of(self, model: str | None) -> float | None:
+        """The measured relative speed of ``model``; None when unmeasured (see :meth:`conservative_speed`)."""
+        return self.relative_throughput.get(model) if model is not None else None
+
+    @property
+    def conservative_speed(self) -> float:
+        """The speed an unmeasured type is taken at: the slowest measured one (1.0 without a table)."""
+        return min(self.relative_throughput.values(), default=1.0)
+
+    def need(self, nodes: int) -> GpuNeed:
+        """The plain value every judge reads (``spotgpu.catalogue.fit``)."""
+        return GpuNeed(
+            nodes=nodes, gpus_per_node=self.gpus_per_node, gpus_per_rank=self.gpus_per_rank,
+            memory_per_gpu_gib=self.memory_per_gpu_gib, model_state_gib=self.model_state_gib,
+            headroom=self.headroom, models=self.models, world_sizes=self.world_sizes,
+        )  # fmt: skip
+
+
 class WorkloadProfile(SpotModel):
     checkpoint_bytes: int = Field(
         gt=0, json_schema_extra=fix_hint("set the size of one full checkpoint in bytes, e.g. 16000000000")
@@ -147,6 +255,15 @@ class WorkloadProfile(SpotModel):
         json_schema_extra=fix_hint(f"use one of {', '.join(FALLBACK_POLICIES)}"),
     )
     prices: Prices
+    gpu: GpuRequirement | None = Field(
+        default=None,
+        description="What every GPU type of the pool must hold (memory, GPU count, validated models); "
+        "none: any GPU type is taken as able to run the job.",
+    )
+
+    @property
+    def gpu_need(self) -> GpuNeed | None:
+        return None if self.gpu is None else self.gpu.need(self.nodes)
 
     @field_validator("checkpoint_bytes", mode="before")
     @classmethod

@@ -34,6 +34,7 @@ EXPECTED_DEFAULTS = {
     "azure-max-price-below-on-demand": "advisory",
     "fallback-can-replace-pool": "advisory",
     "gpu-types-known": "advisory",
+    "gpu-type-holds-workload": "mandatory",
 }
 RAW_PROGRAM = Path(__file__).resolve().parent / "programs" / "raw"
 

@@ -1,0 +1,115 @@
+"""Every GPU type a pool or its ladder's rungs may launch, judged against the workload's need.
+
+A pool's spot types are what its same_pool, alternate_zone and alternate_sku rungs
+take; its fallback types are what the on_demand rung takes (``stack.fallback_types``).
+:func:`pool_problem` is the one check: config validation raises it (the stack
+refuses to load) and each cloud's planner raises it again on the component path,
+like the diversity check, so a spec built without validation is refused too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spotgpu import catalogue
+from spotgpu.catalogue import GpuShape
+from spotgpu.catalogue.fit import GpuNeed, Shortfall, fitting_names, nodes_for, shortfalls
+from spotgpu.models.base import FieldProblem
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
+from spotgpu.models.workload import WorkloadProfile
+
+
+@dataclass(frozen=True)
+class PoolType:
+    """One type a pool may launch: the key it is written at, its rung and its catalogue shape."""
+
+    at: str
+    name: str
+    rungs: str
+    shape: GpuShape | None
+
+
+def shape_of(pool: PoolSpec, name: str) -> GpuShape | None:
+    """The catalogue's shape of one of the pool's types (GCP N1: machine plus its accelerator)."""
+    if isinstance(pool, AwsPoolSpec):
+        return catalogue.aws_gpu(name)
+    if isinstance(pool, AzurePoolSpec):
+        return catalogue.azure_size(name)
+    choice = next((c for c in pool.machine_types if c.machine_type == name), None)
+    if choice is not None and choice.accelerator is not None:
+        info = catalogue.gcp_accelerators().get(choice.accelerator.type)
+        if info is None:
+            return None
+        return GpuShape("gcp", name, info["gpuModel"], choice.accelerator.count, info["gpuMemoryGiB"])
+    return catalogue.gcp_machine(name)
+
+
+def pool_types(pool: PoolSpec) -> list[PoolType]:
+    """Each type the pool may launch once, with the rungs that take it."""
+    spot = "the spot rungs (same_pool, alternate_zone, alternate_sku)"
+    if isinstance(pool, AwsPoolSpec):
+        return [PoolType(f"instanceTypes[{i}]", t, f"{spot} and on_demand", shape_of(pool, t))
+                for i, t in enumerate(pool.instance_types)]
+    if isinstance(pool, GcpPoolSpec):
+        from spotgpu.models.stack import fallback_types
+
+        grown = set(fallback_types(pool))
+        return [PoolType(f"machineTypes[{i}].machineType", c.machine_type,
+                         f"{spot} and on_demand" if c.machine_type in grown else spot, shape_of(pool, c.machine_type))
+                for i, c in enumerate(pool.machine_types)]
+    assert isinstance(pool, AzurePoolSpec)
+    fallback = pool.fallback_vm_size or pool.vm_sizes[0]
+    out = [PoolType(f"vmSizes[{i}]", s, f"{spot} and on_demand" if s == fallback else spot, shape_of(pool, s))
+           for i, s in enumerate(pool.vm_sizes)]
+    if fallback not in pool.vm_sizes:
+        out.append(PoolType("fallbackVmSize", fallback, "the on_demand rung", shape_of(pool, fallback)))
+    return out
+
+
+def _known_shapes(cloud: str) -> list[GpuShape]:
+    if cloud == "aws":
+        return [s for t in catalogue.aws_gpu_types() if (s := catalogue.aws_gpu(t)) is not None]
+    if cloud == "gcp":
+        doc = catalogue.document("gcp")["machineTypes"]
+        return [s for t in sorted(doc) if (s := catalogue.gcp_machine(t)) is not None]
+    return [s for t in catalogue.azure_sizes() if (s := catalogue.azure_size(t)) is not None]
+
+
+def _problem(pool: PoolSpec, need: GpuNeed, kind: PoolType, short: list[Shortfall]) -> FieldProblem:
+    assert kind.shape is not None
+    fits = fitting_names(need, _known_shapes(pool.cloud))
+    hint = f" (types that fit: {', '.join(fits)})" if fits else ""
+    return FieldProblem(
+        f"{kind.name} ({kind.shape.describe()}, taken by {kind.rungs}) cannot hold workload {pool.workload}: "
+        + "; ".join(s.what for s in short),
+        at=kind.at, value=kind.name, fix=" and ".join(s.fix for s in short) + hint,
+    )
+
+
+def pool_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem | None:
+    """The first type of ``pool`` that cannot hold ``workload``'s GPU need, as a config problem.
+
+    Types the catalogue does not know (passed by ``optOut.catalogue``) cannot be judged and pass.
+    """
+    need = workload.gpu_need
+    if need is None:
+        return None
+    for kind in pool_types(pool):
+        if kind.shape is None:
+            continue
+        short = shortfalls(need, kind.shape)
+        if short:
+            return _problem(pool, need, kind, short)
+    return None
+
+
+def nodes_per_type(pool: PoolSpec, workload: WorkloadProfile) -> dict[str, int]:
+    """Nodes of each known type that make the workload's gang (the controller's group sizes)."""
+    need = workload.gpu_need
+    if need is None:
+        return {}
+    out = {}
+    for kind in pool_types(pool):
+        if kind.shape is not None and (n := nodes_for(need, kind.shape.gpu_count)) is not None:
+            out[kind.name] = n
+    return out

@@ -1,0 +1,40 @@
+"""An Azure VM size that cannot hold the workload's GPU need is a config error (issue 26, item 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from azure_fixtures import pool_args, stack_raw
+
+from spotgpu.config import ConfigError, parse_stack_config
+from spotgpu.models.workload import GpuRequirement
+
+
+def _with_gpu(gpu: dict[str, object], **pool_keys: object) -> dict[str, object]:
+    raw = stack_raw("prod")
+    workloads = {**raw["workloads"], "llm-finetune": {**raw["workloads"]["llm-finetune"], "gpu": gpu}}
+    pools = [{**p, **pool_keys} for p in raw["pools"] if p["cloud"] == "azure"]
+    return {**raw, "workloads": workloads, "pools": pools}
+
+
+def test_an_a100_80_gb_size_for_90_gb_shards_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(_with_gpu({"gpusPerNode": 1, "memoryPerGpuGiB": 90}))
+    line = str(err.value)
+    assert line.startswith("spotgpu:pools[train-az].vmSizes[0]: Standard_NC24ads_A100_v4 (1 x A100")
+    assert "GiB short of the 90 GiB" in line and "fix: drop Standard_NC24ads_A100_v4" in line
+
+
+def test_the_on_demand_rung_size_is_judged_too() -> None:
+    keys = {"vmSizes": ["Standard_NC40ads_H100_v5", "Standard_NC80adis_H100_v5"],
+            "fallbackVmSize": "Standard_NC24ads_A100_v4"}
+    with pytest.raises(ConfigError, match=r"fallbackVmSize: Standard_NC24ads_A100_v4 .* taken by the on_demand rung"):
+        parse_stack_config(_with_gpu({"gpusPerNode": 1, "memoryPerGpuGiB": 90}, **keys))
+
+
+def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
+    args = pool_args("prod")
+    need = GpuRequirement(gpus_per_node=1, memory_per_gpu_gib=90)
+    with pytest.raises(ConfigError, match=r"pools\[train-az\]\.vmSizes\[0\]: Standard_NC24ads_A100_v4 .* short"):
+        dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))

@@ -1,0 +1,44 @@
+"""A GCP machine type that cannot hold the workload's GPU need is a config error (issue 26, item 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from gcp_fixtures import gcp_pool_raw, pool_args, stack_raw
+
+from spotgpu.config import ConfigError, parse_stack_config
+from spotgpu.models.workload import GpuRequirement
+
+
+def _with_gpu(gpu: dict[str, object], machine_types: list[dict[str, object]] | None = None) -> dict[str, object]:
+    raw = stack_raw("prod")
+    raw["workloads"]["llm-finetune"]["gpu"] = gpu
+    pool = gcp_pool_raw(raw)
+    if machine_types is not None:
+        pool["machineTypes"] = machine_types
+    raw["pools"] = [pool]
+    return raw
+
+
+def test_an_l4_rung_for_40_gb_shards_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 40}))
+    line = str(err.value)
+    assert line.startswith("spotgpu:pools[train-gcp].machineTypes[1].machineType: g2-standard-48 (4 x L4 (24 GiB each)")
+    assert "16 GiB short of the 40 GiB" in line and "fix: drop g2-standard-48" in line
+
+
+def test_an_n1_accelerator_is_judged_by_its_own_memory() -> None:
+    n1 = [{"machineType": "n1-standard-16", "accelerator": {"type": "nvidia-tesla-v100", "count": 4}},
+          {"machineType": "a2-highgpu-4g"}]
+    with pytest.raises(ConfigError, match=r"machineTypes\[0\]\.machineType: n1-standard-16 \(4 x V100 \(16 GiB each\)"):
+        parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 30}, n1))
+    parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 16}, n1))
+
+
+def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
+    args = pool_args("prod")
+    need = GpuRequirement(gpus_per_node=4, models=("H100 80GB",))
+    with pytest.raises(ConfigError, match=r"machineTypes\[0\]\.machineType: a2-highgpu-4g .* not validated on"):
+        dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))
