@@ -33,6 +33,9 @@ from spotgpu.economics.telemetry import LOSS_NOTICES, TelemetryRecord
 CONFIDENCE = 0.90
 #: Fewer interruptions than this and the rate is stated with a warning that its interval is wide.
 FEW_INTERRUPTIONS = 5
+#: Less spot exposure than this (node-hours) and the measured rate is reported, not applied: one
+#: interruption in a two-minute test would read as 30 per node-hour.
+MIN_EXPOSURE_NODE_HOURS = 1.0
 #: Fewer latency (or timing) samples than this and the figure is flagged as few samples.
 FEW_SAMPLES = 5
 
@@ -316,6 +319,11 @@ class ProfileFit:
             hi = poisson_interval(0, rate.node_hours)[1]
             why["interruptionsPerHour"] = (f"too little data: 0 interruptions in {rate.node_hours:.1f} spot node-hours "
                                            f"(rate below {hi:.4g}/h at {CONFIDENCE:.0%}); kept the base figure")  # fmt: skip
+        elif rate.node_hours < MIN_EXPOSURE_NODE_HOURS:
+            lo, hi = poisson_interval(rate.interruptions, rate.node_hours)
+            why["interruptionsPerHour"] = (f"too little data: {rate.interruptions} interruption(s) in {rate.node_hours:.2f} "
+                                           f"spot node-hours, under the {MIN_EXPOSURE_NODE_HOURS:g} needed (rate "
+                                           f"{lo:.4g}-{hi:.4g}/h at {CONFIDENCE:.0%}); kept the base figure")  # fmt: skip
         else:
             out["interruptionsPerHour"] = round(rate.interruptions / rate.node_hours, 6)
         pairs = (

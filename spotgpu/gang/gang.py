@@ -46,7 +46,17 @@ class Reporter(Protocol):
     @property
     def notice(self) -> Any: ...
 
-    def report(self, result: Any, checkpoint: str = "final", step: int | None = None, **gang: Any) -> None: ...
+    def report(
+        self,
+        result: Any,
+        checkpoint: str = "final",
+        step: int | None = None,
+        *,
+        role: str | None = None,
+        noticed_ranks: list[int] | None = None,
+        outcome: str | None = None,
+        reason: str | None = None,
+    ) -> None: ...
 
     def report_restore(self, step: int | None, generation: str | None) -> None: ...
 

@@ -72,9 +72,7 @@ class SpotgpuCallbackCore:
                 store_options=self._store_options,
             )
             self.checkpoints = FrameworkCheckpoints(manager)
-            # Any: the gang's Reporter protocol spells report()'s gang fields as **kwargs.
-            client: Any = self._agent or AgentClient()
-            self.gang = Gang(client, every=self._gang_every)
+            self.gang = Gang(self._agent or AgentClient(), every=self._gang_every)
         return self.checkpoints
 
     def _restore(self) -> RestoredDirectory | None:

@@ -160,7 +160,8 @@ def test_opt_out_with_reason_is_allowed_and_recorded_as_waiver() -> None:
     args = pool_args(
         "prod",
         instanceTypes=["p5.48xlarge"],
-        optOut={"singleType": "only H100 nodes fit the 70B model in memory"},
+        optOut={"singleType": "only H100 nodes fit the 70B model in memory",
+                "idleRungs": "the shared ladder keeps alternate_sku for the other pools"},
     )
     p = plan_pool(args)
     assert p.spot_links[link.WAIVER] == "single-type: only H100 nodes fit the 70B model in memory"

@@ -179,7 +179,7 @@ def test_fallback_and_storage_tags_carry_their_roles() -> None:
 
 
 def test_opt_out_reasons_become_the_waiver_tag() -> None:
-    s = spec("dev", zones=["1"], optOut={"singleZone": "dev quota exists in zone 1 only"})
+    s = spec("dev", zones=["1"], optOut={"singleZone": "dev quota exists in zone 1 only", "idleRungs": "shared ladder"})
     p = _plan(s, stack="dev")
     assert p.spot[0].tags[tags.WAIVER] == "singleZone: dev quota exists in zone 1 only"
     assert p.zones.zone_balance is None

@@ -148,6 +148,8 @@ def test_profile_fit_cli_diffs_against_the_base_profile(agent_events: Path, cont
     diff = {row["field"]: row for row in doc["diff"]}
     assert diff["expectedReacquisitionSeconds"]["measured"] == controller_events.gap_seconds + controller_events.boot_seconds
     assert "too little data" in diff["checkpointBytes"]["note"]
+    # minutes of exposure: the rate is shown with its interval, not applied (it would read as ~30/h)
+    assert "spot node-hours, under the 1 needed" in diff["interruptionsPerHour"]["note"]
     assert doc["verdict"]["base"]["intervalSeconds"] > 0 and "changed" in doc["verdict"]
     assert out.read_text().startswith("# measured by `spotgpu profile fit`")
     text = _cli("profile", "fit", "--telemetry", str(controller_events.path), "--pool", "pool-a")

@@ -81,6 +81,10 @@ def test_single_zone_needs_stated_reason(prod_raw: dict[str, Any]) -> None:
     msg = _error(prod_raw)
     assert "spans 1 zone(s)" in msg and "optOut.singleZone" in msg
     prod_raw["pools"][2]["optOut"] = {"singleZone": "capacity reservation pinned to zone 1"}
+    # the zone is explained; the ladder's alternate_zone rung (nothing behind it now) is not
+    msg = _error(prod_raw)
+    assert "steps[1].kind: alternate_zone needs a second zone" in msg and "optOut.idleRungs" in msg
+    prod_raw["pools"][2]["optOut"]["idleRungs"] = "the ladder is shared with the two-zone pools"
     assert parse_stack_config(prod_raw).pools[2].zones == ("1",)
 
 
@@ -202,7 +206,7 @@ def test_catalogue_states_an_opt_out_for_a_type_it_does_not_know_yet(prod_raw: d
 
 def test_on_demand_price_defaults_from_the_catalogue_and_says_so(prod_raw: dict[str, Any]) -> None:
     del prod_raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"]
-    prod_raw["ladders"]["training"]["steps"][3]["costCeilingPerHour"] = 40
+    prod_raw["ladders"]["training"]["steps"][3]["costCeilingPerHour"] = 30  # at or above every pool's on-demand price, within 10x of the cheapest
     prod_raw["pools"][1]["machineTypes"] = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}]
     # The GCP pool's a2-highgpu-4g lists at ~14.69 USD/h in us-central1; the fallback grows its group's types.
     config = parse_stack_config(prod_raw)

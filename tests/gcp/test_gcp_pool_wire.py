@@ -250,7 +250,7 @@ def test_autoscaling_with_any_shape_is_a_clear_error() -> None:
 
 
 def test_single_zone_without_opt_out_fails_on_the_component_path() -> None:
-    args = pool_args("prod", zones=["us-central1-a"], optOut={"singleZone": "a compact placement is required"})
+    args = pool_args("prod", zones=["us-central1-a"], optOut={"singleZone": "a compact placement is required", "idleRungs": "shared ladder"})
     bad = args.__class__(
         spec=args.spec.model_copy(update={"opt_out": args.spec.opt_out.model_copy(update={"single_zone": None})}),
         workload=args.workload,
