@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -32,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from spotgpu.agent.client import AgentClient
 from spotgpu.checkpoint import CheckpointManager, EveryNSteps
 from spotgpu.checkpoint.torch import ResumableSampler, Stateful, load_torch_state, torch_state
-from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout
+from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout, exit_now
 
 SAMPLES = 512
 FEATURES = 16
@@ -66,7 +67,7 @@ def params_sha256(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     args = parse(sys.argv[1:] if argv is None else argv)
     dist.init_process_group("gloo", timeout=collective_timeout(step_seconds=args.step_seconds, save_seconds=5.0))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -123,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         final = {"steps": args.steps, "worldSize": world, "paramsSha256": params_sha256(model.module)}
         (args.out / "final.json").write_text(json.dumps(final), encoding="utf-8")
-    dist.destroy_process_group()
-    return 0
+    losses.close()
+    exit_now(0)  # never the interpreter's teardown of a DDP model: it can deadlock (see exit_now)
 
 
 if __name__ == "__main__":

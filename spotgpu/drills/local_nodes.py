@@ -82,7 +82,7 @@ class Node:
             telemetry_port=0,
             runtime=AgentRuntime(
                 metadata_url=self.fake.url,
-                poll_interval_seconds=0.2,
+                poll_interval_seconds=0.25,  # at or above every provider's floor (Azure IMDS: 5 requests/s)
                 hanging_get_timeout_seconds=2,
                 request_timeout_seconds=0.5,
                 error_backoff_seconds=0.1,

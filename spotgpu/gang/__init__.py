@@ -4,7 +4,7 @@
 Imports torch only when a :class:`Gang` is created.
 """
 
-from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE
+from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE, exit_now
 from spotgpu.gang.gang import Gang, GangRestoreError, GangStop, PeerLost, is_peer_error
 from spotgpu.gang.timing import choose_every, collective_timeout
 
@@ -18,5 +18,6 @@ __all__ = [
     "PeerLost",
     "choose_every",
     "collective_timeout",
+    "exit_now",
     "is_peer_error",
 ]

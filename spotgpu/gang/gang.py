@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +24,7 @@ from typing import Any, Protocol
 
 from spotgpu.checkpoint.results import FinalSaveResult
 from spotgpu.gang import agreement
-from spotgpu.gang.exitcodes import EXIT_PEER_LOST
+from spotgpu.gang.exitcodes import EXIT_PEER_LOST, RESTARTABLE, exit_now
 from spotgpu.gang.timing import DEFAULT_BUDGET_SECONDS, choose_every
 
 log = logging.getLogger(__name__)
@@ -283,15 +282,17 @@ class Gang:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        """A peer error anywhere in the block (the job's own all-reduces too) exits EXIT_PEER_LOST now."""
+        """A peer error anywhere in the block (the job's own all-reduces too) exits EXIT_PEER_LOST now;
+        a ``SystemExit`` with a restartable code (the loop's ``raise SystemExit(EXIT_GANG_STOP)``)
+        exits with that code now. Both through :func:`exit_now`, never the interpreter's teardown."""
+        if isinstance(exc, SystemExit) and not isinstance(exc, PeerLost) and exc.code in RESTARTABLE:
+            exit_now(int(exc.code))  # type: ignore[arg-type]
         if exc is None or not is_peer_error(exc):
             return
         reason = exc.reason if isinstance(exc, PeerLost) else self._lost_reason("training step", exc)
         self._report_loss(reason)
         print(f"spotgpu gang: rank {self.rank}: {reason}; exiting {EXIT_PEER_LOST}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        # os._exit: after a gloo timeout the interpreter's normal exit aborts (SIGABRT, not our code).
-        os._exit(EXIT_PEER_LOST)
+        exit_now(EXIT_PEER_LOST)
 
     # -- internals ------------------------------------------------------------------
     def _local_view(self) -> agreement.LocalView:

@@ -21,7 +21,7 @@ import runpy
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch._dynamo  # DDP imports it on first use: once here, before the fork
@@ -31,7 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 from spotgpu.agent.client import AgentClient
 from spotgpu.checkpoint import CheckpointManager, EveryNSteps
 from spotgpu.checkpoint.torch import ResumableSampler, load_torch_state, torch_state
-from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout
+from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout, exit_now
 
 DATA = 64
 BATCH = 4
@@ -79,7 +79,7 @@ def ordered_mean(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks t
     return future
 
 
-def main(out_dir: Path, run: str) -> int:
+def main(out_dir: Path, run: str) -> NoReturn:
     opt = Options()
     dist.init_process_group(
         "gloo",
@@ -160,8 +160,7 @@ def main(out_dir: Path, run: str) -> int:
     result.update(finished=True, checks=gang.checks)
     log.write(json.dumps({"result": result}) + "\n")
     log.close()
-    dist.destroy_process_group()
-    return 0
+    exit_now(0)  # never the interpreter's teardown of a DDP model: it can deadlock (see exit_now)
 
 
 def fork_ranks(out_dir: Path, run: str, world: int) -> int:

@@ -145,3 +145,25 @@ def test_a_rank_that_cannot_restore_makes_every_rank_raise() -> None:
     out = run_ranks([FakeManager([20]), FakeManager([20], error=mismatch), FakeManager([20])])
     assert out[1] is mismatch
     assert isinstance(out[0], GangRestoreError) and isinstance(out[2], GangRestoreError)
+
+
+def test_a_gang_stop_exits_without_the_interpreters_teardown(tmp_path: Any) -> None:
+    """Defect: a 4-rank job hung for good at its end: freeing the DDP model dropped its gloo
+    group, whose destructor joins its worker with the GIL held while the worker waits for the
+    GIL (pytorch/pytorch#56297). ``raise SystemExit(EXIT_GANG_STOP)`` in ``with gang:`` now
+    ends the process at once, with its output flushed, and skips that teardown."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import atexit, sys\n"
+        "from spotgpu.gang import EXIT_GANG_STOP, Gang\n"
+        "atexit.register(lambda: print('teardown ran', flush=True))\n"
+        "with Gang(None):\n"
+        "    print('stopping', end='')  # unflushed: exit_now flushes it\n"
+        "    raise SystemExit(EXIT_GANG_STOP)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_GANG_STOP, done.stderr
+    assert done.stdout == "stopping"
