@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from spotgpu.cliutil import Progress, UserError, add_json_flag, error_line, print_json, style
+from spotgpu.cliutil import Progress, UserError, add_json_flag, camel_keys, error_line, print_json, style
 
 if TYPE_CHECKING:  # the manager pulls in numpy and obstore: imported when a command runs, not for --help
     from spotgpu.checkpoint.manager import CheckpointManager
@@ -115,7 +115,7 @@ def _size(n: int | None) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     infos = _with_manager(args, lambda mgr: mgr.list())
     if args.json:
-        print_json([asdict(i) for i in infos])
+        print_json(camel_keys([asdict(i) for i in infos], legacy=True))
         return 0
     rows = [
         [
@@ -148,7 +148,7 @@ def _verify_all(mgr: CheckpointManager, generation: str | None) -> list[Any]:
 def cmd_verify(args: argparse.Namespace) -> int:
     reports = _with_manager(args, lambda mgr: _verify_all(mgr, args.generation))
     if args.json:
-        print_json([asdict(r) for r in reports])
+        print_json(camel_keys([asdict(r) for r in reports], legacy=True))
     else:
         rows = [
             [
@@ -174,7 +174,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         args, lambda mgr: mgr.gc(dry_run=args.dry_run), keep=args.keep, grace_seconds=args.grace_seconds
     )
     if args.json:
-        print_json(asdict(report))
+        print_json(camel_keys(asdict(report), legacy=True))
         return 0
     would = "would be " if report.dry_run else ""
     failed = set(report.failed)

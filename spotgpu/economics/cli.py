@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from spotgpu.cliutil import Progress, add_deprecated_alias, add_json_flag
+from spotgpu.cliutil import Progress, add_deprecated_alias, add_json_flag, camel_keys
 from spotgpu.config import format_error
 from spotgpu.economics.compare import (
     POLICY_NAMES,
@@ -77,7 +77,7 @@ def cmd_cost_stack(args: argparse.Namespace) -> int:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
     report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
     if args.json:
-        print(json.dumps(report["pools"][args.pool], indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(report["pools"][args.pool], legacy=True), indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render_economics(report))
     return 0
@@ -112,7 +112,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         for k, v in measured["telemetry"]["notMeasured"].items():
             print(f"  kept {k} from the profile: {v}")
     if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(doc, legacy=True), indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
@@ -179,7 +179,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             progress.update(f"{index + 1}/{len(groups)} {group}")
             results.append(_simulate_group(args, profile, job, method, names, ladder, group, len(groups) > 1))
     if args.json:
-        print(json.dumps({"job": job.__dict__, "intervalMethod": method, "groups": results}, indent=2, allow_nan=False))
+        doc = {"job": job.__dict__, "intervalMethod": method, "groups": results}
+        print(json.dumps(camel_keys(doc, legacy=True), indent=2, allow_nan=False))
     return 0
 
 

@@ -76,18 +76,10 @@ def test_preview_json_is_camel_case() -> None:
     assert non_camel_keys(doc, names_under=["pools", "outputs"], foreign=["inputs"]) == []
 
 
-#: Outputs in other streams' files (spotgpu/checkpoint/cli.py, spotgpu/economics/cli.py): the helper
-#: is applied at merge (``camel_keys(doc, legacy=True)`` before printing); then these pass and the
-#: strict xfail marks must go.
-AT_MERGE = pytest.mark.xfail(strict=True, reason="another stream's command: apply cliutil.camel_keys at merge")
-
-
-@AT_MERGE
 def test_ckpt_json_is_camel_case(tmp_path: Path) -> None:
     assert non_camel_keys(json_of("ckpt", "gc", str(tmp_path), "--json")) == []
 
 
-@AT_MERGE
 @pytest.mark.timeout(240)
 def test_simulate_json_is_camel_case() -> None:
     data = REPO / "tests" / "economics" / "data"
@@ -97,7 +89,6 @@ def test_simulate_json_is_camel_case() -> None:
     assert non_camel_keys(doc) == []
 
 
-@AT_MERGE
 @pytest.mark.timeout(120)
 def test_cost_json_is_camel_case() -> None:
     data = REPO / "tests" / "economics" / "data"
