@@ -132,6 +132,10 @@ class AgentClient:
                 )
                 if self._notice.stop:
                     self._stop_flag.set()
+            elif "notice" in snapshot and not self._stop_flag.is_set():
+                # The agent says "no notice" (an early one cleared): forget it, so
+                # checkpoint_requested() and notice stop naming it. A stop is never undone.
+                self._notice = None
             return self._notice
 
     # -- the three calls ------------------------------------------------------

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from spotgpu.agent.client import AgentClient
 from spotgpu.checkpoint import CheckpointManager
-from spotgpu.gang import EXIT_GANG_STOP, Gang
+from spotgpu.gang import EXIT_GANG_STOP, Gang, exit_now
 from spotgpu.integrations._generations import (
     FrameworkCheckpoints,
     RestoredDirectory,
@@ -128,3 +128,10 @@ class SpotgpuCallbackCore:
         """What the job exits with: EXIT_GANG_STOP after a gang stop (the launcher restarts
         it and it resumes), 0 when training ran to its end."""
         return EXIT_GANG_STOP if self.stopped else 0
+
+    def exit(self) -> NoReturn:
+        """End the job with :attr:`exit_code` at once (:func:`spotgpu.gang.exit_now`): the
+        interpreter's teardown of a distributed job can hang or abort in torch's gloo group
+        (``terminate called without an active exception``), which would turn a clean 75 or 0
+        into a crash. Call it last, once ``train``/``fit`` has returned."""
+        exit_now(self.exit_code)

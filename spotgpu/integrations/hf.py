@@ -3,7 +3,7 @@
     spot = SpotgpuCallback("s3://bucket/job", every_seconds=interval)
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[spot])
     trainer.train(resume_from_checkpoint=spot.resume_from(args.output_dir))
-    raise SystemExit(spot.exit_code)
+    spot.exit()  # exit_code at once: 75 after a gang stop, else 0
 
 The Trainer writes its own ``checkpoint-N`` directory (weights, optimizer, scheduler, RNG
 per process, ``trainer_state.json``) whenever the callback sets ``control.should_save``;

@@ -3,7 +3,7 @@
     spot = SpotgpuCallback("s3://bucket/job", every_seconds=interval)
     trainer = L.Trainer(max_steps=1000, callbacks=[spot], enable_checkpointing=False)
     trainer.fit(model, ckpt_path=spot.resume_from("restore"))
-    raise SystemExit(spot.exit_code)
+    spot.exit()  # exit_code at once: 75 after a gang stop, else 0
 
 At a save step every rank calls ``trainer.save_checkpoint`` (Lightning's own ``.ckpt``:
 weights, optimizers, schedulers, loop progress, callback and stateful-dataloader state,

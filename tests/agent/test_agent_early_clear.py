@@ -18,8 +18,11 @@ def snapshot(agent: Any) -> dict[str, Any]:
 
 
 def early_then_cleared(agent: Any, raise_it: Any, withdraw_it: Any) -> dict[str, Any]:
+    workload = AgentClient(agent.control.url, register=False)
+    assert workload.should_stop() is False  # its watcher follows the agent from now on
     raise_it()
     wait_until(lambda: snapshot(agent)["phase"] == "early-checkpoint", timeout=10)
+    wait_until(lambda: workload.checkpoint_requested() == "early", timeout=10)
     before = snapshot(agent)
     assert before["acceptingWork"] is False and before["notice"]["checkpoint"] == "early"
     woke: list[dict[str, Any]] = []
@@ -36,6 +39,9 @@ def early_then_cleared(agent: Any, raise_it: Any, withdraw_it: Any) -> dict[str,
     assert after["phase"] == "running" and after["acceptingWork"] is True and after["stop"] is False
     assert after["notice"] is None
     assert after["cleared"]["eventId"] == before["notice"]["eventId"]
+    # the workload's client forgets the cleared notice (it kept asking for an early checkpoint)
+    wait_until(lambda: workload.notice is None, timeout=10)
+    assert workload.checkpoint_requested() is None and workload.should_stop() is False
     assert agent.telemetry.registry.get_sample_value(
         "spotgpu_agent_notices_cleared_total", {"source": before["notice"]["source"]}
     ) == 1

@@ -117,7 +117,7 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     }
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("url")
@@ -133,8 +133,8 @@ def main() -> int:
     if opts.then_reference and spot.exit_code == 0:
         results["reference"] = train(opts, "reference", None)
     (opts.out / f"result-r{rank}-from{attempt(spot)}.json").write_text(json.dumps(results))
-    return spot.exit_code
+    spot.exit()  # as docs/integrations.md ends a job: exit_code at once, no interpreter teardown
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

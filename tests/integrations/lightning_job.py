@@ -95,7 +95,7 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     }
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out", type=Path)
     parser.add_argument("url")
@@ -113,8 +113,8 @@ def main() -> int:
     attempt = spot.restored.step if spot.restored else 0
     rank = dist.get_rank() if dist.is_initialized() else 0
     (opts.out / f"result-r{rank}-from{attempt}.json").write_text(json.dumps(results))
-    return spot.exit_code
+    spot.exit()  # as docs/integrations.md ends a job: exit_code at once, no interpreter teardown
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
