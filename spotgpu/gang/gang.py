@@ -243,12 +243,15 @@ class Gang:
         return result
 
     # -- restore ------------------------------------------------------------------
-    def restore(self, manager: Any) -> Any:
+    def restore(self, manager: Any, state_dict: Any = None) -> Any:
         """Every rank restores the same newest step that verifies on every rank (or None on all).
 
         Each round every rank restores the newest generation it can verify at or below the
         agreed bound; the bound becomes the MIN over ranks until MIN == MAX. A rank that
         raises (e.g. a world-size mismatch) makes every rank raise, never a partial restore.
+        ``state_dict``: for :class:`spotgpu.checkpoint.dcp.DCPCheckpointManager`, the job's
+        state_dict to load into in place (resharded to this world); the plain manager
+        returns the state instead and takes none.
         """
         bound: int | None = None
         result: Any = None
@@ -257,7 +260,12 @@ class Gang:
             error: BaseException | None = None
             if local is None or (bound is not None and local > bound):
                 try:
-                    result = None if bound is not None and bound < 0 else manager.restore(max_step=bound)
+                    if bound is not None and bound < 0:
+                        result = None
+                    elif state_dict is None:
+                        result = manager.restore(max_step=bound)
+                    else:
+                        result = manager.restore(state_dict, max_step=bound)
                 except Exception as err:
                     error, result = err, None
                 local = -1 if result is None else int(result.step)

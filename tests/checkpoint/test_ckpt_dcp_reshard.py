@@ -170,3 +170,56 @@ def test_docs_recipe_runs_on_2_then_3_then_1_ranks(tmp_path: Path):
                 want.add_(1.0)
             assert torch.equal(target["model"][key], want), key
     assert [i.step for i in CheckpointManager(tmp_path.as_uri()).list()] == [8, 6, 5, 4, 2, 0]
+
+
+# ---- the gang over DCP: one agreed restore, one final checkpoint with the gang's budget ----------
+
+
+def _gang_restore_on(rank: int, world: int, root: str, expected_step: int) -> None:
+    from ckpt_gloo import write_result
+
+    from spotgpu.checkpoint.dcp import DCPCheckpointManager
+    from spotgpu.gang import Gang
+
+    target = sharded_state(0, world)
+    restored = Gang(None).restore(DCPCheckpointManager(Path(root).as_uri()), state_dict=target)
+    assert restored is not None and restored.step == expected_step
+    want = full_params(expected_step)
+    assert all(torch.equal(p.full_tensor(), want[k]) for k, p in target["model"].items())
+    write_result(root, f"gang{world}", rank, {"step": restored.step})
+
+
+def _gang_final_then_stop(rank: int, world: int, root: str, budget: float) -> None:
+    """A stop agreed by the gang (as should_stop leaves it), then its final checkpoint via DCP."""
+    import time as clock
+
+    from ckpt_gloo import write_result
+
+    from spotgpu.checkpoint.dcp import DCPCheckpointManager
+    from spotgpu.gang import Gang, GangStop
+
+    gang = Gang(None)
+    gang.stop = GangStop(SAVED_STEP + 3, clock.time() + budget, (1,), "preempt", "final", "preempt on rank(s) 1")
+    result = gang.final_checkpoint(DCPCheckpointManager(Path(root).as_uri()), SAVED_STEP + 3,
+                                   sharded_state(SAVED_STEP + 3, world))  # fmt: skip
+    write_result(root, f"final{world}", rank, {"committed": result.committed, "reason": result.reason})
+
+
+@pytest.mark.timeout(120)
+def test_the_gang_restores_a_dcp_generation_resharded_and_commits_its_final_checkpoint(store_copy: Path):
+    """Issue 21 item 4: Gang.restore and Gang.final_checkpoint take the DCP manager too. 2 ranks
+    wrote the store; 3 ranks agree on its newest step (resharded), take the gang's final DCP
+    checkpoint, and 1 rank then restores that final generation."""
+    from ckpt_gloo import read_results, run_ranks
+
+    run_ranks(_gang_restore_on, 3, store_copy, SAVED_STEP, timeout=60)
+    assert [r["step"] for r in read_results(store_copy, "gang3", 3)] == [SAVED_STEP] * 3
+    run_ranks(_gang_final_then_stop, 3, store_copy, 60.0, timeout=60)
+    finals = read_results(store_copy, "final3", 3)
+    assert all(f["committed"] for f in finals), finals
+    assert all("committed by all 3 ranks" in f["reason"] for f in finals)
+    run_ranks(_gang_restore_on, 1, store_copy, SAVED_STEP + 3, timeout=60)
+    # no budget: nobody writes, every rank says why, the newest generation stays the final one
+    run_ranks(_gang_final_then_stop, 2, store_copy, 0.0, timeout=60)
+    skipped = read_results(store_copy, "final2", 2)
+    assert not any(f["committed"] for f in skipped) and all("cannot fit a save" in f["reason"] for f in skipped)
