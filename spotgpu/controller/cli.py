@@ -33,6 +33,7 @@ from spotgpu.controller.events import Event
 from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
+from spotgpu.controller.state import RECORD_VERSION, ControllerRecord
 from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
@@ -219,6 +220,11 @@ def _status(args: argparse.Namespace) -> int:
         shown = camel_keys(doc, names_under=RECORD_NAMES, legacy=True)
         print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
+    try:
+        ControllerRecord.from_doc(doc if "version" in doc else {**doc, "version": RECORD_VERSION})
+    except ValueError as err:
+        print(f"spotgpu controller status: the record at {config.state_url} cannot be read: {err}", file=sys.stderr)
+        return 2
     pools = doc.get("pools") or {}
     if not pools:
         print(f"no record yet at {config.state_url} (the controller has not ticked)")

@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 #: How many event / failure keys to remember per pool; older ones cannot be redelivered anyway.
 SEEN_LIMIT = 512
 RECORD_VERSION = 1
@@ -100,10 +102,30 @@ class ControllerRecord:
         return cls.from_doc(json.loads(blob))
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> ControllerRecord:
+    def from_doc(cls, doc: Any) -> ControllerRecord:
+        """Decode the saved record strictly: anything malformed is one ``ValueError`` line that
+        names the field and the value (never a traceback from deep inside a tick); keys a newer
+        controller added are ignored."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"controller record: is not a JSON object (value: {_short(doc)}); fix: {REBUILD}")
         if doc.get("version") != RECORD_VERSION:
+            raise ValueError(f"controller record version {doc.get('version')!r} is not {RECORD_VERSION}; fix: {REBUILD}")
+        try:
+            pools = _POOLS.validate_python(doc.get("pools", {}))
+        except ValidationError as err:
+            first = err.errors()[0]
+            at = ".".join(str(part) for part in first["loc"])
             raise ValueError(
-                f"controller record version {doc.get('version')!r} is not {RECORD_VERSION}; "
-                "delete the record to rebuild it from the cloud"
-            )
-        return cls(pools={k: PoolState.from_json(v) for k, v in doc.get("pools", {}).items()})
+                f"controller record pools.{at}: {first['msg']} (value: {_short(first.get('input'))}); fix: {REBUILD}"
+            ) from None
+        return cls(pools=pools)
+
+
+#: What to do about a record that cannot be read: the cloud holds the truth it summarises.
+REBUILD = "delete the record to rebuild it from the cloud (the drains and backoffs it held start over)"
+_POOLS = TypeAdapter(dict[str, PoolState])
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
