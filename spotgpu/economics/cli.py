@@ -27,9 +27,13 @@ from spotgpu.economics.estimate import aligned_availability, aligned_counts, est
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
 from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
-from spotgpu.economics.simulator import Job, Replay
+from spotgpu.economics.simulator import Job
+from spotgpu.economics.topology import ZoneMapping, map_pool_zones
+from spotgpu.economics.twin_ladder import ControllerLadder, ladder_progress
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import ceiling_far_above
+from spotgpu.models.pools import PoolSpec
+from spotgpu.models.stack import pool_types
 from spotgpu.traces import all_groups, load_group
 
 
@@ -166,30 +170,82 @@ def _job_overrides(profile: WorkloadProfile, args: argparse.Namespace) -> dict[s
     return out
 
 
+def _stack_pool(args: argparse.Namespace) -> tuple[WorkloadProfile, FallbackLadder, PoolSpec]:
+    """``--stack S --pool P``: the pool's own workload (priced for it), ladder and cloud."""
+    if args.profile or args.ladder:
+        raise CliError("--stack replays a pool of the stack with its own workload and ladder; "
+                       "leave out --profile and --ladder")  # fmt: skip
+    if not args.pool:
+        raise CliError("--stack needs --pool NAME (the pool to replay)")
+    config = load_stack(args.stack, args.program)
+    pool = next((p for p in config.pools if p.name == args.pool), None)
+    if pool is None:
+        names = ", ".join(p.name for p in config.pools)
+        raise CliError(f"--pool {args.pool!r} is not a pool of stack {args.stack}; use one of {names}")
+    args.provider = pool.cloud
+    return config.workload_for(pool), config.ladder_for(pool), pool
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
-    profile, ladder = _profile_and_ladder(args)
+    pool: PoolSpec | None = None
+    if args.stack:
+        profile, ladder, pool = _stack_pool(args)
+    elif args.profile:
+        if args.pool:
+            raise CliError("--pool goes with --stack S (the stack that defines the pool)")
+        profile, ladder = _profile_and_ladder(args)
+    else:
+        raise CliError("give --profile PROFILE.yaml, or --stack S --pool P")
     groups = args.trace_group or all_groups()
     if not groups:
         raise CliError("no trace groups found; set SPOTGPU_TRACES to the availability folder")
     job, method = _job_for(profile, args, groups)
     names = args.policy or list(POLICY_NAMES)
     results: list[dict[str, Any]] = []
+    curves: list[tuple[str, list[Curve]]] = []
     with Progress("replaying") as progress:
         for index, group in enumerate(groups):
             progress.update(f"{index + 1}/{len(groups)} {group}")
-            results.append(_simulate_group(args, profile, job, method, names, ladder, group, len(groups) > 1))
+            doc, drawn = _simulate_group(args, profile, job, method, names, ladder, group, pool)
+            results.append(doc)
+            curves.append((group, drawn))
+    if args.plot:
+        written = _plot(curves, job, Path(args.plot))
+        print(f"wrote {written}", file=sys.stderr)
     if args.json:
         doc = {"job": job.__dict__, "intervalMethod": method, "groups": results}
         print(json.dumps(camel_keys(doc, legacy=True), indent=2, allow_nan=False))
     return 0
 
 
+#: One line of a --plot panel: (label, hours since start, committed work hours).
+Curve = tuple[str, np.ndarray, np.ndarray]
+
+
+def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], group: str) -> tuple[list[Any], ZoneMapping]:
+    """The group's traces that stand in for the pool's zones (in the pool's order), and the mapping."""
+    region = getattr(pool, "region", None) or getattr(pool, "subnet_region", None) or getattr(pool, "location", "")
+    mapping = map_pool_zones(pool.name, str(region or ""), pool.zones, pool_types(pool), [t.zone for t in traces])
+    if not mapping.trace_zones:
+        raise CliError(f"trace group {group} has no zone to stand in for pool {pool.name}'s zones; pick another group")
+    by_zone = {t.zone: t for t in traces}
+    if not args.json:
+        print("\n".join(mapping.lines()))
+    return [by_zone[z] for z in mapping.trace_zones], mapping
+
+
 def _simulate_group(
     args: argparse.Namespace, profile: WorkloadProfile, job: Job, method: str, names: list[str],
-    ladder: FallbackLadder, group: str, several: bool,
-) -> dict[str, Any]:  # fmt: skip
-    """Replay one trace group under every policy; print its table unless ``--json``."""
+    ladder: FallbackLadder, group: str, pool: PoolSpec | None,
+) -> tuple[dict[str, Any], list[Curve]]:  # fmt: skip
+    """Replay one trace group under every policy; print its table unless ``--json``.
+
+    With a pool, only the traced zones standing in for its own zones are replayed (the ladder
+    can move only there), and ``--home`` names one of the pool's zones."""
     traces = load_group(group)
+    mapping: ZoneMapping | None = None
+    if pool is not None:
+        traces, mapping = _pool_traces(args, pool, traces, group)
     avail = aligned_availability(traces, job.nodes)
     gap = traces[0].gap_seconds
     if not avail.any():
@@ -201,7 +257,12 @@ def _simulate_group(
     starts = start_grid(avail.shape[1], gap, 2 * job.deadline_hours, args.start_every_hours)[: args.max_starts]
     zones = [t.zone for t in traces]
     home_idx = list(range(len(zones)))
-    if args.home:
+    if args.home and mapping is not None:
+        if args.home not in mapping.traced:
+            raise CliError(f"--home {args.home!r} is not a replayed zone of pool {mapping.pool}; "
+                           f"use one of {', '.join(mapping.traced)}")  # fmt: skip
+        home_idx = [zones.index(mapping.traced[args.home])]
+    elif args.home:
         if args.home not in zones:
             raise CliError(f"--home {args.home!r} is not a zone of {group}; use one of {', '.join(zones)}")
         home_idx = [zones.index(args.home)]
@@ -219,10 +280,20 @@ def _simulate_group(
         print(render_table(rows))
         print(baseline_line(profile, job, rows))
         print()
+    drawn: list[Curve] = []
     if args.plot:
-        _plot(replays, job, Path(args.plot), group, several)
+        for r in replays:
+            if r.progress is not None:
+                drawn.append((r.policy, np.arange(1, r.progress.shape[0] + 1) * r.gap_seconds / 3600.0, r.progress[:, 0]))
+        for policy in policies:
+            if isinstance(policy, ControllerLadder):
+                hours, work = ladder_progress(policy, job, aligned_counts(traces), gap, int(st[0]), int(homes[0]), zones)
+                drawn.append((policy.name, hours, work))
     baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
-    return {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+    doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+    if mapping is not None:
+        doc["topology"] = mapping.to_dict()
+    return doc, drawn
 
 
 def baseline_line(profile: WorkloadProfile, job: Job, rows: list[Any]) -> str:
@@ -235,7 +306,8 @@ def baseline_line(profile: WorkloadProfile, job: Job, rows: list[Any]) -> str:
             f"${b.replayed_usd:,.2f}{seen}")  # fmt: skip
 
 
-def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool) -> None:
+def _plot(curves: list[tuple[str, list[Curve]]], job: Job, path: Path) -> Path:
+    """One figure, one panel per trace group, written to exactly ``path`` (returned)."""
     try:
         import matplotlib
 
@@ -243,23 +315,21 @@ def _plot(replays: list[Replay], job: Job, path: Path, group: str, suffix: bool)
         import matplotlib.pyplot as plt
     except ImportError:
         raise CliError("--plot needs matplotlib; fix: pip install 'spotgpu[plot]'") from None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for r in replays:
-        if r.progress is None:
-            continue
-        hours = np.arange(1, r.progress.shape[0] + 1) * r.gap_seconds / 3600.0
-        ax.plot(hours, r.progress[:, 0], label=r.policy)
-    ax.plot([0, job.deadline_hours], [0, job.work_hours], ls=":", color="grey", label="uniform progress line")
-    ax.axvline(job.deadline_hours, color="red", ls="--", label="deadline")
-    ax.set_xlabel("hours since start")
-    ax.set_ylabel("committed work (hours)")
-    ax.set_title(f"{group}, first job ({job.work_hours:g} h work)")
-    ax.legend(loc="lower right", fontsize="small")
-    out = path.with_name(f"{path.stem}-{group.replace('/', '_')}{path.suffix}") if suffix else path
+    fig, axes = plt.subplots(len(curves), 1, figsize=(8, 4.5 * len(curves)), squeeze=False)
+    for ax, (group, drawn) in zip(axes[:, 0], curves, strict=True):
+        for label, hours, work in drawn:
+            ax.plot(hours, work, label=label)  # the ladder's points are the twin's ticks, joined by lines
+        ax.plot([0, job.deadline_hours], [0, job.work_hours], ls=":", color="grey", label="uniform progress line")
+        ax.axvline(job.deadline_hours, color="red", ls="--", label="deadline")
+        ax.set_xlabel("hours since start")
+        ax.set_ylabel("committed work (hours)")
+        ax.set_title(f"{group}, first job ({job.work_hours:g} h work)")
+        ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    print(f"wrote {out}", file=sys.stderr)
+    return path
 
 
 def guard(fn: Any) -> Any:
@@ -295,14 +365,17 @@ def register(subparsers: Any) -> None:
     cost.set_defaults(func=guard(cmd_cost))
 
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
-    sim.add_argument("--profile", required=True, help="WorkloadProfile as YAML or JSON")
+    sim.add_argument("--profile", help="WorkloadProfile as YAML or JSON (or --stack S --pool P)")
+    sim.add_argument("--stack", help="replay pool --pool of this stack: its workload, ladder and own zones")
+    sim.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
+    sim.add_argument("--pool", metavar="NAME", help="with --stack: the pool to replay")
     sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
     sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
                      help="cloud whose interruption notice the replay assumes (default aws)")  # fmt: skip
     sim.add_argument("--trace-group", action="append", metavar="GROUP",
                      help="trace group to replay, repeatable, e.g. 1-node/aws-02-15-2023 (default: all)")  # fmt: skip
     add_deprecated_alias(sim, "--group", "--trace-group")
-    sim.add_argument("--home", help="home zone (default: every zone of the group in turn)")
+    sim.add_argument("--home", help="home zone (default: every zone of the group, or of the pool, in turn)")
     sim.add_argument("--nodes", type=int, help="override the profile's node count")
     sim.add_argument("--work-hours", type=float, help="override the profile's workHours")
     sim.add_argument(
@@ -318,5 +391,7 @@ def register(subparsers: Any) -> None:
                      help="hours between the replayed jobs' start offsets (default 24)")  # fmt: skip
     sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
     add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
-    sim.add_argument("--plot", metavar="FILE.png", help="draw committed progress over time (needs matplotlib)")
+    sim.add_argument("--plot", metavar="FILE.png",
+                     help="draw the first job's committed progress per policy, the ladder included, into FILE "
+                          "(one panel per trace group; needs matplotlib)")  # fmt: skip
     sim.set_defaults(func=guard(cmd_simulate))

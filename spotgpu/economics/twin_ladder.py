@@ -101,6 +101,30 @@ class ControllerLadder:
         return out
 
 
+def ladder_progress(
+    ladder: ControllerLadder, job: Job, counts: np.ndarray, gap_seconds: float, start: int, home: int,
+    zones: Sequence[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(hours since start, committed work hours) at each controller tick of one twin replay: the
+    ladder's curve for ``simulate --plot``, from the same run :meth:`ControllerLadder.run` makes."""
+    names = list(zones) if zones is not None else [f"z{i}" for i in range(counts.shape[0])]
+    groups, index = zone_groups(names, int(home), job.nodes)
+    t0 = float(start) * gap_seconds
+    plan = plan_for(
+        workload_for(job, ladder.policy), ladder.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
+        policy=ladder.policy, tick_seconds=ladder.tick_seconds,
+    )  # fmt: skip
+    rows = [np.ascontiguousarray(counts[i]) for i in range(counts.shape[0])]
+    cloud = TwinCloud(plan, twin_job(job), {name: rows[i] for name, i in index.items()}, gap_seconds, t0)
+    points: list[tuple[float, float]] = [(0.0, 0.0)]
+    result = run_twin(plan, cloud, horizon_seconds=2.0 * job.deadline_hours * 3600.0,
+                      on_tick=lambda now, *_: points.append(((now - t0) / 3600.0, cloud.committed / 3600.0)))  # fmt: skip
+    if math.isfinite(result.finish_seconds):
+        points.append((result.finish_seconds / 3600.0, job.work_seconds / 3600.0))
+    hours, work = zip(*points, strict=True)
+    return np.array(hours, dtype=float), np.array(work, dtype=float)
+
+
 def summarise(results: Sequence[TwinResult]) -> dict[str, float]:
     cost = np.array([r.cost_usd for r in results])
     finish = np.array([r.finish_seconds for r in results])

@@ -173,6 +173,15 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
         )
 
 
+def pool_types(pool: PoolSpec) -> tuple[str, ...]:
+    """The GPU instance types, machine types or VM sizes the pool may take, as listed."""
+    if isinstance(pool, AwsPoolSpec):
+        return tuple(pool.instance_types)
+    if isinstance(pool, GcpPoolSpec):
+        return tuple(c.machine_type for c in pool.machine_types)
+    return tuple(pool.vm_sizes)
+
+
 def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
     """(step index, why) for each rung that has no group behind it in ``pool``.
 
@@ -180,8 +189,7 @@ def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
     ``on_demand`` a fallback group that may grow (``capacity.fallbackMax`` above 0).
     """
     zones = len(pool.zones) if isinstance(pool, AwsPoolSpec | GcpPoolSpec | AzurePoolSpec) else 0
-    types = len(pool.instance_types if isinstance(pool, AwsPoolSpec)
-                else pool.machine_types if isinstance(pool, GcpPoolSpec) else pool.vm_sizes)  # fmt: skip
+    types = len(pool_types(pool))
     out = []
     for i, step in enumerate(ladder.steps):
         if step.kind is StepKind.ALTERNATE_ZONE and zones < 2:
