@@ -28,6 +28,8 @@ class OnDemandFallbackGroupArgs:
     plan: PoolPlan
     interval_seconds: int
     identity_id: pulumi.Input[str]
+    #: a gang pool's application security group (the rendezvous host admits its members); None: no group
+    pool_group_id: pulumi.Input[str] | None = None
 
 
 class OnDemandFallbackGroup(pulumi.ComponentResource):
@@ -41,7 +43,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
         super().__init__(TOKEN, name, None, opts)
         plan = args.plan.fallback
         data = custom_data(args.spec, args.plan, args.interval_seconds, "on-demand")
-        profile = vm_profile(args.spec, plan, data, spot=False)
+        profile = vm_profile(args.spec, plan, data, spot=False, pool_group_id=args.pool_group_id)
         self.scale_set = compute.VirtualMachineScaleSet(
             f"{name}-{plan.key}",
             scale_set_args(args.spec, args.plan, plan, profile, args.identity_id, spot=False),

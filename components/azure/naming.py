@@ -136,6 +136,15 @@ def computer_name_prefix(pool: str, vm_size: str, capacity_type: str) -> str:
     return prefix
 
 
+#: The rendezvous host's VM and computer name (Linux: 64), leaving room for the ``-nic``/``-nsg``/``-pool`` names.
+MAX_RENDEZVOUS_NAME = 64 - len("-pool")
+
+
+def rendezvous_name(pool: str, environment: str) -> str:
+    """Name of a gang pool's rendezvous host VM (and its hostname), e.g. ``train-az-prod-rendezvous``."""
+    return _fit(f"{pool}-{environment}-rendezvous", MAX_RENDEZVOUS_NAME)
+
+
 def identity_name(pool: str, environment: str, role: str) -> str:
     """User-assigned identity name, e.g. ``train-az-prod-pool`` or ``train-az-prod-controller``."""
     return _fit(f"{pool}-{environment}-{role}", 128)

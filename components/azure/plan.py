@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spotgpu import tags
 from spotgpu.config import ConfigError
@@ -28,6 +29,9 @@ from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure import naming
+
+if TYPE_CHECKING:
+    from spotgpu_pulumi.azure.rendezvous import AzureRendezvousPlan
 
 #: GPU families (N-series): NC (compute), ND (training), NV (visualisation), NG (gaming/VDI).
 GPU_FAMILIES = ("NC", "ND", "NV", "NG")
@@ -213,6 +217,8 @@ class PoolPlan:
     controller_identity: str
     identity_tags: dict[str, str]
     controller_tags: dict[str, str]
+    #: a gang pool's rendezvous host (spotgpu_pulumi.azure.rendezvous); None renders the pool as before
+    rendezvous: AzureRendezvousPlan | None = None
 
 
 def _waiver(spec: AzurePoolSpec) -> str | None:
@@ -313,6 +319,11 @@ def plan_pool(
             {**base_tags, **tags.pool_links(role="checkpoint-store", pool=pool, checkpoint_store=url)}, account
         ),
     )
+    rendezvous = None
+    if spec.gang is not None:  # imported here: it builds with the network SDK, which a plain pool never loads
+        from spotgpu_pulumi.azure.rendezvous import plan_azure_rendezvous
+
+        rendezvous = plan_azure_rendezvous(spec, env, {**base_tags, tags.POOL: pool})
     return PoolPlan(
         pool=pool,
         environment=env,
@@ -327,4 +338,5 @@ def plan_pool(
         controller_identity=naming.identity_name(pool, env, "controller"),
         identity_tags={**base_tags, tags.POOL: pool},
         controller_tags={**base_tags, **tags.pool_links(role="controller", pool=pool)},
+        rendezvous=rendezvous,
     )

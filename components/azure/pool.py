@@ -8,7 +8,8 @@ of the others)::
     ├─ CheckpointStorage           <pool>-checkpoints     (account, blob service, container, lifecycle, grant)
     ├─ VirtualMachineScaleSet      <pool>-spot-<size key> (one per GPU size: Flexible, Spot, FD=1)
     ├─ OnDemandFallbackGroup       <pool>-fallback        (Regular, capacity 0, Terminate notice)
-    └─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
+    ├─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
+    └─ RendezvousHost              <pool>-rendezvous      (a gang pool only: pool group, NSG, NIC, Regular VM)
 
 All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` and
 :func:`spotgpu_pulumi.azure.roles.plan_roles`; a bad spec raises before any
@@ -37,6 +38,7 @@ from spotgpu_pulumi.azure.controller_job import (
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
 from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
 from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
+from spotgpu_pulumi.azure.rendezvous import AzureRendezvousHost
 from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
 from spotgpu_pulumi.inputs import as_input
@@ -115,11 +117,22 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        host = pool_group = None
+        if plan.rendezvous is not None:  # a gang pool: its VMs join the group the host's NSG admits
+            host = AzureRendezvousHost(f"{name}-rendezvous", plan.rendezvous, opts=pulumi.ResourceOptions(parent=self))
+            pool_group = host.pool_group_id
         spot_data = custom_data(spec, plan, args.interval.seconds, "spot")
         spot_sets = [
             compute.VirtualMachineScaleSet(
                 f"{name}-spot-{s.key}",
-                scale_set_args(spec, plan, s, vm_profile(spec, s, spot_data, spot=True), identity.id, spot=True),
+                scale_set_args(
+                    spec,
+                    plan,
+                    s,
+                    vm_profile(spec, s, spot_data, spot=True, pool_group_id=pool_group),
+                    identity.id,
+                    spot=True,
+                ),
                 # The controller resizes after creation; `pulumi up` must not undo it.
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]),
             )
@@ -127,7 +140,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         ]
         fallback = OnDemandFallbackGroup(
             f"{name}-fallback",
-            OnDemandFallbackGroupArgs(spec, plan, args.interval.seconds, identity.id),
+            OnDemandFallbackGroupArgs(spec, plan, args.interval.seconds, identity.id, pool_group),
             opts=pulumi.ResourceOptions(parent=self),
         )
         controller = ControllerIdentity(
@@ -192,4 +205,6 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         }
         if job is not None:
             self.exports |= {"controllerJob": job.job_name, "controllerConfig": job.controller_config}
+        if host is not None:
+            self.exports |= {"rendezvousAddress": host.address, "rendezvousVm": host.vm_name}
         self.register_outputs(self.exports)

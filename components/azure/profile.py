@@ -36,7 +36,8 @@ def custom_data(spec: AzurePoolSpec, plan: PoolPlan, interval_seconds: int, capa
         checkpoint_interval_seconds=interval_seconds,
         control_store=control_store_url(plan.storage.url),  # drain requests in, commits out
     )
-    return render_bootstrap_b64(config, spec.agent_package)
+    gang = plan.rendezvous.launch if plan.rendezvous is not None else None  # a gang pool's VMs start the launch
+    return render_bootstrap_b64(config, spec.agent_package, gang)
 
 
 def vm_profile(
@@ -45,11 +46,14 @@ def vm_profile(
     data: str,
     *,
     spot: bool,
+    pool_group_id: pulumi.Input[str] | None = None,
 ) -> compute.VirtualMachineScaleSetVMProfileArgs:
     """The per-VM model; Spot settings only when ``spot``, Terminate notifications only when not.
 
     Spot VMs get no Terminate notification (Azure sends them ``Preempt``, >= 30 s,
-    best effort); the fallback group gets one so scale-in can drain.
+    best effort); the fallback group gets one so scale-in can drain. ``pool_group_id``
+    (a gang pool only) puts every NIC in the application security group the rendezvous
+    host's NSG admits; without it the NIC is exactly as before.
     """
     terminate = compute.ScheduledEventsProfileArgs(
         terminate_notification_profile=compute.TerminateNotificationProfileArgs(
@@ -102,6 +106,9 @@ def vm_profile(
                             name=f"{scale_set.key}-ip",
                             primary=True,
                             subnet=compute.ApiEntityReferenceArgs(id=as_input(spec.subnet_id)),
+                            application_security_groups=(
+                                None if pool_group_id is None else [compute.SubResourceArgs(id=pool_group_id)]
+                            ),
                         )
                     ],
                 )

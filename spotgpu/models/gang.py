@@ -110,3 +110,44 @@ class GcpRendezvousHostSpec(SpotModel):
 
 class GcpGangSpec(GangSpec):
     rendezvous: GcpRendezvousHostSpec
+
+
+class AzureImage(SpotModel):
+    """A marketplace image (publisher, offer, sku, version): the pool's VMs' and, by default, the host's."""
+
+    publisher: str = "microsoft-dsvm"
+    offer: str = "ubuntu-hpc"
+    sku: str = "2204"
+    version: str = "latest"
+
+
+class AzureRendezvousHostSpec(SpotModel):
+    """The Regular-priority (never Spot) Azure VM that hosts the gang's rendezvous store."""
+
+    private_ip: str = Field(
+        pattern=IPV4,
+        description="A fixed private address in the pool's subnet (subnetId): the VMs' bootstrap names it before "
+        "the host exists.",
+        json_schema_extra=fix_hint(
+            "pick a free address inside subnetId's range, e.g. 10.0.0.10 (Azure reserves the first four and the last)"
+        ),
+    )
+    vm_size: str = Field(
+        default="Standard_B2s",
+        pattern=r"^Standard_[A-Za-z0-9_]+$",
+        description="A small general-purpose size: the store needs no GPU.",
+        json_schema_extra=fix_hint("use an ARM size name such as Standard_B2s or Standard_D2s_v5"),
+    )
+    image: AzureImage | None = Field(
+        default=None, description="Default: the pool's image (any image with python3-venv works)."
+    )
+    zone: str | None = Field(
+        default=None,
+        pattern=r"^[123]$",
+        description="Default: the pool's first zone; must be one of the pool's zones.",
+        json_schema_extra=fix_hint("use one of the pool's zones as a string, e.g. '1'"),
+    )
+
+
+class AzureGangSpec(GangSpec):
+    rendezvous: AzureRendezvousHostSpec

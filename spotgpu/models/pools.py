@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
-from spotgpu.models.gang import AwsGangSpec, GcpGangSpec
+from spotgpu.models.gang import AwsGangSpec, AzureGangSpec, AzureImage, GcpGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 
@@ -484,13 +484,6 @@ class GcpPoolSpec(_PoolBase):
         return self
 
 
-class AzureImage(SpotModel):
-    publisher: str = "microsoft-dsvm"
-    offer: str = "ubuntu-hpc"
-    sku: str = "2204"
-    version: str = "latest"
-
-
 class AzurePriorityMix(SpotModel):
     """Spot priority mix inside each Flexible scale set: a Regular base, then a Regular share."""
 
@@ -522,6 +515,9 @@ class AzurePoolSpec(_PoolBase):
         json_schema_extra=fix_hint("give the full ARM id of an existing subnet"),
     )
     image: AzureImage = AzureImage()
+    gang: AzureGangSpec | None = Field(
+        default=None, description="Run a gang job: a rendezvous host and the launch unit (off when unset)."
+    )
     admin_username: str = Field(default="spotgpu", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     ssh_public_key: str = Field(
         pattern=r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-\S+) ",
