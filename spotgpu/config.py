@@ -279,16 +279,20 @@ def parse_stack_config(
     raw: Mapping[str, Any],
     namespace: str = "spotgpu",
     provider: Mapping[str, Any] | None = None,
+    project_dir: str | None = None,
 ) -> StackConfig:
     """Validate a ``{key: value}`` mapping (keys without namespace) into a StackConfig.
 
-    ``provider`` carries the provider keys (``aws:region`` ...) the pools must agree with.
+    ``provider`` carries the provider keys (``aws:region`` ...) the pools must agree with;
+    ``project_dir`` is where a workload's ``measuredProfile`` path is relative to (default:
+    the current directory, which is the project directory when Pulumi runs the program).
     """
     data = {k: _decode(v) for k, v in raw.items() if v is not None}
     context = {
         "provider": {k: v for k, v in (provider or {}).items() if isinstance(v, str)},
         # In a stack, a workload may leave onDemandPerHour out: each pool prices it from the catalogue.
         "catalogue_prices": True,
+        "project_dir": project_dir,
     }
     try:
         return StackConfig.model_validate(data, context=context)
@@ -296,7 +300,9 @@ def parse_stack_config(
         raise ConfigError(format_error(err, namespace, data=data)) from None
 
 
-def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgpu") -> StackConfig:
+def stack_config_from_engine(
+    engine: Mapping[str, Any], namespace: str = "spotgpu", project_dir: str | None = None
+) -> StackConfig:
     """Validate every ``<namespace>:*`` key of an engine config map (``{"ns:key": json-or-text}``).
 
     All keys of the namespace are passed, not only the known ones, so a misspelt
@@ -321,7 +327,7 @@ def stack_config_from_engine(engine: Mapping[str, Any], namespace: str = "spotgp
         if isinstance(pools, list):
             project["pools"] = [p for p in pools if not isinstance(p, dict) or p.get("cloud") in clouds]
     provider = {k: engine[k] for k in PROVIDER_KEYS if k in engine}
-    return parse_stack_config(project, namespace, provider)
+    return parse_stack_config(project, namespace, provider, project_dir)
 
 
 def misplaced_keys(engine: Mapping[str, Any], namespace: str = "spotgpu") -> list[tuple[str, str]]:

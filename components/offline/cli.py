@@ -67,7 +67,7 @@ def check_config(program: Path, stack: str) -> None:
     engine = engine_config(project, stack)
     namespace = "spotgpu"
     if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
-        validate_engine_config(engine, namespace)
+        validate_engine_config(engine, namespace, str(program))
 
 
 def run(args: argparse.Namespace) -> int:

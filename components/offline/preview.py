@@ -83,7 +83,7 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
         return {}
     namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
     try:  # the program's own read (clouds selection and provider regions included), not a second one
-        config = stack_config_from_engine(engine, namespace)
+        config = stack_config_from_engine(engine, namespace, str(project_dir))
     except ConfigError:  # the program itself reports it; a preview of it has no economics to show
         return {}
     from spotgpu.economics.report import stack_economics

@@ -48,9 +48,12 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
             raise ConfigError(_restyle(namespace, spec.name, str(err))) from None
 
 
-def validate_engine_config(engine: dict[str, str], namespace: str = "spotgpu") -> StackConfig:
-    """Validate and plan a stack from its engine config map (``{"ns:key": text}``)."""
-    config = stack_config_from_engine(engine, namespace)
+def validate_engine_config(
+    engine: dict[str, str], namespace: str = "spotgpu", project_dir: str | None = None
+) -> StackConfig:
+    """Validate and plan a stack from its engine config map (``{"ns:key": text}``); relative
+    paths in it (a workload's ``measuredProfile``) are read from ``project_dir`` (default: cwd)."""
+    config = stack_config_from_engine(engine, namespace, project_dir)
     plan_all(config, namespace)
     return config
 

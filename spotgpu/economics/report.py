@@ -14,6 +14,7 @@ from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.stack import idle_rungs
+from spotgpu.models.workload import MEASURED_FIELDS
 
 
 def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, Any]:
@@ -51,6 +52,12 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
         }, nulls, breakdown.unbounded_reason)  # fmt: skip
         if nulls:
             pools[pool.name]["nulls"] = nulls
+        if workload.measured_profile is not None:
+            measured = config.workloads[pool.workload].model_dump(by_alias=True)
+            pools[pool.name]["measuredProfile"] = {
+                "file": workload.measured_profile,
+                "figures": {k: measured[k] for k in MEASURED_FIELDS},
+            }
         warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
                     f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
                     for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
@@ -107,6 +114,9 @@ def render_economics(report: dict[str, Any]) -> str:
                 f"      prices: spot ${pr['spotPerHour']:g}/h ({pr['spotSource']}); "
                 f"on-demand ${pr['onDemandPerHour']:g}/h ({pr['onDemandSource']})"
             )
+        if "measuredProfile" in p:
+            figures = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["figures"].items())
+            lines.append(f"      measured figures from {p['measuredProfile']['file']}: {figures}")
         lines.extend(f"      WARNING: {w}" for w in p.get("warnings", []))
         lines.extend(render_terms(p["effectiveCost"], indent="      "))
         lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
@@ -130,4 +140,4 @@ def load_stack(stack: str, project_dir: str | Path = ".") -> StackConfig:
         known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
         raise ValueError(f"--stack {stack!r}: no {path}; fix: use one of {', '.join(known)}")
     _, engine = read_stack_file(str(path))
-    return stack_config_from_engine(engine, "spotgpu")
+    return stack_config_from_engine(engine, "spotgpu", project_dir=str(root))

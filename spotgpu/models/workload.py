@@ -202,7 +202,50 @@ class GpuRequirement(SpotModel):
         )  # fmt: skip
 
 
+#: The WorkloadProfile keys the fleet's telemetry measures (``spotgpu profile fit``): a stack's
+#: ``measuredProfile`` file replaces exactly these; every other key stays as typed.
+MEASURED_FIELDS = (
+    "interruptionsPerHour", "expectedReacquisitionSeconds", "checkpointWriteSeconds",
+    "checkpointLoadSeconds", "restartSeconds", "checkpointBytes",
+)  # fmt: skip
+
+
+def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str, object]:
+    """``data`` with the measured figures of its ``measuredProfile`` file laid over it.
+
+    The path is relative to ``base_dir`` (the Pulumi project directory the program runs in;
+    default: the current directory). The file is what ``profile fit --out`` writes."""
+    from pathlib import Path
+
+    import yaml
+
+    raw = data.get("measuredProfile", data.get("measured_profile"))
+    if raw is None:
+        return data
+    fix = ("write it with `spotgpu profile fit --telemetry LOGS... --profile BASE.yaml --out PATH` "
+           "(PATH relative to the project directory), or drop measuredProfile")  # fmt: skip
+    if not isinstance(raw, str) or not raw.strip():
+        raise FieldProblem("is not a file path", at="measuredProfile", value=raw, fix=fix)
+    path = Path(raw) if Path(raw).is_absolute() else Path(base_dir or ".") / raw
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FieldProblem(f"no such file ({path.resolve()})", at="measuredProfile", value=raw, fix=fix) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        what = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise FieldProblem(f"cannot be read as YAML: {what}", at="measuredProfile", value=raw, fix=fix) from None
+    if not isinstance(doc, dict):
+        raise FieldProblem("does not hold a profile mapping", at="measuredProfile", value=raw, fix=fix)
+    return {**data, **{k: doc[k] for k in MEASURED_FIELDS if k in doc}}
+
+
 class WorkloadProfile(SpotModel):
+    measured_profile: str | None = Field(
+        default=None,
+        description="A file written by `spotgpu profile fit --out` (relative to the project directory): its "
+        "measured figures (" + ", ".join(MEASURED_FIELDS) + ") replace the ones typed here.",
+        json_schema_extra=fix_hint("give the path `spotgpu profile fit --out` wrote, e.g. measured/llm-finetune.yaml"),
+    )
     checkpoint_bytes: int = Field(
         gt=0, json_schema_extra=fix_hint("set the size of one full checkpoint in bytes, e.g. 16000000000")
     )
@@ -264,6 +307,13 @@ class WorkloadProfile(SpotModel):
     @property
     def gpu_need(self) -> GpuNeed | None:
         return None if self.gpu is None else self.gpu.need(self.nodes)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _measured(cls, data: object, info: ValidationInfo) -> object:
+        if not isinstance(data, dict):
+            return data
+        return _measured_overlay(data, (info.context or {}).get("project_dir"))
 
     @field_validator("checkpoint_bytes", mode="before")
     @classmethod

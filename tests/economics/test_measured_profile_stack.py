@@ -1,0 +1,67 @@
+"""A stack's workload may point at a measured profile file (issue 23, item 2): the file that
+``spotgpu profile fit --out`` writes. Its measured figures replace the typed ones, every other
+key stays as typed, and the preview and ``cost --stack`` say where the figures came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from test_pool_economics import _cli, _project
+
+from spotgpu.economics.fit import FitAccumulator
+from spotgpu.models.workload import MEASURED_FIELDS
+
+FIGURES = {"interruptionsPerHour": 0.02, "expectedReacquisitionSeconds": 420.0, "checkpointWriteSeconds": 95.0,
+           "checkpointLoadSeconds": 80.0, "restartSeconds": 210.0, "checkpointBytes": 50_000_000_000}  # fmt: skip
+
+
+def _measured(path: str) -> Any:
+    def edit(config: dict[str, Any]) -> None:
+        config["spotgpu:workloads"]["llm-finetune"]["measuredProfile"] = path
+    return edit
+
+
+def _write_measured(project: Path) -> dict[str, Any]:
+    """What `profile fit --profile BASE --out` writes: the whole base profile, measured figures laid over it."""
+    base = yaml.safe_load((project / "stacks" / "Pulumi.m.yaml").read_text())["config"]["spotgpu:workloads"]["llm-finetune"]
+    doc = {**{k: v for k, v in base.items() if k != "measuredProfile"}, **FIGURES, "workHours": 999}
+    (project / "measured").mkdir(exist_ok=True)
+    (project / "measured" / "llm-finetune.yaml").write_text("# measured by `spotgpu profile fit` from: a.jsonl\n"
+                                                            + yaml.safe_dump(doc))  # fmt: skip
+    return doc
+
+
+def test_the_measured_figures_replace_the_typed_ones_and_are_shown(tmp_path: Path) -> None:
+    project = _project(tmp_path, "m", _measured("measured/llm-finetune.yaml"))
+    _write_measured(project)
+    done = _cli("cost", "--stack", "m", "--program", str(project), "--pool", "train-aws", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["measuredProfile"] == {"file": "measured/llm-finetune.yaml", "figures": FIGURES}
+    typed = _cli("cost", "--stack", "prod", "--pool", "train-aws", "--json")
+    assert json.loads(typed.stdout)["effectiveCost"] != doc["effectiveCost"]  # the figures are used
+    # the file's workHours 999 is not a measured figure: the typed one stays (same on-demand total)
+    assert doc["onDemandTotalUsd"] == json.loads(typed.stdout)["onDemandTotalUsd"]
+    preview = _cli("preview", "--program", str(project), "--stack", "m", "--no-policy")
+    assert preview.returncode == 0, preview.stderr
+    assert "measured figures from measured/llm-finetune.yaml: interruptionsPerHour 0.02" in preview.stdout
+
+
+def test_a_missing_measured_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    project = _project(tmp_path, "gone", _measured("measured/nope.yaml"))
+    for args in (("cost", "--stack", "gone", "--program", str(project), "--pool", "train-aws"),
+                 ("preview", "--program", str(project), "--stack", "gone", "--no-policy")):  # fmt: skip
+        done = _cli(*args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1
+        assert "spotgpu:workloads.llm-finetune.measuredProfile: no such file" in done.stderr
+        assert "spotgpu profile fit" in done.stderr and '"measured/nope.yaml"' in done.stderr
+
+
+def test_profile_fit_measures_only_the_fields_a_stack_takes_from_the_file() -> None:
+    fit = FitAccumulator().result()
+    updates, why = fit.profile_updates()
+    assert set(updates) | set(why) == set(MEASURED_FIELDS)
