@@ -56,9 +56,10 @@ class SlowSteps(TrainerCallback):
 class HoldForNotice(TrainerCallback):
     """At step K: say so, then hold until this rank's own agent has a notice (max 60 s)."""
 
-    def __init__(self, stop_at: int, ready: Path) -> None:
-        self.stop_at, self.ready = stop_at, ready
-        self.agent = AgentClient(register=False)
+    def __init__(self, stop_at: int, ready: Path, agent: AgentClient) -> None:
+        # The callback's own client: once it has the notice, the gang's next check sees it at
+        # this very step (a second client's watcher could lag a step behind).
+        self.stop_at, self.ready, self.agent = stop_at, ready, agent
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.global_step == self.stop_at:
@@ -101,7 +102,7 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16))
     callbacks: list[Any] = [] if spot is None else [spot]
     if spot is not None and opts.stop_at is not None and rank == opts.noticed_rank:
-        callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}"))
+        callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}", opts.agent))
     if spot is not None and opts.step_seconds:
         callbacks.insert(0, SlowSteps(opts.step_seconds))
     trainer = RecordingTrainer(model=model, args=args, train_dataset=dataset(), callbacks=callbacks)
@@ -128,7 +129,8 @@ def main() -> None:
     parser.add_argument("--step-seconds", type=float, default=0.0)
     opts = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
-    spot = SpotgpuCallback(opts.url, every_steps=4)
+    opts.agent = AgentClient()
+    spot = SpotgpuCallback(opts.url, every_steps=4, agent=opts.agent)
     results = {"run": train(opts, "run", spot)}
     if opts.then_reference and spot.exit_code == 0:
         results["reference"] = train(opts, "reference", None)

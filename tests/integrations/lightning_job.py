@@ -50,9 +50,10 @@ class Regressor(L.LightningModule):
 class HoldForNotice(L.Callback):
     """At step K: say so, then hold until this rank's own agent has a notice (max 60 s)."""
 
-    def __init__(self, stop_at: int, ready: Path) -> None:
-        self.stop_at, self.ready = stop_at, ready
-        self.agent = AgentClient(register=False)
+    def __init__(self, stop_at: int, ready: Path, agent: AgentClient) -> None:
+        # The callback's own client: once it has the notice, the gang's next check sees it at
+        # this very step (a second client's watcher could lag a step behind).
+        self.stop_at, self.ready, self.agent = stop_at, ready, agent
 
     def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
         if trainer.global_step == self.stop_at:
@@ -68,7 +69,7 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     model = Regressor()
     callbacks: list[Any] = [] if spot is None else [spot]
     if spot is not None and opts.stop_at is not None and rank == opts.noticed_rank:
-        callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}"))
+        callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}", opts.agent))
     trainer = L.Trainer(
         accelerator="cpu",
         devices=world,
@@ -106,7 +107,8 @@ def main() -> None:
     opts = parser.parse_args()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    spot = SpotgpuCallback(opts.url, every_steps=4)
+    opts.agent = AgentClient()
+    spot = SpotgpuCallback(opts.url, every_steps=4, agent=opts.agent)
     results = {"run": train(opts, "run", spot)}
     if opts.then_reference and spot.exit_code == 0:
         results["reference"] = train(opts, "reference", None)
