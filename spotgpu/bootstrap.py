@@ -205,19 +205,22 @@ CONTROL_STORE_SUFFIX = "_controller"
 def control_store_url(checkpoint_store: str) -> str:
     """The controller's ``stateUrl`` for a pool: its checkpoint store URL + ``/_controller``.
 
-    The components write Azure checkpoint stores as ``az://ACCOUNT/CONTAINER/PREFIX``,
-    which obstore cannot open (its ``az://`` form has no account), so that form is
-    rewritten to the blob endpoint URL obstore parses on its own.
+    Parsed by the checkpoint library's one parser. An Azure store is written as its blob
+    endpoint URL (``https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX``), which every
+    spotgpu version's state store opens, old ones included; ``az://ACCOUNT/CONTAINER/PREFIX``
+    names the same place.
     """
-    base = checkpoint_store.rstrip("/")
-    if base.startswith("az://"):
-        parts = base.removeprefix("az://").split("/", 2)
-        if len(parts) < 2 or not all(parts):
-            raise ValueError(
-                f"checkpoint store {checkpoint_store!r}: expected az://ACCOUNT/CONTAINER[/PREFIX]; "
-                "fix: name the storage account and the container"
-            )
-        base = f"https://{parts[0]}.blob.core.windows.net/{'/'.join(parts[1:])}"
+    from spotgpu.checkpoint.store import parse_store_url
+
+    try:
+        where = parse_store_url(checkpoint_store.rstrip("/"))
+    except ValueError as err:
+        raise ValueError(f"checkpoint store: {err}") from None
+    if where.account is not None:
+        base = f"https://{where.account}.blob.core.windows.net/{where.bucket}"
+        base = f"{base}/{where.prefix}" if where.prefix else base
+    else:
+        base = where.text
     return f"{base}/{CONTROL_STORE_SUFFIX}"
 
 

@@ -21,14 +21,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
 
 import obstore
 from obstore.store import from_url
+
+from spotgpu.checkpoint.store import parse_store_url
 
 
 class JsonStore(Protocol):
@@ -69,14 +71,33 @@ def _decode(url: str, key: str, blob: bytes) -> dict[str, Any]:
     return doc
 
 
+def open_json_store(url: str, **options: Any) -> Any:
+    """The obstore store a state URL names, parsed by the checkpoint library's one parser
+    (:func:`spotgpu.checkpoint.store.parse_store_url`): the same forms as a checkpoint store,
+    Azure as ``az://ACCOUNT/CONTAINER/PREFIX`` (or the blob endpoint URL), credentials refused."""
+    where = parse_store_url(url)
+    if where.path is not None:
+        return from_url(where.path.as_uri(), mkdir=True, **options)
+    location, config = where.obstore_location()
+    if where.account is not None:
+        given = options.get("account_name") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+        if given and given != where.account:
+            raise ValueError(
+                f"state URL {where.text!r} names storage account {where.account!r}, but {given!r} is configured "
+                f"(account_name or AZURE_STORAGE_ACCOUNT_NAME); fix: the URL's first segment is the account: "
+                + f"az://{given}/{where.account}/{where.bucket}/{where.prefix}".rstrip("/")
+            )
+        options = {k: v for k, v in options.items() if k != "account_name"}
+    prefixed = f"{location}/{where.prefix}" if where.prefix else location
+    return from_url(prefixed, **{**config, **options})
+
+
 class ObjectJsonStore:
     """JsonStore on any obstore URL; remembers the ETag of what it read."""
 
     def __init__(self, url: str, store: Any = None, **options: Any) -> None:
         self.url = url
-        if url.startswith("file://"):
-            options.setdefault("mkdir", True)
-        self._store = store if store is not None else from_url(url, **options)
+        self._store = store if store is not None else open_json_store(url, **options)
         self._etags: dict[str, dict[str, str]] = {}  # key -> obstore UpdateVersion (e_tag, version)
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -138,8 +159,10 @@ class ObjectJsonStore:
 
     @property
     def _local_root(self) -> Path | None:
-        parsed = urlparse(self.url)
-        return Path(unquote(parsed.path)) if parsed.scheme == "file" else None
+        try:
+            return parse_store_url(self.url).path
+        except ValueError:  # an injected store under a name of the caller's own
+            return None
 
     @contextlib.contextmanager
     def _local_lock(self, key: str) -> Iterator[None]:

@@ -80,5 +80,5 @@ def test_two_controllers_on_moto_s3(s3_server: dict[str, Any], tmp_path: Path) -
 
 @pytest.mark.azurite
 def test_two_controllers_on_azurite(azurite: dict[str, Any], tmp_path: Path) -> None:
-    entries, record = _race(f"az://ckpt/lease-{uuid.uuid4().hex[:8]}/_controller", azurite, tmp_path)
+    entries, record = _race(f"az://devstoreaccount1/ckpt/lease-{uuid.uuid4().hex[:8]}/_controller", azurite, tmp_path)
     _check(entries, record)
