@@ -71,7 +71,7 @@ def _price_sources(config: StackConfig, pool: PoolSpec, workload: WorkloadProfil
     quote = config.on_demand_quote(pool)
     return {
         "spotPerHour": workload.prices.spot_per_hour,
-        "spotSource": f"workloads.{pool.workload}.prices.spotPerHour",
+        "spotSource": config.spot_price(pool)[1],
         "onDemandPerHour": workload.prices.on_demand_per_hour,
         "onDemandSource": quote.source if quote else "unknown",
     }

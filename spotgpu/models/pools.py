@@ -197,6 +197,14 @@ class _PoolBase(SpotModel):
         json_schema_extra=fix_hint("give a pip requirement such as spotgpu==0.1.0"),
     )
     controller: ControllerDeploySpec = ControllerDeploySpec()
+    spot_per_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="This pool's own spot USD per node-hour (its types, its region); default: the workload's "
+        "prices.spotPerHour. Pools sharing a workload rarely see one spot price.",
+        json_schema_extra=fix_hint("set the pool's spot USD per node-hour, e.g. 3.9"),
+    )
 
     @field_validator("name")
     @classmethod

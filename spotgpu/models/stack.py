@@ -74,14 +74,13 @@ class StackConfig(SpotModel):
                     at=f"workloads.{pool.workload}.prices.onDemandPerHour", value=None,
                     fix="set the on-demand USD/hour per node of the fallback type",
                 )
-            spot = workload.prices.spot_per_hour
+            spot, spot_at = self.spot_price(pool)
             if spot > quote.usd_per_hour:
                 raise FieldProblem(
                     f"is above the on-demand price {quote.usd_per_hour:g} of pool {pool.name} ({quote.source})",
-                    at=f"workloads.{pool.workload}.prices.spotPerHour", value=spot,
-                    fix="check the prices (spot above on-demand is never worth it)",
+                    at=spot_at, value=spot, fix="check the prices (spot above on-demand is never worth it)",
                 )
-            _check_ceilings(pool, self.ladders[pool.ladder], spot, quote)
+            _check_ceilings(pool, self.ladders[pool.ladder], spot, spot_at, quote)
             idle = idle_rungs(pool, self.ladders[pool.ladder])
             if idle and not pool.opt_out.idle_rungs:
                 index, why = idle[0]
@@ -114,16 +113,28 @@ class StackConfig(SpotModel):
             return dict.fromkeys(pool.vm_sizes, quote)
         return {size: _catalogue_price(pool, size) for size in pool.vm_sizes}
 
+    def spot_price(self, pool: PoolSpec) -> tuple[float, str]:
+        """The pool's spot USD per node-hour and the key it came from: the pool's own
+        ``spotPerHour``, else its workload's ``prices.spotPerHour``."""
+        if pool.spot_per_hour is not None:
+            return pool.spot_per_hour, f"pools[{pool.name}].spotPerHour"
+        return self.workloads[pool.workload].prices.spot_per_hour, f"workloads.{pool.workload}.prices.spotPerHour"
+
     def workload_for(self, pool: PoolSpec) -> WorkloadProfile:
-        """The pool's workload with its on-demand price resolved (the workload's, else the catalogue's)."""
+        """The pool's workload priced for the pool: its own spot price if it has one, the on-demand
+        price resolved (the workload's, else the catalogue's for the pool's types and region)."""
         workload = self.workloads[pool.workload]
-        if workload.prices.on_demand_per_hour is not None:
+        update: dict[str, float] = {}
+        if pool.spot_per_hour is not None:
+            update["spot_per_hour"] = pool.spot_per_hour
+        if workload.prices.on_demand_per_hour is None:
+            quote = self.on_demand_quote(pool)
+            if quote is None:  # validation refuses this; only a model_construct'ed config gets here
+                raise ValueError(f"pool {pool.name} has no on-demand price; set prices.onDemandPerHour")
+            update["on_demand_per_hour"] = quote.usd_per_hour
+        if not update:
             return workload
-        quote = self.on_demand_quote(pool)
-        if quote is None:  # validation refuses this; only a model_construct'ed config gets here
-            raise ValueError(f"pool {pool.name} has no on-demand price; set prices.onDemandPerHour")
-        prices = workload.prices.model_copy(update={"on_demand_per_hour": quote.usd_per_hour})
-        return workload.model_copy(update={"prices": prices})
+        return workload.model_copy(update={"prices": workload.prices.model_copy(update=update)})
 
     def ladder_for(self, pool: PoolSpec) -> FallbackLadder:
         return self.ladders[pool.ladder]
@@ -201,7 +212,7 @@ def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
     return out
 
 
-def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: PriceQuote) -> None:
+def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote) -> None:
     for i, step in enumerate(ladder.steps):
         at = f"ladders.{pool.ladder}.steps[{i}].costCeilingPerHour"
         far = ceiling_far_above(step.cost_ceiling_per_hour, quote.usd_per_hour)
@@ -211,10 +222,10 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, quote: 
                                fix=fix)  # fmt: skip
         if step.kind.uses_spot and step.cost_ceiling_per_hour < spot:
             raise FieldProblem(
-                f"is below pool {pool.name}'s spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour), "
+                f"is below pool {pool.name}'s spot price {spot:g} ({spot_at}), "
                 f"so the {step.kind.value} rung can never run",
                 at=at, value=step.cost_ceiling_per_hour,
-                fix=f"raise it to at least {spot:g}, or correct prices.spotPerHour",
+                fix=f"raise it to at least {spot:g}, or correct {spot_at}",
             )
         if step.kind is StepKind.ON_DEMAND and step.cost_ceiling_per_hour < quote.usd_per_hour:
             raise FieldProblem(
