@@ -56,7 +56,9 @@ def render_controller_config(
         "tickSeconds": deploy.schedule_minutes * 60,
         "telemetry": {"jsonLines": "-"},
         "lease": {"ttlSeconds": deploy.timeout_seconds + LEASE_SLACK_SECONDS, "maxClockSkewSeconds": 10},
-        "workloads": {pool.workload: workload.model_dump(by_alias=True, mode="json", exclude_none=True)},
+        # measuredProfile's figures are already in the model: the path means nothing where the job runs
+        "workloads": {pool.workload: workload.model_dump(by_alias=True, mode="json", exclude_none=True,
+                                                         exclude={"measured_profile"})},  # fmt: skip
         "ladders": {pool.ladder: ladder.model_dump(by_alias=True, mode="json", exclude_none=True)},
         "pools": [
             {

@@ -44,7 +44,7 @@ def _pools_in(paths: Sequence[str], fmt: str) -> set[str]:
 def measured_profile(base: WorkloadProfile, fit: ProfileFit) -> WorkloadProfile:
     """``base`` with the measured figures laid over it, validated (a measured figure can break a rule)."""
     updates, _ = fit.profile_updates()
-    doc = {**base.model_dump(by_alias=True, exclude_none=True), **updates}
+    doc = {**base.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"}), **updates}
     try:
         return WorkloadProfile.model_validate(doc)
     except ValidationError as err:

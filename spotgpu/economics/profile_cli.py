@@ -39,7 +39,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if args.out:
             Path(args.out).write_text(
                 "# measured by `spotgpu profile fit` from: " + ", ".join(args.telemetry) + "\n"
-                + _yaml(measured.model_dump(by_alias=True, exclude_none=True)), encoding="utf-8")  # fmt: skip
+                + _yaml(measured.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"})), encoding="utf-8")  # fmt: skip
             print(f"wrote {args.out}", file=sys.stderr)
     elif args.out:
         raise ValueError("--out needs --profile: a measured profile is the base profile with the measured figures laid over it")

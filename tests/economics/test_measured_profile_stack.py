@@ -65,3 +65,22 @@ def test_profile_fit_measures_only_the_fields_a_stack_takes_from_the_file() -> N
     fit = FitAccumulator().result()
     updates, why = fit.profile_updates()
     assert set(updates) | set(why) == set(MEASURED_FIELDS)
+
+
+def test_the_controller_config_carries_the_figures_not_the_path(tmp_path: Path) -> None:
+    """The deployed controller validates its config where the project directory does not exist."""
+    from spotgpu.controller.render import render_controller_config
+    from spotgpu.economics.report import load_stack
+    from spotgpu.models.ladder import StepKind
+
+    project = _project(tmp_path, "m", _measured("measured/llm-finetune.yaml"))
+    _write_measured(project)
+    config = load_stack("m", project)
+    pool = config.pools[0]
+    rendered = render_controller_config(
+        pool, config.workload_for(pool), config.ladder_for(pool), state_url="s3://b/p/_controller",
+        primary_group="spot", fallback_group="od", alternate_role=StepKind.ALTERNATE_SKU,
+        cloud={"region": "us-east-1", "queueUrl": "https://sqs.us-east-1.amazonaws.com/1/q"},
+    )  # fmt: skip
+    workload = rendered.workloads["llm-finetune"]
+    assert workload.measured_profile is None and workload.interruptions_per_hour == FIGURES["interruptionsPerHour"]
