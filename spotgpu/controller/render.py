@@ -57,8 +57,7 @@ def render_controller_config(
         "telemetry": {"jsonLines": "-"},
         "lease": {"ttlSeconds": deploy.timeout_seconds + LEASE_SLACK_SECONDS, "maxClockSkewSeconds": 10},
         # measuredProfile's figures are already in the model: the path means nothing where the job runs
-        "workloads": {pool.workload: workload.model_dump(by_alias=True, mode="json", exclude_none=True,
-                                                         exclude={"measured_profile"})},  # fmt: skip
+        "workloads": {pool.workload: _workload_doc(workload)},
         "ladders": {pool.ladder: ladder.model_dump(by_alias=True, mode="json", exclude_none=True)},
         "pools": [
             {
@@ -76,6 +75,10 @@ def render_controller_config(
         return ControllerConfig.model_validate(doc)
     except ValidationError as err:
         raise ConfigError(format_error(err, namespace=f"controller({pool.name})", model=ControllerConfig)) from None
+
+
+def _workload_doc(workload: WorkloadProfile) -> dict[str, Any]:
+    return workload.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"measured_profile"})
 
 
 def config_document(config: ControllerConfig) -> dict[str, Any]:
