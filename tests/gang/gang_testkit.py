@@ -3,6 +3,7 @@ agent (in this process), and per rank one ``gang_job.py`` subprocess (killed by 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -110,7 +111,8 @@ class Job:
         """SIGKILL every rank still alive (by PID), then the launcher."""
         for pid in [*self.pids, self.launcher]:
             if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it ended between the check and the kill
+                    os.kill(pid, signal.SIGKILL)
 
 
 @dataclass
