@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.plan import PoolPlan
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
-from spotgpu.controller.store import MemoryJsonStore
 from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.traces import Trace, load_group
 

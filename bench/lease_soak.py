@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "controller")]
 
 from lease_worker import RECORD, run_worker  # noqa: E402
 
-from spotgpu.controller.store import ObjectJsonStore  # noqa: E402
+from spotgpu.contract.state_store import ObjectJsonStore  # noqa: E402
 
 
 def _servers(stack: Any) -> dict[str, tuple[str, dict[str, Any]]]:

@@ -4,7 +4,7 @@ The controller gives surplus fallback capacity back only after the VM's workload
 has committed a checkpoint made after the drain request. Both directions go
 through the controller's own store (its ``stateUrl``; the components default it
 to the pool's checkpoint store + ``/_controller``) and the controller's own
-:class:`~spotgpu.controller.hooks.DrainChannel`, so the two sides cannot drift
+:class:`~spotgpu.contract.drain.DrainChannel`, so the two sides cannot drift
 apart on keys or fields:
 
 * in: ``drains/<pool>/<vm>.json``, read every ``runtime.controlPollSeconds`` by
@@ -34,8 +34,8 @@ from spotgpu.agent.events import EventKind, InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.state import CheckpointReport
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.controller.hooks import DrainChannel
-from spotgpu.controller.store import ObjectJsonStore
+from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.state_store import ObjectJsonStore
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ import time
 from typing import Any
 
 from spotgpu.config import ConfigError
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.config import ControllerConfig, parse_controller_config
 from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.render import CONFIG_ENV
 from spotgpu.controller.runner import CloudAdapter, Controller
-from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
 #: Test and emulator hook: an endpoint URL for every boto3 client and for the S3 state store.

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from spotgpu.cliutil import add_json_flag, camel_keys, print_json
 from spotgpu.config import ConfigError
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
     AwsControlledPool,
@@ -34,7 +35,6 @@ from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
 from spotgpu.controller.state import RECORD_VERSION, ControllerRecord
-from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
 

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from spotgpu.controller.store import ConditionalJsonStore, StaleRecordError, Versioned
+from spotgpu.contract.state_store import ConditionalJsonStore, StaleRecordError, Versioned
 
 LEASE_KEY = "controller/lease.json"
 #: Field every write under a lease carries; the record's value is checked on read.

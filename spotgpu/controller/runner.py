@@ -22,15 +22,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from spotgpu.contract.drain import DrainChannel, SchedulerHook, StoreSchedulerHook
+from spotgpu.contract.state_store import JsonStore
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.events import Event
-from spotgpu.controller.hooks import DrainChannel, SchedulerHook, StoreSchedulerHook
 from spotgpu.controller.lease import FencedStore, Lease, LeaseGuardedAdapter, LeaseVerdict
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, deadline, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
-from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.controller.telemetry import Telemetry
 from spotgpu.economics.interval import choose_interval

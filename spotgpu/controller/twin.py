@@ -40,6 +40,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from spotgpu.contract.state_store import JsonStore
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import (
@@ -52,7 +53,6 @@ from spotgpu.controller.observe import (
 )
 from spotgpu.controller.plan import PoolPlan, TickResult, commits_matter, next_wake, reconcile
 from spotgpu.controller.state import PoolState
-from spotgpu.controller.store import JsonStore
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import Capacity

@@ -21,8 +21,8 @@ from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.plan import plan_response, resolve_deadline
 from spotgpu.agent.telemetry import Telemetry
 from spotgpu.bootstrap import control_store_url
-from spotgpu.controller.hooks import DrainChannel
-from spotgpu.controller.store import MemoryJsonStore, ObjectJsonStore
+from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.state_store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.models.notice import default_notice
 
 AWS_VM = "i-0123456789abcdef0"  # FakeAwsImds instance-id

@@ -15,12 +15,12 @@ import boto3
 import pytest
 from aws_fixtures import config_with
 
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.aws_lambda import CONFIG_ENV, ENDPOINT_ENV, handler
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.controller.lease import FENCE_FIELD, LEASE_KEY
 from spotgpu.controller.render import config_json, render_controller_config
 from spotgpu.controller.runner import RECORD_KEY
-from spotgpu.controller.store import ObjectJsonStore
 
 REGION = "us-east-1"
 

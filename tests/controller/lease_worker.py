@@ -16,8 +16,8 @@ import random
 import time
 from typing import Any
 
+from spotgpu.contract.state_store import ObjectJsonStore, Versioned
 from spotgpu.controller.lease import FencedStore, Lease, LeaseLost
-from spotgpu.controller.store import ObjectJsonStore, Versioned
 
 RECORD = "controller/record.json"
 

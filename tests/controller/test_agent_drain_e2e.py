@@ -18,11 +18,11 @@ from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds
 from spotgpu.agent.telemetry import Telemetry
 from spotgpu.bootstrap import AgentConfig, AgentRuntime
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.observe import GroupObservation, PoolObservation, Vm
 from spotgpu.controller.runner import Controller
-from spotgpu.controller.store import ObjectJsonStore
 from spotgpu.models.notice import default_notice
 
 OD_VM = "i-0123456789abcdef0"  # the instance id FakeAwsImds serves
@@ -133,7 +133,7 @@ def test_conditional_updates_carry_the_etag_and_the_version() -> None:
     """GCS checks the generation (``version``), Azure the ETag: both must reach the put."""
     from obstore.store import MemoryStore
 
-    from spotgpu.controller.store import StaleRecordError
+    from spotgpu.contract.state_store import StaleRecordError
 
     inner = MemoryStore()
     mine, theirs = ObjectJsonStore("memory://", store=inner), ObjectJsonStore("memory://", store=inner)

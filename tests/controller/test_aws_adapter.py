@@ -15,14 +15,14 @@ import pytest
 from botocore.stub import Stubber
 from controller_factories import ladder, workload
 
+from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.aws import AwsPoolAdapter, parse_event
 from spotgpu.controller.config import ControllerConfig
-from spotgpu.controller.hooks import DrainChannel
 from spotgpu.controller.observe import FailureReason, Interruption, LaunchFailure
 from spotgpu.controller.runner import RECORD_KEY, Controller
 from spotgpu.controller.state import ControllerRecord, PoolState
-from spotgpu.controller.store import MemoryJsonStore
 
 REGION = "us-east-1"
 

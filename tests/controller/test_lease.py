@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from spotgpu.contract.state_store import MemoryJsonStore, ObjectJsonStore, StaleRecordError
 from spotgpu.controller.lease import FENCE_FIELD, LEASE_KEY, FencedStore, Lease, LeaseLost
-from spotgpu.controller.store import MemoryJsonStore, ObjectJsonStore, StaleRecordError
 
 RECORD = "controller/record.json"
 

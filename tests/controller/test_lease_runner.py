@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from controller_factories import aws_controller_config
 
+from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.lease import FENCE_FIELD, Lease
 from spotgpu.controller.runner import RECORD_KEY, Controller
-from spotgpu.controller.store import MemoryJsonStore
 from spotgpu.controller.telemetry import Telemetry
 
 
@@ -83,9 +83,9 @@ def test_cli_once_with_the_lease_held_elsewhere_does_nothing_and_says_why(
     import yaml
 
     from spotgpu.cli import main
+    from spotgpu.contract.state_store import ObjectJsonStore
     from spotgpu.controller.config import ControllerConfig
     from spotgpu.controller.lease import LEASE_KEY
-    from spotgpu.controller.store import ObjectJsonStore
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

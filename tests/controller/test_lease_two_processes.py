@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from lease_worker import RECORD, run_worker
 
-from spotgpu.controller.store import ObjectJsonStore
+from spotgpu.contract.state_store import ObjectJsonStore
 
 TICKS = 200
 TTL, SKEW = 0.25, 0.05

@@ -15,9 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.runner import RECORD_KEY
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
-from spotgpu.controller.store import ObjectJsonStore
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from controller_factories import aws_controller_config, workload
 
+from spotgpu.contract.state_store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
-from spotgpu.controller.store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.controller.telemetry import Telemetry
 from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.traces import load_group

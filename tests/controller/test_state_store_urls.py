@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spotgpu.bootstrap import control_store_url
-from spotgpu.controller.store import ObjectJsonStore
+from spotgpu.contract.state_store import ObjectJsonStore
 
 
 def test_a_plain_path_and_file_url_name_the_same_directory(tmp_path: Path) -> None:

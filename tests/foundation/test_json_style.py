@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from spotgpu.cliutil import camel_case, camel_keys, non_camel_keys
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.runner import RECORD_KEY
 from spotgpu.controller.state import ControllerRecord, PoolState
-from spotgpu.controller.store import ObjectJsonStore
 
 REPO = Path(__file__).resolve().parents[2]
 

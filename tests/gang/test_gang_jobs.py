@@ -13,8 +13,8 @@ import pytest
 from gang_testkit import Cluster, Node, alive, wait_until
 
 from spotgpu.checkpoint import CheckpointManager
-from spotgpu.controller.hooks import DrainChannel
-from spotgpu.controller.store import ObjectJsonStore
+from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.gang import EXIT_GANG_STOP, EXIT_PEER_LOST
 
 STEPS = 80  # gang_job.py's default

@@ -34,9 +34,9 @@ import yaml
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.fakes import FakeAzureImds
 from spotgpu.bootstrap import AgentConfig, AgentRuntime
+from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import Controller, build_plans
-from spotgpu.controller.store import MemoryJsonStore
 from spotgpu.controller.telemetry import Telemetry
 from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.observability import AGENT_JOB, CONTROLLER_JOB, alerts_text, dashboard_expressions

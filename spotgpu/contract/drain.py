@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from spotgpu.controller.store import JsonStore
+from spotgpu.contract.state_store import JsonStore
 
 
 class SchedulerHook(Protocol):

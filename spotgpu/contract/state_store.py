@@ -1,4 +1,4 @@
-"""A tiny JSON object store over obstore: the controller record, drain requests, agent commits.
+"""A tiny JSON object store over obstore: the controller record, leases, drain requests, agent commits.
 
 The controller keeps its record in the pool's checkpoint store (``file://`` in
 tests, ``s3://``/``gs://``/``az://`` in production) so it needs no database. Writes
