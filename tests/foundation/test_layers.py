@@ -2,8 +2,8 @@
 
 The VM runtime (agent, checkpoint library, gang, framework callbacks, bootstrap) never imports
 the controller; the contract package imports no part at all. Imports inside functions count
-too: a lazy import is still a dependency. Known exceptions are listed with the reason and
-shrink as the work of issue 24 lands; a new one fails here.
+too: a lazy import is still a dependency. Not checked yet (issue 24, open): ``spotgpu.economics``
+imports ``spotgpu.controller.twin`` while the controller imports ``spotgpu.economics``.
 """
 
 from __future__ import annotations
