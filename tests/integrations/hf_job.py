@@ -43,6 +43,16 @@ class RecordingTrainer(Trainer):
         return loss
 
 
+class OneThread(TrainerCallback):
+    """One intra-op thread once training begins. The Trainer's setup puts torch back at one
+    thread per core, and MKL then picks its thread count by the machine's load (MKL_DYNAMIC), so
+    a loaded box gave 1-ulp different losses for the same step in two runs (seen in the drill,
+    before any stop). Bitwise comparison needs the same reduction order every run."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        torch.set_num_threads(1)
+
+
 class SlowSteps(TrainerCallback):
     """Each step takes at least this long, so a drill's notice lands mid-run."""
 
@@ -100,7 +110,7 @@ def train(opts: argparse.Namespace, name: str, spot: SpotgpuCallback | None) -> 
     )
     set_seed(0)  # torch seeds itself at random per process: the weights must not differ
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16))
-    callbacks: list[Any] = [] if spot is None else [spot]
+    callbacks: list[Any] = [OneThread()] if spot is None else [OneThread(), spot]
     if spot is not None and opts.stop_at is not None and rank == opts.noticed_rank:
         callbacks.insert(0, HoldForNotice(opts.stop_at, opts.out / f"ready-r{rank}", opts.agent))
     if spot is not None and opts.step_seconds:
