@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-from packaging.requirements import InvalidRequirement, Requirement
 
 from spotgpu.bootstrap import render_store_bootstrap
 from spotgpu.gang.launch import GangLaunch
@@ -58,11 +57,6 @@ def plan_rendezvous(spec: AwsPoolSpec, base_name: str, tags: dict[str, str]) -> 
             f"pool {spec.name}: gang needs securityGroupIds (value: []): the store's port is opened to the pool's "
             "security groups only; fix: list the security groups the pool's VMs use"
         )
-    if not _has_torch(spec.agent_package):
-        raise ValueError(
-            f"pool {spec.name}: agentPackage {spec.agent_package!r} has no torch, which the gang launch (torchrun) "
-            "needs on every VM; fix: e.g. spotgpu[aws,torch]==VERSION"
-        )
     host = gang.rendezvous
     package = spec.agent_package
     return RendezvousPlan(
@@ -80,15 +74,6 @@ def plan_rendezvous(spec: AwsPoolSpec, base_name: str, tags: dict[str, str]) -> 
         launch=gang.launch(spec.name, host.private_ip),
         tags=tags,
     )
-
-
-def _has_torch(agent_package: str) -> bool:
-    """A plain ``spotgpu`` requirement must list the torch extra; a wheel URL or path is the user's choice."""
-    try:
-        req = Requirement(agent_package)
-    except InvalidRequirement:
-        return True
-    return req.name.lower() != "spotgpu" or bool(req.url) or "torch" in req.extras
 
 
 class RendezvousHost(pulumi.ComponentResource):

@@ -8,7 +8,7 @@ checkpoint store and interval it left.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_azure_native.compute as compute
@@ -65,18 +65,7 @@ def vm_profile(
             computer_name_prefix=scale_set.computer_name_prefix,
             admin_username=spec.admin_username,
             custom_data=data,
-            linux_configuration=compute.LinuxConfigurationArgs(
-                disable_password_authentication=True,
-                provision_vm_agent=True,
-                ssh=compute.SshConfigurationArgs(
-                    public_keys=[
-                        compute.SshPublicKeyArgs(
-                            key_data=spec.ssh_public_key,
-                            path=f"/home/{spec.admin_username}/.ssh/authorized_keys",
-                        )
-                    ]
-                ),
-            ),
+            linux_configuration=linux_ssh_only(spec.admin_username, spec.ssh_public_key),
         ),
         storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
             image_reference=compute.ImageReferenceArgs(
@@ -181,4 +170,17 @@ def scale_set_args(
         spot_restore_policy=policies.spot_restore,
         scheduled_events_policy=policies.scheduled_events,
         priority_mix_policy=policies.priority_mix,
+    )
+
+
+def linux_ssh_only(admin_username: str, ssh_public_key: Any) -> compute.LinuxConfigurationArgs:
+    """Key-only SSH for the admin user, the VM agent on: every Linux VM the components create."""
+    return compute.LinuxConfigurationArgs(
+        disable_password_authentication=True,
+        provision_vm_agent=True,
+        ssh=compute.SshConfigurationArgs(
+            public_keys=[
+                compute.SshPublicKeyArgs(key_data=ssh_public_key, path=f"/home/{admin_username}/.ssh/authorized_keys")
+            ]
+        ),
     )

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.compute as compute
 import pulumi_azure_native.network as network
-from packaging.requirements import InvalidRequirement, Requirement
 
 from spotgpu.bootstrap import render_store_bootstrap
 from spotgpu.models.gang import AzureImage, GangLaunch
@@ -33,6 +32,7 @@ from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure import naming
 from spotgpu_pulumi.azure.plan import PlanError
+from spotgpu_pulumi.azure.profile import linux_ssh_only
 from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:azure:RendezvousHost"
@@ -88,11 +88,6 @@ def plan_azure_rendezvous(spec: AzurePoolSpec, environment: str, tags: dict[str,
             f"{list(spec.zones)}; fix: use one of {list(spec.zones)} (where the pool's VMs run), or leave zone out "
             f"for {spec.zones[0]!r}"
         )
-    if not _has_torch(spec.agent_package):
-        raise PlanError(
-            f"spotgpu:pools[{spec.name}].agentPackage: {spec.agent_package!r} has no torch, which the gang launch "
-            "(torchrun) needs on every VM; fix: list the extra, e.g. spotgpu[azure,torch]==VERSION"
-        )
     return AzureRendezvousPlan(
         name=naming.rendezvous_name(spec.name, environment),
         resource_group=spec.resource_group_name,
@@ -109,15 +104,6 @@ def plan_azure_rendezvous(spec: AzurePoolSpec, environment: str, tags: dict[str,
         launch=gang.launch(spec.name, host.private_ip),
         tags=tags,
     )
-
-
-def _has_torch(agent_package: str) -> bool:
-    """A plain ``spotgpu`` requirement must list the torch extra; a wheel URL or path is the user's choice."""
-    try:
-        req = Requirement(agent_package)
-    except InvalidRequirement:
-        return True
-    return req.name.lower() != "spotgpu" or bool(req.url) or "torch" in req.extras
 
 
 class AzureRendezvousHost(pulumi.ComponentResource):
@@ -213,18 +199,7 @@ class AzureRendezvousHost(pulumi.ComponentResource):
                 computer_name=plan.name,
                 admin_username=plan.admin_username,
                 custom_data=plan.custom_data,
-                linux_configuration=compute.LinuxConfigurationArgs(
-                    disable_password_authentication=True,
-                    provision_vm_agent=True,
-                    ssh=compute.SshConfigurationArgs(
-                        public_keys=[
-                            compute.SshPublicKeyArgs(
-                                key_data=plan.ssh_public_key,
-                                path=f"/home/{plan.admin_username}/.ssh/authorized_keys",
-                            )
-                        ]
-                    ),
-                ),
+                linux_configuration=linux_ssh_only(plan.admin_username, plan.ssh_public_key),
             ),
             network_profile=compute.NetworkProfileArgs(
                 network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]

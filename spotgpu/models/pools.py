@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import Field, field_validator, model_validator
 
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
@@ -215,6 +216,23 @@ class _PoolBase(SpotModel):
                 "starting with a letter and not ending with '-'"
             )
         return v
+
+    @model_validator(mode="after")
+    def _gang_has_torch(self) -> _PoolBase:
+        """A gang pool's VMs run torchrun: a plain ``spotgpu`` requirement must list the torch
+        extra (a wheel URL, a path or another package is the platform team's own choice)."""
+        if getattr(self, "gang", None) is None:
+            return self
+        try:
+            req: Requirement | None = Requirement(self.agent_package)
+        except InvalidRequirement:
+            req = None
+        if req is not None and req.name.lower() == "spotgpu" and not req.url and "torch" not in req.extras:
+            raise FieldProblem(
+                "has no torch, which the gang launch (torchrun) needs on every VM", at="agentPackage",
+                value=self.agent_package, fix="list the extra, e.g. spotgpu[<cloud>,torch]==VERSION",
+            )  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _fallback_sized(self) -> _PoolBase:

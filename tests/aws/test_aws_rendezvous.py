@@ -56,7 +56,6 @@ def test_gang_plan_names_the_host_opens_the_port_to_the_pool_only_and_feeds_the_
     ("changes", "needle"),
     [
         ({"securityGroupIds": None}, "gang needs securityGroupIds"),
-        ({"agentPackage": "spotgpu==0.1.0"}, "agentPackage 'spotgpu==0.1.0' has no torch"),
     ],
 )
 def test_gang_plan_errors_name_the_field_and_the_fix(changes: dict[str, Any], needle: str) -> None:
@@ -93,3 +92,14 @@ def test_rendezvous_host_resources_are_children_of_their_component() -> None:
 def test_pool_without_gang_has_no_rendezvous_resources() -> None:
     resources = index(record_pool(pool_args("prod")))
     assert not resources.get("spotgpu:aws:RendezvousHost") and not resources.get(INSTANCE) and not resources.get(INGRESS)
+
+
+def test_a_gang_pool_package_without_torch_is_one_config_line() -> None:
+    """The pool model checks it for every cloud (it was a copy in the AWS and Azure planners)."""
+    from spotgpu.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        pool_args("prod", gang=GANG, agentPackage="spotgpu==0.1.0")
+    text = str(err.value)
+    assert text.startswith("spotgpu:pools[train-aws].agentPackage: has no torch") and "fix:" in text
+    assert '(value: "spotgpu==0.1.0")' in text

@@ -156,10 +156,13 @@ def test_zone_the_pool_does_not_use_is_one_line_with_the_fix() -> None:
 
 
 def test_a_package_without_torch_is_one_line_with_the_fix() -> None:
-    with pytest.raises(PlanError) as err:
+    from spotgpu.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
         plan_pool_of(gang=GANG, agentPackage="spotgpu==0.1.0")
     text = str(err.value)
-    assert text.startswith("spotgpu:pools[train-az].agentPackage: 'spotgpu==0.1.0' has no torch") and "fix:" in text
+    assert text.startswith("spotgpu:pools[train-az].agentPackage: has no torch") and "fix:" in text
+    assert '(value: "spotgpu==0.1.0")' in text
 
 
 @pytest.mark.parametrize(

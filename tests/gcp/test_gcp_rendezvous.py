@@ -65,3 +65,14 @@ def test_host_and_rule_are_children_of_their_component_and_every_template_gets_t
     assert STORE_UNIT in vm.inputs["metadataStartupScript"]
     for template in index(resources)[TEMPLATE]:
         assert "--rdzv-endpoint=10.128.0.10:29400" in template.inputs["metadataStartupScript"]
+
+
+def test_a_gang_pool_package_without_torch_is_one_config_line() -> None:
+    """GCP had no such check; the pool model now has it for every cloud."""
+    from spotgpu.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        pool_args("prod", gang=GANG, agentPackage="spotgpu[gcp]==0.1.0")
+    assert str(err.value).startswith("spotgpu:pools[train-gcp].agentPackage: has no torch")
+    plan = pool_args("prod", gang=GANG, agentPackage="https://pkgs.example/spotgpu-0.1.0-py3-none-any.whl")
+    assert plan.spec.agent_package.endswith(".whl")  # a wheel URL is the platform team's own choice
