@@ -10,23 +10,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from spotgpu.contract.interruptions import InterruptionKind
 
-class EventKind(StrEnum):
-    """What the notice means for the VM, not what the cloud called it."""
-
-    REBALANCE = "rebalance"  # elevated risk, no deadline (AWS rebalance recommendation)
-    MAINTENANCE = "maintenance"  # host maintenance ahead (GCP maintenance-event, Azure Freeze/Reboot/Redeploy)
-    PREEMPT = "preempt"  # spot capacity reclaimed (AWS instance-action, GCP preempted, Azure Preempt)
-    TERMINATE = "terminate"  # scale-in / deletion of a regular VM (Azure Terminate)
-    DRAIN = "drain"  # the fallback controller gives this VM back once its workload committed
-
-    @property
-    def terminal(self) -> bool:
-        """A terminal notice ends the VM's work: final checkpoint and drain (and a cloud
-        acknowledgement, except for a controller drain, which the cloud never sent)."""
-        return self in (EventKind.PREEMPT, EventKind.TERMINATE, EventKind.DRAIN)
+#: What the notice means for the VM, not what the cloud called it: the contract's one vocabulary
+#: (:class:`spotgpu.contract.interruptions.InterruptionKind`); the agent produces its
+#: ``NOTICE_KINDS`` (rebalance, maintenance, preempt, terminate, drain; ``.terminal`` for the last three).
+EventKind = InterruptionKind
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.classify import classify
 from spotgpu.controller.config import AzureControlledPool
@@ -44,7 +45,7 @@ def vm_state(vm: Any, group: str, now: float) -> tuple[Vm | None, LaunchFailure 
     if leaving:
         if spot:
             gone = next(c for c in codes if c in _GONE_POWER or c == "ProvisioningState/deleting")
-            interruption = Interruption(f"azure:{vm.name}:{gone}", vm.name, "evicted", now)
+            interruption = Interruption(f"azure:{vm.name}:{gone}", vm.name, InterruptionKind.EVICTED, now)
         return None, failure, interruption
     ready = "ProvisioningState/succeeded" in codes and "PowerState/running" in codes
     return Vm(vm.name, group, ready, zone=zone, sku=getattr(vm.hardware_profile, "vm_size", "") or ""), failure, None

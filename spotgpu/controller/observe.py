@@ -61,6 +61,7 @@ class Interruption:
 
     event_id: str
     vm_id: str
+    #: An observed :class:`spotgpu.contract.interruptions.InterruptionKind` (a str: records and telemetry keep the value).
     kind: str
     at: float
 
