@@ -27,6 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from spotgpu.bootstrap import control_store_url
+from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
@@ -36,9 +37,9 @@ from spotgpu_pulumi.aws.plan import PoolPlan
 TOKEN = "spotgpu:aws:ControllerJob"
 #: Lambda's limit on all environment variables of a function together.
 ENV_LIMIT_BYTES = 4096
-#: The pool queue's visibility timeout (components/aws/events.py): Lambda refuses an SQS
-#: event source whose function may run longer than that.
-QUEUE_VISIBILITY_SECONDS = 60
+#: The pool queue's visibility timeout (the contract's, which components/aws/events.py sets):
+#: Lambda refuses an SQS event source whose function may run longer than that.
+QUEUE_VISIBILITY_SECONDS = AWS_QUEUE.visibility_timeout_seconds
 SCHEDULE_INPUT = json.dumps({"source": "spotgpu.schedule"})
 
 

@@ -15,14 +15,11 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu_pulumi.aws.documents import queue_policy
 from spotgpu_pulumi.aws.patterns import event_patterns, fleet_pattern
 
 TOKEN = "spotgpu:aws:InterruptionEvents"
-#: Four days: long enough to survive a controller outage over a weekend night.
-RETENTION_SECONDS = 4 * 24 * 3600
-#: Long polling keeps the controller's idle cost near zero.
-RECEIVE_WAIT_SECONDS = 20
 
 
 @dataclass(frozen=True)
@@ -45,9 +42,10 @@ class InterruptionEvents(pulumi.ComponentResource):
             f"{name}-queue",
             name=args.queue_name,
             sqs_managed_sse_enabled=True,
-            message_retention_seconds=RETENTION_SECONDS,
-            receive_wait_time_seconds=RECEIVE_WAIT_SECONDS,
-            visibility_timeout_seconds=60,
+            # Retention, long polling and visibility: the contract's, which the controller assumes.
+            message_retention_seconds=AWS_QUEUE.retention_seconds,
+            receive_wait_time_seconds=AWS_QUEUE.receive_wait_seconds,
+            visibility_timeout_seconds=AWS_QUEUE.visibility_timeout_seconds,
             tags=args.tags,
             opts=child,
         )

@@ -1,7 +1,9 @@
 """``spotgpu:gcp:PreemptionEvents``: this pool's preemptions as Pub/Sub messages.
 
 A project log sink routes the ``compute.instances.preempted`` system-event audit
-entries of the pool's spot VMs to a topic; the fallback controller and telemetry
+entries of the pool's spot VMs to a topic (the filter, from
+:func:`spotgpu_pulumi.gcp.plan.preemption_log_filter`, selects the methods of
+:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`, which the controller parses); the fallback controller and telemetry
 pull them from a subscription. The sink writes with its own identity, which gets
 publisher on this topic only.
 """

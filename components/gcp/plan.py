@@ -24,6 +24,7 @@ from pulumi_gcp import compute, storage
 
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
 from spotgpu.config import ConfigError
+from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
 from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
 from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 
@@ -226,13 +227,14 @@ def preemption_log_filter(project: str, spot_instance_prefix: str) -> str:
     """System-event audit entries for preemptions of this pool's spot VMs only.
 
     Audit entries carry no VM labels, so the pool is selected by the VM name prefix
-    every spot MIG of the pool uses as its base instance name.
+    every spot MIG of the pool uses as its base instance name. The methods are the contract's
+    (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`), the ones the controller parses.
     """
     return " AND ".join(
         [
-            f'logName="projects/{project}/logs/cloudaudit.googleapis.com%2Fsystem_event"',
+            f'logName="projects/{project}/logs/{GCP_SYSTEM_EVENT_LOG}"',
             'resource.type="gce_instance"',
-            'protoPayload.methodName="compute.instances.preempted"',
+            gcp_method_filter(),
             f'protoPayload.resourceName:"/instances/{spot_instance_prefix}"',
         ]
     )

@@ -3,7 +3,8 @@
 Observe: ``describe_auto_scaling_groups`` (desired, instances, lifecycle state),
 ``describe_scaling_activities`` (Failed activities carry the launch error text),
 and SQS messages from the pool's EventBridge rules (spot interruption warnings,
-rebalance recommendations, state changes, ASG launch-unsuccessful events).
+rebalance recommendations, state changes, ASG launch-unsuccessful events; the detail-types
+and queue settings are :mod:`spotgpu.contract.sources`, which the component routes and sets).
 Act: ``set_desired_capacity`` (or ``update_auto_scaling_group`` when the fallback
 group's MaxSize must rise first) and ``terminate_instance_in_auto_scaling_group``
 with ``ShouldDecrementDesiredCapacity`` for one drained instance. Messages are
@@ -16,6 +17,15 @@ import json
 from datetime import datetime
 from typing import Any
 
+from spotgpu import tags
+from spotgpu.contract.sources import (
+    AWS_GONE_KIND,
+    AWS_GONE_STATES,
+    AWS_INTERRUPTIONS,
+    AWS_LAUNCH_UNSUCCESSFUL,
+    AWS_QUEUE,
+    AWS_STATE_CHANGE,
+)
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.classify import classify
 from spotgpu.controller.config import AwsControlledPool
@@ -23,11 +33,6 @@ from spotgpu.controller.observe import GroupObservation, Interruption, LaunchFai
 
 #: ASG lifecycle states of instances that are leaving; they are not capacity any more.
 _LEAVING = ("Terminating", "Terminated", "Detaching", "Detached", "Standby", "EnteringStandby", "Warmed")
-_INTERRUPTION_TYPES = {
-    "EC2 Spot Instance Interruption Warning": "interruption",
-    "EC2 Instance Rebalance Recommendation": "rebalance",
-    "EC2 Instance-terminate Lifecycle Action": "terminating",
-}
 #: Most SQS receives per tick (10 messages each): bounds one tick's work.
 MAX_RECEIVES = 10
 
@@ -57,16 +62,16 @@ def parse_event(body: dict[str, Any]) -> Interruption | LaunchFailure | None:
     """One EventBridge event (as delivered to SQS) -> an interruption or a launch failure."""
     kind, detail = body.get("detail-type", ""), body.get("detail") or {}
     event_id, at = str(body.get("id", "")), _ts(body.get("time", 0))
-    if kind == "EC2 Instance Launch Unsuccessful":
+    if kind == AWS_LAUNCH_UNSUCCESSFUL:
         message = detail.get("StatusMessage", "")
         reason, code = classify(detail.get("StatusCode") if detail.get("StatusCode") != "Failed" else None, message)
         zone = (detail.get("Details") or {}).get("Availability Zone", "")
         return LaunchFailure(detail.get("AutoScalingGroupName", ""), reason, code, at, f"aws:{detail.get('ActivityId', event_id)}", message[:300], zone)
-    if kind in _INTERRUPTION_TYPES:
+    if kind in AWS_INTERRUPTIONS:
         vm = detail.get("instance-id") or detail.get("EC2InstanceId", "")
-        return Interruption(event_id, vm, _INTERRUPTION_TYPES[kind], at)
-    if kind == "EC2 Instance State-change Notification" and detail.get("state") in ("shutting-down", "terminated"):
-        return Interruption(event_id, detail.get("instance-id", ""), "terminated", at)
+        return Interruption(event_id, vm, AWS_INTERRUPTIONS[kind], at)
+    if kind == AWS_STATE_CHANGE and detail.get("state") in AWS_GONE_STATES:
+        return Interruption(event_id, detail.get("instance-id", ""), AWS_GONE_KIND, at)
     return None
 
 
@@ -119,7 +124,7 @@ class AwsPoolAdapter:
         if not unknown or self.ec2 is None:
             return events
         resp = self.ec2.describe_instances(
-            Filters=[{"Name": "instance-id", "Values": unknown}, {"Name": "tag:spotgpu-pool", "Values": [self.pool.name]}]
+            Filters=[{"Name": "instance-id", "Values": unknown}, {"Name": f"tag:{tags.POOL}", "Values": [self.pool.name]}]
         )
         tagged = {i["InstanceId"] for r in resp.get("Reservations", []) for i in r.get("Instances", [])}
         return [e for e in events if e.vm_id in members or e.vm_id in tagged]
@@ -131,7 +136,9 @@ class AwsPoolAdapter:
         receipts: list[str] = []
         for _ in range(MAX_RECEIVES):
             extra = {"VisibilityTimeout": 0} if self.peek else {}
-            resp = self.sqs.receive_message(QueueUrl=self.pool.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, **extra)
+            resp = self.sqs.receive_message(
+                QueueUrl=self.pool.queue_url, MaxNumberOfMessages=AWS_QUEUE.max_messages, WaitTimeSeconds=0, **extra
+            )
             messages = resp.get("Messages", [])
             for msg in messages:
                 receipts.append(msg["ReceiptHandle"])
@@ -143,7 +150,7 @@ class AwsPoolAdapter:
                     interruptions.append(parsed)
                 elif isinstance(parsed, LaunchFailure):
                     failures.append(parsed)
-            if len(messages) < 10 or self.peek:
+            if len(messages) < AWS_QUEUE.max_messages or self.peek:
                 break  # a peek sees each message once at most: visible messages would come back again
         return interruptions, receipts
 
@@ -168,6 +175,7 @@ class AwsPoolAdapter:
         if self.sqs is None or self.pool.queue_url is None:
             return
         handles = [str(r) for r in receipts]
-        for start in range(0, len(handles), 10):
-            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles[start : start + 10])]
+        batch = AWS_QUEUE.max_messages  # delete_message_batch takes as many as a receive returns
+        for start in range(0, len(handles), batch):
+            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles[start : start + batch])]
             self.sqs.delete_message_batch(QueueUrl=self.pool.queue_url, Entries=entries)

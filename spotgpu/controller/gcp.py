@@ -5,7 +5,8 @@ target size, ``list_managed_instances`` for per-VM state (``instance_status`` an
 ``current_action``; ``last_attempt.errors`` while a create keeps failing) and
 ``list_errors`` for the group's recent launch errors. Preemptions arrive on the
 pool's Pub/Sub subscription as Cloud Audit Log entries (``compute.instances.preempted``)
-routed by a log sink. Act: ``resize`` and ``delete_instances`` (which lowers the
+routed by a log sink; the sink's filter and this parser share one list of methods
+(:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`). Act: ``resize`` and ``delete_instances`` (which lowers the
 target size by the instances deleted). Operations are not waited on: the next
 tick observes their effect, so one slow operation cannot stall every pool.
 """
@@ -15,13 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from spotgpu.contract.sources import GCP_INTERRUPTIONS
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.classify import classify
 from spotgpu.controller.config import GcpControlledPool
 from spotgpu.controller.observe import GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
 
 _LEAVING_ACTIONS = ("DELETING", "ABANDONING")
-_PREEMPT_METHODS = {"compute.instances.preempted": "preempted", "compute.instances.guestTerminate": "terminated"}
 
 
 class PubSubSource(Protocol):
@@ -48,9 +49,10 @@ def _zone(url: str) -> str:
 
 
 def parse_log_entry(entry: dict[str, Any]) -> Interruption | None:
-    """A Cloud Audit Log entry (system event) -> Interruption, for preemptions only."""
+    """A Cloud Audit Log entry (system event) -> Interruption, for the methods the sink routes
+    (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`: preemptions only)."""
     payload = entry.get("protoPayload") or {}
-    kind = _PREEMPT_METHODS.get(payload.get("methodName", ""))
+    kind = GCP_INTERRUPTIONS.get(payload.get("methodName", ""))
     if kind is None:
         return None
     name = _last(payload.get("resourceName", "")) or (entry.get("resource") or {}).get("labels", {}).get(

@@ -13,6 +13,7 @@ import yaml
 from aws_fixtures import REPO, one, policy_of, pool_args, record_pool, stack_raw, tags_of, user_data_config
 
 from spotgpu import tags as link
+from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu_pulumi.aws import GpuPool, PoolPlanError, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.program import ProgramError, run_program
@@ -438,6 +439,9 @@ def test_events_reach_one_encrypted_queue_only_from_the_pools_rules(prod: list[R
     queue = one(prod, "aws:sqs/queue:Queue")
     assert queue.inputs["sqsManagedSseEnabled"] is True
     assert queue.inputs["name"] == "spotgpu-prod-train-aws-events"
+    # The settings the controller assumes (spotgpu.contract.sources.AWS_QUEUE) are the ones the queue gets.
+    assert queue.inputs["visibilityTimeoutSeconds"] == AWS_QUEUE.visibility_timeout_seconds
+    assert queue.inputs["receiveWaitTimeSeconds"] == AWS_QUEUE.receive_wait_seconds
     rules = {r.name.removeprefix("train-aws-events-"): r for r in index(prod)[RULE]}
     assert set(rules) == {"spot-signals", "state-changes", "launches", "terminations"}
     patterns = {k: json.loads(r.inputs["eventPattern"]) for k, r in rules.items()}
