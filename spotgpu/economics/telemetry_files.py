@@ -33,7 +33,7 @@ from spotgpu.economics.telemetry import (
     TelemetryRecord,
     describe_validation,
     normalize,
-    parse_lines,
+    parse_stream,
     parse_ts,
 )
 
@@ -130,8 +130,8 @@ def read_file(path: str | Path, stats: ReadStats, fmt: str = "auto") -> Iterator
         raise ValueError(f"--telemetry {path}: no such file; pass an events log or a log export")
     kind = detect_format(p) if fmt == "auto" else fmt
     if kind == "jsonl":
-        with p.open(encoding="utf-8") as fh:
-            yield from parse_lines(fh, str(p), stats)
+        with p.open("rb") as fh:
+            yield from parse_stream(fh, str(p), stats)
         return
     contexts: dict[str, StreamContext] = {}
     for stream, obj, ts, where in _EXPORTS[kind](json.loads(p.read_text(encoding="utf-8"))):

@@ -194,3 +194,17 @@ def test_cost_prices_the_measured_profile(controller_events) -> None:  # type: i
     assert m["telemetry"]["measured"]["expectedReacquisitionSeconds"] == 300.0
     idle = {d["name"]: d["usd"] for d in m["terms"]}["reacquisition_idle"]
     assert idle < {d["name"]: d["usd"] for d in b["terms"]}["reacquisition_idle"]  # 300 s measured vs 900 s typed
+
+
+def test_an_error_after_a_line_with_two_unused_marks_names_its_own_line() -> None:
+    """Defect: a line holding two unused-record marks renumbered every later line of its block."""
+    from spotgpu.economics.telemetry import ReadStats, StreamContext, parse_lines
+
+    twice = json.dumps({"ts": 5.0, "record": "commit-reported", "note": '"record": "commit-reported"'})
+    lines = [
+        json.dumps({"ts": 1.0, "record": "commit-reported", "vmId": "i-1"}),
+        twice.replace('\\"', '"'),  # the mark twice on one line, as a copy of a record in a free-text field would put it
+        "not json",
+    ]
+    with pytest.raises(ValueError, match=r"^x:3: not JSON"):
+        list(parse_lines(lines, "x", ReadStats(), StreamContext("x")))
