@@ -39,6 +39,27 @@ class PricesArgs(TypedDict):
     """Cost of each hour past the deadline (default 0)."""
 
 
+class GpuArgs(TypedDict):
+    """What every GPU type must hold, and how fast each GPU model works (docs/configuration.md, gpu)."""
+
+    gpus_per_node: int
+    """GPUs per node the job is laid out for on its first type."""
+    gpus_per_rank: NotRequired[int]
+    """GPUs one rank drives (default 1)."""
+    memory_per_gpu_gib: NotRequired[float]
+    """GiB each GPU must have (the measured peak)."""
+    model_state_gib: NotRequired[float]
+    """Or: GiB of the whole training state, sharded over the gang's GPUs."""
+    headroom: NotRequired[float]
+    """Share added to a derived shard (default 0.25)."""
+    models: NotRequired[list[str]]
+    """GPU models the job was validated on (catalogue names); empty: any."""
+    world_sizes: NotRequired[list[int]]
+    """Other gang sizes in GPUs the job may restart at."""
+    relative_throughput: NotRequired[dict[str, float]]
+    """Measured work per hour of each GPU model against the reference type (1.0)."""
+
+
 class WorkloadArgs(TypedDict):
     """Measured figures of the work the pool runs (docs/configuration.md, spotgpu:workloads)."""
 
@@ -68,6 +89,8 @@ class WorkloadArgs(TypedDict):
     """Nodes per job (default 1)."""
     fallback_policy: NotRequired[str]
     """ladder (default), fixed-wait, uniform-progress or on-demand-only."""
+    gpu: NotRequired[GpuArgs]
+    """What every GPU type must hold and each GPU model's speed (optional)."""
 
 
 class LadderStepArgs(TypedDict):
@@ -77,8 +100,10 @@ class LadderStepArgs(TypedDict):
     """same_pool, alternate_zone, alternate_sku, on_demand or queue_defer (in this order, each once)."""
     max_wait_seconds: int
     """Longest wait on this rung before the next."""
-    cost_ceiling_per_hour: float
-    """Most this rung may cost per node-hour (0 only for queue_defer)."""
+    cost_ceiling_per_hour: NotRequired[float]
+    """Most this rung may cost per node-hour (0 only for queue_defer); give this or costCeilingPerWorkHour."""
+    cost_ceiling_per_work_hour: NotRequired[float]
+    """Most this rung may cost per work-hour (one hour of the reference GPU's work; needs the workload's gpu)."""
 
 
 class LadderArgs(TypedDict):
@@ -127,6 +152,17 @@ def _workload(args: WorkloadArgs) -> dict[str, Any]:
     if isinstance(interval, str) and interval.isdigit():
         workload["checkpoint_interval_seconds"] = int(interval)
     return workload
+
+
+def _workload_doc(args: WorkloadArgs) -> dict[str, Any]:
+    """The workload in the config's camelCase; the speed table's keys are GPU model names, kept as written."""
+    workload = _workload(args)
+    gpu = dict(workload.pop("gpu", None) or {})
+    speeds = gpu.pop("relative_throughput", None)
+    doc: dict[str, Any] = _camel_keys(workload)
+    if gpu or speeds is not None:
+        doc["gpu"] = {**_camel_keys(gpu), **({"relativeThroughput": dict(speeds)} if speeds is not None else {})}
+    return doc
 
 
 def _gcp_machines(machines: list[GcpMachineArgs]) -> list[dict[str, Any]]:
@@ -181,7 +217,7 @@ def pool_args_from(name: str, cloud: str, args: Any, exclude: tuple[str, ...] = 
     raw = {
         "environment": args["environment"],
         "owner": args["owner"],
-        "workloads": {pool["workload"]: _camel_keys(_workload(args["workload"]))},
+        "workloads": {pool["workload"]: _workload_doc(args["workload"])},
         "ladders": {pool["ladder"]: _camel_keys(dict(args["ladder"]))},
         "pools": [pool],
     }

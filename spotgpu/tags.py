@@ -19,6 +19,8 @@ from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
 
+#: Every link key starts with this (the policy pack reads all keys that do).
+PREFIX = "spotgpu-"
 #: Role of the tagged resource: spot-pool | fallback | checkpoint-store | events | drill
 ROLE = "spotgpu-role"
 #: Stable pool name.
@@ -55,18 +57,37 @@ _STEP_CODES = {
 _CODE_STEPS = {v: k for k, v in _STEP_CODES.items()}
 
 
+#: Suffix of a ceiling stated per work-hour (``costCeilingPerWorkHour``) in the ladder link.
+PER_WORK_SUFFIX = "w"
+
+
 def encode_ladder(ladder: FallbackLadder) -> str:
-    """``sp:600:3.2;od:900:12.5`` (kind:maxWaitSeconds:ceilingPerHour), < 256 chars."""
+    """``sp:600:3.2;as:900:1.1w;od:900:12.5`` (kind:maxWaitSeconds:ceiling, USD per node-hour, or per
+    work-hour with a ``w``), < 256 chars."""
     return ";".join(
-        f"{_STEP_CODES[s.kind]}:{s.max_wait_seconds}:{s.cost_ceiling_per_hour:g}" for s in ladder.steps
+        f"{_STEP_CODES[s.kind]}:{s.max_wait_seconds}:{s.ceiling:g}{PER_WORK_SUFFIX if s.per_work_hour else ''}"
+        for s in ladder.steps
     )
 
 
 @dataclass(frozen=True)
 class DecodedStep:
+    """One rung of the ladder link; its ceiling is per node-hour unless ``per_work_hour``."""
+
     kind: StepKind
     max_wait_seconds: float
-    cost_ceiling_per_hour: float
+    ceiling: float
+    per_work_hour: bool = False
+
+    @property
+    def unit(self) -> str:
+        return "USD/work-hour" if self.per_work_hour else "USD/h"
+
+    def allows(self, usd_per_node_hour: float, work_per_node_hour: float) -> bool:
+        """As :meth:`spotgpu.models.ladder.LadderStep.allows`: compared in the ceiling's own unit."""
+        if self.per_work_hour:
+            return work_per_node_hour > 0 and usd_per_node_hour / work_per_node_hour <= self.ceiling + 1e-12
+        return usd_per_node_hour <= self.ceiling
 
 
 def decode_ladder(text: str) -> list[DecodedStep]:
@@ -76,7 +97,9 @@ def decode_ladder(text: str) -> list[DecodedStep]:
         bits = part.split(":")
         if len(bits) != 3 or bits[0] not in _CODE_STEPS:
             raise ValueError(f"malformed ladder step {part!r}; expected kind:wait:ceiling")
-        steps.append(DecodedStep(_CODE_STEPS[bits[0]], float(bits[1]), float(bits[2])))
+        per_work = bits[2].endswith(PER_WORK_SUFFIX)
+        ceiling = float(bits[2][:-1] if per_work else bits[2])
+        steps.append(DecodedStep(_CODE_STEPS[bits[0]], float(bits[1]), ceiling, per_work))
     return steps
 
 
@@ -99,13 +122,17 @@ _PRICE_FIELDS = {"p": "spot_per_hour", "o": "on_demand_per_hour", "x": "deadline
 _GPU_NUMBERS = {"c": "gpus_per_node", "k": "gpus_per_rank", "m": "memory_per_gpu_gib", "t": "model_state_gib",
                 "e": "headroom"}
 _GPU_LISTS = {"v": "models", "a": "world_sizes"}
+#: ``gpu.relativeThroughput`` as ``u=A100:1+H100:2.5`` (model:speed joined by ``+``).
+_GPU_SPEEDS = "u"
+_SPEED_BAD = re.compile(r"[;:+=]")
 #: Every cloud's tag value limit (AWS, Azure); the GCP metadata value holds far more.
 TAG_VALUE_LIMIT = 256
 
 
 def encode_gpu(profile: WorkloadProfile) -> list[str]:
-    """``c=8;m=60;v=H100+A100`` (GPUs per node, per rank when not 1, memory or model state and headroom,
-    validated models and other world sizes joined by ``+``); nothing without a ``gpu`` block."""
+    """``c=8;m=60;v=H100+A100;u=A100:1+H100:2.5`` (GPUs per node, per rank when not 1, memory or model
+    state and headroom, validated models and other world sizes joined by ``+``, measured speeds per GPU
+    model); nothing without a ``gpu`` block."""
     gpu = profile.gpu
     if gpu is None:
         return []
@@ -120,6 +147,12 @@ def encode_gpu(profile: WorkloadProfile) -> list[str]:
         parts.append("v=" + "+".join(gpu.models))
     if gpu.world_sizes:
         parts.append("a=" + "+".join(map(str, gpu.world_sizes)))
+    if gpu.relative_throughput:
+        bad = [m for m in gpu.relative_throughput if _SPEED_BAD.search(m)]
+        if bad:
+            raise ValueError(f"gpu.relativeThroughput model {bad[0]!r} holds one of ; : + =, which the workload "
+                             "tag cannot carry; fix: name the model as the catalogue does (e.g. 'H100 80GB')")
+        parts.append(f"{_GPU_SPEEDS}=" + "+".join(f"{m}:{v:.6g}" for m, v in gpu.relative_throughput.items()))
     return parts
 
 
@@ -135,13 +168,13 @@ def encode_workload(profile: WorkloadProfile) -> str:
     if len(text) > TAG_VALUE_LIMIT:
         raise ValueError(
             f"the workload tag would be {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds; "
-            "fix: list fewer or shorter gpu.models"
+            "fix: list fewer or shorter gpu.models (or gpu.relativeThroughput entries)"
         )
     return text
 
 
 def _split(text: str) -> list[tuple[str, str]]:
-    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS}
+    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS, _GPU_SPEEDS}
     out = []
     for part in filter(None, text.split(";")):
         key, _, value = part.partition("=")
@@ -170,6 +203,11 @@ def decode_gpu_block(text: str) -> dict[str, object] | None:
         elif key in _GPU_LISTS:
             items = [v for v in value.split("+") if v]
             block[_GPU_LISTS[key]] = tuple(int(v) for v in items) if key == "a" else tuple(items)
+        elif key == _GPU_SPEEDS:
+            pairs = [item.rpartition(":") for item in value.split("+") if item]
+            if any(not model or not sep for model, sep, _ in pairs):
+                raise ValueError(f"malformed gpu speeds {value!r}; expected model:speed joined by +")
+            block["relative_throughput"] = {model: float(speed) for model, _, speed in pairs}
     return block or None
 
 

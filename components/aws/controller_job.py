@@ -31,6 +31,7 @@ from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
+from spotgpu.models.stack import fallback_types
 from spotgpu_pulumi.aws.documents import assume_role_policy, document
 from spotgpu_pulumi.aws.plan import PoolPlan
 
@@ -222,6 +223,8 @@ def _config_json(args: ControllerJobArgs, region: str, queue_url: str) -> str:
             primary_group=plan.names.spot_group,
             fallback_group=plan.names.fallback_group,
             cloud={"region": region, "queueUrl": queue_url},
+            group_types={plan.names.spot_group: plan.spec.instance_types,
+                         plan.names.fallback_group: fallback_types(plan.spec)},
         )
     )
     if len(CONFIG_ENV) + len(text.encode()) > ENV_LIMIT_BYTES:

@@ -16,6 +16,7 @@ the lease in the state store.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -74,6 +75,7 @@ def azure_config_json(
     state_url: str,
     spot_sets: list[str],
     fallback_set: str,
+    group_types: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """One scale set per GPU size: the first is the primary, the rest the ``alternate_sku`` rung.
 
@@ -90,6 +92,7 @@ def azure_config_json(
             fallback_group=fallback_set,
             alternate_groups=spot_sets[1:],
             cloud={"subscriptionId": subscription_id, "resourceGroupName": resource_group},
+            group_types=group_types,
         )
     )
 
@@ -103,6 +106,7 @@ def azure_config_output(
     state_url: str,
     spot_sets: list[str],
     fallback_set: str,
+    group_types: Mapping[str, Sequence[str]] | None = None,
 ) -> pulumi.Output[str]:
     """The controller's config JSON once the subscription id and the resource group's name are known."""
     return pulumi.Output.all(subscription_id, as_input(spec.resource_group_name)).apply(
@@ -115,6 +119,7 @@ def azure_config_output(
             state_url=state_url,
             spot_sets=spot_sets,
             fallback_set=fallback_set,
+            group_types=group_types,
         )
     )
 

@@ -166,6 +166,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 state_url=control_store_url(plan.storage.url),
                 spot_sets=[s.name for s in plan.spot],
                 fallback_set=plan.fallback.name,
+                group_types={**{s.name: (s.vm_size,) for s in plan.spot}, plan.fallback.name: (plan.fallback.vm_size,)},
             )
             job = ControllerJob(
                 f"{name}-controller-job",

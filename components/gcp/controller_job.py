@@ -22,6 +22,7 @@ the state store makes the later ones do nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -85,6 +86,7 @@ def plan_gcp_controller_job(
     subscription: str,
     topic: str,
     labels: dict[str, str],
+    group_types: Mapping[str, Sequence[str]] | None = None,
 ) -> GcpControllerJobPlan:
     deploy = spec.controller
     config = render_controller_config(
@@ -100,6 +102,7 @@ def plan_gcp_controller_job(
             "region": spec.region,
             "subscription": f"projects/{spec.project}/subscriptions/{subscription}",
         },
+        group_types=group_types,
     )
     name = f"{base_name}-controller"[:63].rstrip("-")
     return GcpControllerJobPlan(

@@ -20,6 +20,7 @@ import pulumi
 
 from spotgpu.bootstrap import control_store_url
 from spotgpu.models.pools import GcpPoolSpec
+from spotgpu.models.stack import fallback_types
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.gcp import links, plan
 from spotgpu_pulumi.gcp.bucket import CheckpointBucket
@@ -146,6 +147,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                     subscription=names.subscription,
                     topic=names.topic,
                     labels=links.labels(args, "controller"),
+                    group_types={**{mig: g.machine_types for g, mig in zip(groups, spot_migs, strict=True)},
+                                 fallback_mig: fallback_types(spec)},
                 ),
                 service_account_email=fallback.controller_email,
                 opts=child,

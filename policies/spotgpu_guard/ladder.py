@@ -19,11 +19,10 @@ def ladder_problems(steps: list[DecodedStep]) -> list[str]:
         if not (0 < s.max_wait_seconds <= MAX_STEP_WAIT_SECONDS):
             problems.append(f"{where} waits {s.max_wait_seconds:.0f} s; waits must be between 1 and "
                             f"{MAX_STEP_WAIT_SECONDS} s")
-        if not math.isfinite(s.cost_ceiling_per_hour) or s.cost_ceiling_per_hour < 0:
-            problems.append(f"{where} has cost ceiling {s.cost_ceiling_per_hour:g} USD/h; use a finite, "
-                            "non-negative ceiling")
-        elif s.cost_ceiling_per_hour == 0 and s.kind is not StepKind.QUEUE_DEFER:
-            problems.append(f"{where} has cost ceiling 0 USD/h, so it can never run")
+        if not math.isfinite(s.ceiling) or s.ceiling < 0:
+            problems.append(f"{where} has cost ceiling {s.ceiling:g} {s.unit}; use a finite, non-negative ceiling")
+        elif s.ceiling == 0 and s.kind is not StepKind.QUEUE_DEFER:
+            problems.append(f"{where} has cost ceiling 0 {s.unit}, so it can never run")
     ranks = [s.kind.rank for s in steps]
     if any(b <= a for a, b in itertools.pairwise(ranks)):
         problems.append("steps are out of order; use same_pool, alternate_zone, alternate_sku, on_demand, "

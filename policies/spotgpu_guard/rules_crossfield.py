@@ -29,28 +29,21 @@ from pulumi_policy import EnforcementLevel
 
 from spotgpu import catalogue
 from spotgpu.models.ladder import StepKind
-from spotgpu.tags import DecodedStep, decode_ladder, decode_workload
+from spotgpu.tags import DecodedStep
 from spotgpu_guard.catalog import Catalog
-from spotgpu_guard.links import FALLBACK_GROUP, LADDER, WORKLOAD
+from spotgpu_guard.links import FALLBACK_GROUP, LADDER, WORKLOAD, read_gpu_block, read_ladder, read_workload
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
+from spotgpu_guard.shapes import best_work_per_node_hour
 from spotgpu_guard.values import as_number
 
 
 def _steps(pool: SpotPool) -> list[DecodedStep] | None:
-    text = pool.links.get(LADDER)
-    try:
-        return decode_ladder(text) if isinstance(text, str) else None
-    except ValueError:
-        return None  # rules_links reports a malformed ladder
+    return read_ladder(pool.links).value  # rules_links reports a malformed ladder
 
 
 def _workload(pool: SpotPool) -> dict[str, float] | None:
-    text = pool.links.get(WORKLOAD)
-    try:
-        return decode_workload(text) if isinstance(text, str) else None
-    except ValueError:
-        return None  # spot-eligible reports a malformed workload
+    return read_workload(pool.links).value  # spot-eligible reports a malformed workload
 
 
 def check_ceilings(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
@@ -59,14 +52,21 @@ def check_ceilings(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Fin
         if not steps or not workload:
             continue
         spot, on_demand = workload.get("spot_per_hour"), workload.get("on_demand_per_hour")
+        rate = 1.0
+        if any(s.per_work_hour for s in steps):
+            need = read_gpu_block(pool.links).value
+            rate = best_work_per_node_hour(pool, need)
         for i, step in enumerate(steps):
             price, which = (spot, "spot") if step.kind.uses_spot else (on_demand, "on-demand")
-            if step.kind is StepKind.QUEUE_DEFER or price is None or step.cost_ceiling_per_hour >= price:
+            if step.kind is StepKind.QUEUE_DEFER or price is None or step.allows(price, rate):
                 continue
+            least = round(price / rate, 4) if step.per_work_hour else price
+            per = (f", {least:g} USD/work-hour on the pool's most productive type ({rate:g} work-hours per "
+                   "node-hour)") if step.per_work_hour else ""
             yield Finding(pool.res.urn, (
                 f"{pool.describe()}: {LADDER} step {i + 1} ({step.kind.value}) has ceiling "
-                f"{step.cost_ceiling_per_hour:g} USD/h, below the workload's {which} price {price:g} USD/h "
-                f"({WORKLOAD}), so the rung can never run; fix: raise the ceiling to at least {price:g}, or "
+                f"{step.ceiling:g} {step.unit}, below the workload's {which} price {price:g} USD/h{per} "
+                f"({WORKLOAD}), so the rung can never run; fix: raise the ceiling to at least {least:g}, or "
                 "correct the price"))
 
 

@@ -18,9 +18,15 @@ from pulumi_policy import EnforcementLevel
 from pydantic import ValidationError
 
 from spotgpu.models.ladder import FallbackLadder
-from spotgpu.tags import decode_ladder, workload_from_tag
 from spotgpu_guard.catalog import Catalog
-from spotgpu_guard.links import LADDER, WAIVER, WORKLOAD, describe_missing
+from spotgpu_guard.links import (
+    CHECKPOINT_INTERVAL,
+    WAIVER,
+    WORKLOAD,
+    describe_missing,
+    read_ladder,
+    read_workload_profile,
+)
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, NotApplicable, stack_rule
 from spotgpu_guard.values import UNKNOWN, as_number
@@ -30,15 +36,15 @@ MIN_WAIVER_CHARS = 10
 
 
 def _ladder(pool: SpotPool) -> FallbackLadder | None:
-    text = pool.links.get(LADDER)
-    if not isinstance(text, str):
+    steps = read_ladder(pool.links).value
+    if steps is None:
         return None
     try:
-        steps = decode_ladder(text)
         return FallbackLadder.model_validate({"steps": [
             {"kind": s.kind, "max_wait_seconds": round(s.max_wait_seconds),
-             "cost_ceiling_per_hour": s.cost_ceiling_per_hour} for s in steps]})
-    except (ValueError, ValidationError):
+             "cost_ceiling_per_work_hour" if s.per_work_hour else "cost_ceiling_per_hour": s.ceiling}
+            for s in steps]})  # fmt: skip
+    except ValidationError:
         return None
 
 
@@ -57,23 +63,23 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
                           f"{describe_missing(WORKLOAD, pool.links) if raw is UNKNOWN or raw is None else ''}; fix: "
                           f"set {WORKLOAD}=spotgpu.tags.encode_workload(profile)")
             continue
-        try:
-            profile = workload_from_tag(raw)
-        except (ValueError, ValidationError) as err:
-            first = str(err).splitlines()[0]
+        decoded = read_workload_profile(pool.links)
+        profile = decoded.value
+        if profile is None:
+            first = str(decoded.error).splitlines()[0]
             yield Finding(pool.res.urn, f"{who}: {WORKLOAD} {raw!r} does not describe a workload ({first}); fix: "
                           "write it with spotgpu.tags.encode_workload(profile)")
             continue
         if pool.contract is None:
             yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: {pool.contract_problem}")
             continue
-        interval = as_number(pool.links.get("spotgpu-checkpoint-interval"))
+        interval = as_number(pool.links.get(CHECKPOINT_INTERVAL))
         decision = None
         if interval and interval > 0:
             decision = IntervalDecision(
                 seconds=int(interval), method="configured",
                 final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.checkpoint_write_seconds),
-                reasons=("the pool's spotgpu-checkpoint-interval",))
+                reasons=(f"the pool's {CHECKPOINT_INTERVAL}",))
         breakdown = effective_cost(profile, pool.contract, _ladder(pool), interval=decision)
         if not breakdown.spot_eligible:
             yield Finding(pool.res.urn, f"{who}: spot is not worth it for this workload by effective cost: "

@@ -3,7 +3,7 @@
 The rule config validation makes (``spotgpu.models.gpu_fit``), made on concrete
 resources: a stack of raw resources states the workload's GPU need in the
 ``spotgpu-workload`` link (``c=8;m=60;v=H100``, decoded once by
-:func:`spotgpu.tags.decode_gpu`), and each instance type, machine type,
+:func:`spotgpu_guard.links.read_gpu_need`), and each instance type, machine type,
 accelerator or VM size the pool may launch is judged by the same
 :func:`spotgpu.catalogue.fit.shortfalls`. A workload tag without a GPU need, or a
 type the GPU catalogue does not know (``gpu-types-known`` reports those), is not judged.
@@ -16,47 +16,16 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu import catalogue
-from spotgpu.catalogue import GpuShape
 from spotgpu.catalogue.fit import GpuNeed, shortfalls
-from spotgpu.tags import decode_gpu
 from spotgpu_guard.catalog import Catalog
-from spotgpu_guard.links import WORKLOAD
+from spotgpu_guard.links import WORKLOAD, read_gpu_need
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
-from spotgpu_guard.values import as_list, dig
+from spotgpu_guard.shapes import pool_shapes
 
 
 def _need(pool: SpotPool) -> GpuNeed | None:
-    text = pool.links.get(WORKLOAD)
-    try:
-        return decode_gpu(text) if isinstance(text, str) else None
-    except ValueError:
-        return None  # spot-eligible reports a malformed workload tag
-
-
-def _gcp_accelerators(pool: SpotPool) -> dict[str, int]:
-    """Accelerator type -> count attached by the template (N1 machines carry no GPU of their own)."""
-    out: dict[str, int] = {}
-    for a in as_list(pool.res.get("guestAccelerators")):
-        kind, count = dig(a, "type"), dig(a, "count")
-        if isinstance(kind, str):
-            out[kind.rsplit("/", 1)[-1]] = int(count) if isinstance(count, int | float) else 0
-    return out
-
-
-def _shapes(pool: SpotPool) -> Iterator[tuple[GpuShape, bool]]:
-    """(shape, GPU count known) of each type the pool may launch that the catalogue knows."""
-    if pool.cloud == "gcp":
-        attached = _gcp_accelerators(pool)
-        for name, count in attached.items():
-            info = catalogue.gcp_accelerators().get(name)
-            if info is not None:
-                yield GpuShape("gcp", name, info["gpuModel"], count, info["gpuMemoryGiB"]), count > 0
-    for name in sorted(pool.gpu_types):
-        shape = {"aws": catalogue.aws_gpu, "gcp": catalogue.gcp_machine, "azure": catalogue.azure_size}[pool.cloud](name)
-        if shape is not None:
-            yield shape, True
+    return read_gpu_need(pool.links).value  # a malformed workload tag: spot-eligible reports it
 
 
 def check_gpu_fit(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
@@ -64,7 +33,7 @@ def check_gpu_fit(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Find
         need = _need(pool)
         if need is None:
             continue
-        for shape, count_known in _shapes(pool):
+        for shape, count_known in pool_shapes(pool):
             short = shortfalls(need, shape, count_known)
             if short:
                 yield Finding(pool.res.urn, (

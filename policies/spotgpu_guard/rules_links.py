@@ -13,10 +13,19 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import CONTROLLER_WAIVER, decode_ladder
+from spotgpu.tags import CONTROLLER_WAIVER
 from spotgpu_guard.catalog import Catalog, parse_store_url
 from spotgpu_guard.ladder import ladder_problems
-from spotgpu_guard.links import CHECKPOINT_STORE, FALLBACK_GROUP, LADDER, POOL, ROLE, describe_missing, links_of
+from spotgpu_guard.links import (
+    CHECKPOINT_STORE,
+    FALLBACK_GROUP,
+    LADDER,
+    POOL,
+    ROLE,
+    describe_missing,
+    ladder_value,
+    links_of,
+)
 from spotgpu_guard.rule import Finding, stack_rule
 from spotgpu_guard.values import UNKNOWN
 
@@ -121,13 +130,13 @@ def check_fallback_link(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
             why = "is unknown until apply" if text is UNKNOWN else "is missing"
             yield Finding(pool.res.urn, f"{who}: the {LADDER} tag {why}, so reacquisition has no bounded waits or "
                           f"cost ceilings; fix: set {LADDER} with spotgpu.tags.encode_ladder(...), e.g. "
-                          "'sp:600:3.5;od:3600:7' (kind:maxWaitSeconds:ceilingUsdPerHour), ending on od or qd")
+                          "'sp:600:3.5;od:3600:7' (kind:maxWaitSeconds:ceilingUsdPerHour, or per work-hour with a w suffix), ending on od or qd")
             continue
-        try:
-            steps = decode_ladder(str(text))
-        except ValueError as err:
-            yield Finding(pool.res.urn, f"{who}: {LADDER} {text!r} is malformed ({err}); fix: write it with "
-                          "spotgpu.tags.encode_ladder(...)")
+        decoded = ladder_value(text)
+        steps = decoded.value
+        if steps is None:
+            yield Finding(pool.res.urn, f"{who}: {LADDER} {text!r} is malformed ({decoded.error}); fix: write it "
+                          "with spotgpu.tags.encode_ladder(...)")
             continue
         problems = ladder_problems(steps)
         if problems:

@@ -121,11 +121,11 @@ def _validate(args: argparse.Namespace) -> int:
     for pool in config.pools:
         ladder = config.ladders[pool.ladder]
         strategy = config.workloads[pool.workload].fallback_policy
-        steps = [{"kind": s.kind.value, "maxWaitSeconds": s.max_wait_seconds, "costCeilingPerHour": s.cost_ceiling_per_hour}
-                 for s in ladder.steps]  # fmt: skip
+        steps = [{"kind": s.kind.value, "maxWaitSeconds": s.max_wait_seconds, s.ceiling_key: s.ceiling,
+                  "ceiling": s.describe_ceiling()} for s in ladder.steps]  # fmt: skip
         pools.append({"pool": pool.name, "cloud": pool.cloud, "strategy": str(strategy), "ladder": pool.ladder, "steps": steps})
         if not args.json:
-            text = " -> ".join(f"{s['kind']}({s['maxWaitSeconds']}s, ${s['costCeilingPerHour']:g}/h)" for s in steps)
+            text = " -> ".join(f"{s['kind']}({s['maxWaitSeconds']}s, {s['ceiling']})" for s in steps)
             print(f"{pool.name} [{pool.cloud}] strategy={strategy}: {text}")
     if args.json:
         print_json({"valid": True, "pools": pools})

@@ -237,18 +237,23 @@ class ControllerConfig(SpotModel):
 
 
 def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, workload: WorkloadProfile) -> None:
-    """A rung whose ceiling is below the price of every group it may grow could never act."""
+    """A rung whose ceiling is below the price of every group it may grow could never act
+    (compared in the ceiling's unit: per node-hour, or per work-hour of the group's GPUs and speed)."""
+    primary = next(g for g in pool.groups if g.role is StepKind.SAME_POOL)
+    reference = primary.gpus_per_node or (workload.gpu.gpus_per_node if workload.gpu else None) or 1
     for step in ladder.steps:
         if step.kind is StepKind.QUEUE_DEFER:
             continue
         groups = [g for g in pool.groups if g.role is step.kind]
-        prices = [pool.price(g, workload) for g in groups]
-        if prices and min(prices) > step.cost_ceiling_per_hour:
-            cheapest = groups[prices.index(min(prices))]
+        rates = [workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model) for g in groups]
+        costs = [pool.price(g, workload) / (r if step.per_work_hour else 1.0) for g, r in zip(groups, rates, strict=True)]
+        if costs and min(costs) > step.ceiling:
+            cheapest = groups[costs.index(min(costs))]
+            least, unit = (round(min(costs), 4), "work-hour") if step.per_work_hour else (min(costs), "h")
             raise ValueError(
-                f"pools[{i}] ({pool.name}): ladder {name!r} rung {step.kind.value} has costCeilingPerHour "
-                f"{step.cost_ceiling_per_hour:g}, below ${min(prices):g}/h of its cheapest group {cheapest.name}, "
-                f"so it could never act; raise the ceiling to at least {min(prices):g} or lower the group's price"
+                f"pools[{i}] ({pool.name}): ladder {name!r} rung {step.kind.value} has {step.ceiling_key} "
+                f"{step.ceiling:g}, below ${least:g}/{unit} of its cheapest group {cheapest.name}, "
+                f"so it could never act; raise the ceiling to at least {least:g} or lower the group's price"
             )
 
 

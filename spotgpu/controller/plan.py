@@ -131,6 +131,9 @@ class PoolPlan:
         reference = self.primary.gpus_per_node or (gpu.gpus_per_node if gpu is not None else None) or 1
         units = {g.name: (g.gpus_per_node or reference) / reference for g in self.groups}
         object.__setattr__(self, "_units", units)
+        object.__setattr__(self, "_rates", {
+            g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model)) for g in self.groups
+        })  # fmt: skip
         object.__setattr__(self, "_uniform", all(u == 1.0 for u in units.values()))
         speeds, unmeasured = [], []
         for g in self.on_demand_groups:
@@ -156,6 +159,23 @@ class PoolPlan:
     @property
     def unmeasured_models(self) -> tuple[str, ...]:
         return self._unmeasured  # type: ignore[attr-defined, no-any-return]
+
+    def work_rate(self, group: GroupSpec) -> float:
+        """Work-hours one node of the group does per hour: its GPUs x their measured speed (what a rung's
+        ``costCeilingPerWorkHour`` divides its price by)."""
+        hit = self._rates.get(group.name)  # type: ignore[attr-defined]
+        if hit is not None and hit[0] is group:
+            return hit[1]  # type: ignore[no-any-return]
+        reference = self.primary.gpus_per_node or (self.workload.gpu.gpus_per_node if self.workload.gpu else None) or 1
+        return self.workload.work_per_node_hour(group.gpus_per_node or reference, group.gpu_model)
+
+    def speed(self, group_name: str) -> float:
+        """The group's GPU speed against the reference type (1.0 without ``gpu.relativeThroughput``)."""
+        gpu = self.workload.gpu
+        if gpu is None:
+            return 1.0
+        group = next((g for g in self.groups if g.name == group_name), None)
+        return gpu.speed(group.gpu_model if group is not None else None)[0]
 
     def units(self, group_name: str) -> float:
         """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""
@@ -539,7 +559,7 @@ def plan_group(plan: PoolPlan, name: str) -> GroupSpec:
 def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolState, now: float) -> bool:
     if group.role is not step.kind:
         return False  # each rung asks only its own groups; earlier rungs keep what they got
-    if plan.price(group) > step.cost_ceiling_per_hour:
+    if not step.allows(plan.price(group), plan.work_rate(group)):
         return False
     backoff = state.backoff.get(group.name)
     return not (backoff and backoff.blocked(now))

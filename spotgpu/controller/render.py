@@ -16,13 +16,14 @@ queue URL (AWS) or subscription id is known.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from spotgpu.config import ConfigError, format_error
 from spotgpu.controller.config import ControllerConfig
+from spotgpu.models.gpu_fit import group_gpu_keys
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 from spotgpu.models.workload import WorkloadProfile
@@ -44,13 +45,22 @@ def render_controller_config(
     alternate_groups: Sequence[str] = (),
     alternate_role: StepKind = StepKind.ALTERNATE_SKU,
     cloud: dict[str, Any],
+    group_types: Mapping[str, Sequence[str]] | None = None,
 ) -> ControllerConfig:
     """One pool's ControllerConfig. ``cloud`` holds the per-cloud keys (region + queueUrl, project + region +
-    subscription, subscriptionId + resourceGroupName)."""
+    subscription, subscriptionId + resourceGroupName). ``group_types`` names the types each group may
+    launch: with the workload's ``gpu`` block, a group then carries its GPU count, model and spot price
+    (:func:`spotgpu.models.gpu_fit.group_gpu_keys`), so the controller counts GPUs and work, not nodes."""
     deploy = pool.controller
-    groups: list[dict[str, Any]] = [{"name": primary_group, "role": StepKind.SAME_POOL.value}]
-    groups += [{"name": g, "role": alternate_role.value} for g in alternate_groups]
-    groups.append({"name": fallback_group, "role": StepKind.ON_DEMAND.value, "maxSize": pool.capacity.fallback_limit})
+    types = group_types or {}
+
+    def keys(group: str, spot: bool) -> dict[str, Any]:
+        return group_gpu_keys(pool, workload, tuple(types.get(group, ())), spot=spot)
+
+    groups: list[dict[str, Any]] = [{"name": primary_group, "role": StepKind.SAME_POOL.value, **keys(primary_group, True)}]
+    groups += [{"name": g, "role": alternate_role.value, **keys(g, True)} for g in alternate_groups]
+    groups.append({"name": fallback_group, "role": StepKind.ON_DEMAND.value, "maxSize": pool.capacity.fallback_limit,
+                   **keys(fallback_group, False)})  # fmt: skip
     doc = {
         "stateUrl": state_url,
         "tickSeconds": deploy.schedule_minutes * 60,

@@ -18,8 +18,11 @@ The simulated cloud (:class:`TwinCloud`, a ``CloudAdapter``):
 * a VM is ready ``restart_seconds`` (boot) after its launch and billed from launch
   to removal or loss, at its group's price, while the job runs.
 
-The job and its agents (:class:`TwinJob`): when the pool holds ``nodes`` ready VMs
-that are not draining, the job forms a gang on the cheapest of them, loads the
+The job and its agents (:class:`TwinJob`): when the pool holds ``nodes`` primary
+nodes' worth of GPUs in ready VMs that are not draining, the job forms a gang on the
+cheapest work (price per GPU and per unit of speed: a 4-GPU type standing in for an
+8-GPU primary gives twice the nodes) and steps at its slowest member's speed
+(``gpu.relativeThroughput``); it loads the
 checkpoint (``checkpoint_load_seconds``), then commits every interval of work
 (``interval_seconds`` of work, ``checkpoint_write_seconds`` to write); each gang
 VM's agent reports each commit (time and step, one step = one second of work).
@@ -88,6 +91,8 @@ class TwinVm:
     ready_at: float
     drain_at: float | None = None
     report: tuple[float, int | None] | None = None  # last commit its agent reported: (time, step or None)
+    units: float = 1.0  # primary nodes' worth of GPUs (a 4-GPU node standing in for 8-GPU ones: 0.5)
+    speed: float = 1.0  # its GPUs' work per hour against the reference type (gpu.relativeThroughput)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,8 @@ class TwinGroup:
     version: int = 0  # bumped on every change, so an unchanged group's observation is reused
     #: (version, valid until: the next pending VM's ready time, observation)
     seen: tuple[int, float, GroupObservation] | None = None
+    units: float = 1.0  # one node, in primary nodes' worth of GPUs (PoolPlan.units)
+    speed: float = 1.0  # work per hour of its GPU model against the reference type (PoolPlan.speed)
 
     def next_below(self, held: int) -> list[int] | None:
         """For each tick i, the first tick j > i whose availability is below ``held`` (None: on-demand)."""
@@ -207,6 +214,8 @@ class TwinCloud:
                 g.name, g.role, plan.price(g), None if lists is None else lists[0], None if lists is None else lists[1],
                 (quota or {}).get(g.name),
                 trace=avail,
+                units=plan.units(g.name),
+                speed=plan.speed(g.name),
             )
         self.t = start
         self._seq = 0
@@ -228,6 +237,8 @@ class TwinCloud:
         self.failures_by_reason: dict[str, int] = {}
         # the job
         self.gang: tuple[str, ...] = ()
+        self.gang_speed = 1.0  # the slowest gang member's speed: a synchronous gang steps at its pace
+        self.gangs: list[tuple[str, ...]] = []  # each gang formed, as its members' groups (its shape)
         self.phase = "idle"  # idle | loading | running | stopping | done
         self.phase_until = math.inf
         self.run_start = 0.0
@@ -271,7 +282,8 @@ class TwinCloud:
 
     def _launch(self, group: TwinGroup, t: float) -> None:
         self._seq += 1
-        vm = TwinVm(f"{group.name}-{self._seq}", group.name, group.price, t, t + self.job.boot_seconds)
+        vm = TwinVm(f"{group.name}-{self._seq}", group.name, group.price, t, t + self.job.boot_seconds,
+                    units=group.units, speed=group.speed)
         group.vms[vm.id] = vm
         self._changed(group)
 
@@ -315,12 +327,12 @@ class TwinCloud:
         """(committed work, work done) at time t of the current run."""
         if self.phase != "running":
             return self.committed, self.committed
-        job, elapsed = self.job, max(0.0, t - self.run_start)
+        job, elapsed, speed = self.job, max(0.0, t - self.run_start), self.gang_speed
         cycle = job.interval_seconds + job.write_seconds
         k = int((elapsed + _EPS) // cycle)
         in_cycle = elapsed - k * cycle
-        committed = min(self.base + k * job.interval_seconds, job.work_seconds)
-        done = min(committed + min(in_cycle, job.interval_seconds), job.work_seconds)
+        committed = min(self.base + k * job.interval_seconds * speed, job.work_seconds)
+        done = min(committed + min(in_cycle, job.interval_seconds) * speed, job.work_seconds)
         return committed, done
 
     def _last_commit_time(self, t: float) -> float | None:
@@ -334,16 +346,25 @@ class TwinCloud:
         if self.phase != "idle":
             return
         ready = [v for g in self._active() for v in g.vms.values() if v.ready_at <= t + _EPS and v.drain_at is None]
-        if len(ready) < self.job.nodes:
+        if sum(v.units for v in ready) < self.job.nodes - _EPS:
             return
-        ready.sort(key=lambda v: (v.price, v.ready_at, v.id))
-        self.gang = tuple(v.id for v in ready[: self.job.nodes])
+        # the cheapest work first: price per unit of GPUs and speed (the price alone when every type is alike)
+        ready.sort(key=lambda v: (v.price / (v.units * v.speed), v.ready_at, v.id))
+        gang, units = [], 0.0
+        for v in ready:  # nodes until the gang has the primary's GPU count (twice the nodes of a half-size type)
+            if units >= self.job.nodes - _EPS:
+                break
+            gang.append(v)
+            units += v.units
+        self.gang = tuple(v.id for v in gang)
+        self.gang_speed = min(v.speed for v in gang)
+        self.gangs.append(tuple(sorted(v.group for v in gang)))
         self.phase, self.phase_until = "loading", t + self.job.load_seconds
         self.restarts += 1
 
     def _start_run(self, t: float) -> None:
         self.phase, self.run_start, self.base = "running", t, self.committed
-        left = self.job.work_seconds - self.base
+        left = (self.job.work_seconds - self.base) / self.gang_speed  # wall seconds of work at the gang's pace
         full = max(0, math.ceil(left / self.job.interval_seconds - _EPS) - 1)
         self.finish = t + full * (self.job.interval_seconds + self.job.write_seconds) + (left - full * self.job.interval_seconds)
         self.phase_until = self.finish
@@ -605,6 +626,8 @@ class TwinResult:
     failures_by_reason: dict[str, int]
     steps_reached: set[str]
     removals: list[Removal]
+    #: each gang the job formed, as its members' groups: a 4-GPU rung standing in for an 8-GPU primary shows twice the nodes
+    gangs: list[tuple[str, ...]] = field(default_factory=list)
 
 
 def run_twin(
@@ -673,6 +696,7 @@ def run_twin(
         failures_by_reason=dict(cloud.failures_by_reason),
         steps_reached=steps,
         removals=list(cloud.removals),
+        gangs=list(cloud.gangs),
     )
 
 
@@ -687,7 +711,7 @@ def zone_groups(zones: Sequence[str], home: int, nodes: int) -> tuple[list[tuple
 def plan_for(
     workload: WorkloadProfile,
     ladder: FallbackLadder,
-    groups: Sequence[tuple[str, StepKind]],
+    groups: Sequence[tuple[str, StepKind] | GroupSpec],
     *,
     start: float,
     interval_seconds: float,
@@ -696,12 +720,16 @@ def plan_for(
     stable_spot_seconds: float = 300.0,
 ) -> PoolPlan:
     """The PoolPlan the controller would build for this pool (as ``build_plans`` does from a config)."""
-    specs = tuple(GroupSpec(name=n, role=r) for n, r in groups)
+    specs = tuple(g if isinstance(g, GroupSpec) else GroupSpec(name=g[0], role=g[1]) for g in groups)
     nodes = workload.nodes
+    # room for the widest gang shape: a 4-GPU group standing in for 8-GPU primaries needs twice the nodes
+    reference = next(g for g in specs if g.role is StepKind.SAME_POOL).gpus_per_node or (
+        workload.gpu.gpus_per_node if workload.gpu is not None else None) or 1
+    widest = max((reference / (g.gpus_per_node or reference) for g in specs), default=1.0)
     return PoolPlan(
         name="twin",
         groups=specs,
-        capacity=Capacity(target=nodes, max=nodes),
+        capacity=Capacity(target=nodes, max=max(nodes, math.ceil(nodes * widest - 1e-9))),
         workload=workload,
         strategy=make_strategy(policy, ladder),
         stable_spot_seconds=stable_spot_seconds,

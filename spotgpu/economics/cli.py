@@ -30,6 +30,7 @@ from spotgpu.economics.report import load_stack, render_economics, render_terms,
 from spotgpu.economics.simulator import Job
 from spotgpu.economics.topology import ZoneMapping, map_pool_zones
 from spotgpu.economics.twin_ladder import ControllerLadder, ladder_progress
+from spotgpu.economics.work_rate import pool_speeds, restate
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import ceiling_far_above
 from spotgpu.models.pools import PoolSpec
@@ -65,10 +66,14 @@ def _profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, Fall
         ladder: FallbackLadder = load_model(args.ladder, FallbackLadder, "ladder")
     else:
         ladder = default_ladder(profile.prices.spot_per_hour, profile.prices.on_demand)
+    if ladder.per_work_hour and profile.gpu is None:
+        raise CliError(f"{args.ladder}: a costCeilingPerWorkHour needs the profile's gpu block (gpusPerNode) to count "
+                       f"work; fix: add gpu: {{gpusPerNode: N}} to {args.profile}, or state the ceilings per node-hour")
     for i, step in enumerate(ladder.steps):
-        far = ceiling_far_above(step.cost_ceiling_per_hour, profile.prices.on_demand)
+        far = ceiling_far_above(step.ceiling, profile.prices.on_demand,
+                                profile.work_per_node_hour() if step.per_work_hour else None)
         if far is not None:
-            raise CliError(f"{args.ladder}: steps[{i}].costCeilingPerHour {step.cost_ceiling_per_hour:g} {far[0]}; "
+            raise CliError(f"{args.ladder}: steps[{i}].{step.ceiling_key} {step.ceiling:g} {far[0]}; "
                            f"fix: {far[1]}")  # fmt: skip
     return profile, ladder
 
@@ -183,7 +188,12 @@ def _stack_pool(args: argparse.Namespace) -> tuple[WorkloadProfile, FallbackLadd
         names = ", ".join(p.name for p in config.pools)
         raise CliError(f"--pool {args.pool!r} is not a pool of stack {args.stack}; use one of {names}")
     args.provider = pool.cloud
-    return config.workload_for(pool), config.ladder_for(pool), pool
+    workload = config.workload_for(pool)
+    speeds = pool_speeds(pool, workload)
+    if not speeds.neutral and not args.json:  # the same restatement the preview and `cost --stack` price
+        print(f"speeds: {speeds.describe()}; replayed in hours of {speeds.spot_type}")
+    priced, ladder = restate(workload, config.ladder_for(pool), speeds)
+    return priced, ladder, pool
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

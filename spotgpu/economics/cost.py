@@ -368,7 +368,7 @@ def _escalates(p: WorkloadProfile, ladder: FallbackLadder | None) -> bool:
         p.deadline_hours is not None
         and ladder is not None
         and ladder.deadline_escalation
-        and on_demand_reachable(ladder, p.prices.on_demand)
+        and on_demand_reachable(ladder, p.prices.on_demand, p.work_per_node_hour())
     )
 
 
@@ -441,7 +441,7 @@ def _verdict(
         escalates = (
             ladder is not None
             and ladder.deadline_escalation
-            and on_demand_reachable(ladder, p.prices.on_demand)
+            and on_demand_reachable(ladder, p.prices.on_demand, p.work_per_node_hour())
         )
         if miss_p > MAX_DEADLINE_MISS_PROBABILITY:
             if escalates:

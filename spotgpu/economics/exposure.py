@@ -41,14 +41,16 @@ class ReacquisitionOutcome:
     source: str
 
 
-def on_demand_reachable(ladder: FallbackLadder, on_demand_per_hour: float) -> bool:
+def on_demand_reachable(ladder: FallbackLadder, on_demand_per_hour: float, work_per_node_hour: float = 1.0) -> bool:
+    """Whether the on_demand rung's ceiling admits the on-demand price (per node-hour, or per work-hour of a
+    node doing ``work_per_node_hour``: ``WorkloadProfile.work_per_node_hour``)."""
     step = ladder.step(StepKind.ON_DEMAND)
-    return step is not None and step.cost_ceiling_per_hour >= on_demand_per_hour
+    return step is not None and step.allows(on_demand_per_hour, work_per_node_hour)
 
 
-def spot_wait_seconds(ladder: FallbackLadder | None, on_demand_per_hour: float) -> float:
+def spot_wait_seconds(ladder: FallbackLadder | None, on_demand_per_hour: float, work_per_node_hour: float = 1.0) -> float:
     """Seconds the ladder waits on spot rungs before on-demand; inf when on-demand is unreachable."""
-    if ladder is None or not on_demand_reachable(ladder, on_demand_per_hour):
+    if ladder is None or not on_demand_reachable(ladder, on_demand_per_hour, work_per_node_hour):
         return math.inf
     total = 0.0
     for step in ladder.steps:
@@ -63,6 +65,7 @@ def reacquisition_outcome(
     ladder: FallbackLadder | None,
     on_demand_per_hour: float,
     samples: Sequence[float] | None = None,
+    work_per_node_hour: float = 1.0,
 ) -> ReacquisitionOutcome:
     """Fallback chance and expected idle per interruption.
 
@@ -70,7 +73,7 @@ def reacquisition_outcome(
     latency is taken as exponential with the profile's mean (the maximum-entropy
     choice when only a mean is known).
     """
-    s = spot_wait_seconds(ladder, on_demand_per_hour)
+    s = spot_wait_seconds(ladder, on_demand_per_hour, work_per_node_hour)
     if samples is not None and len(samples) > 0:
         lat = [float(x) for x in samples]
         if any(x < 0 or not math.isfinite(x) for x in lat):
@@ -179,7 +182,8 @@ def job_exposure(
     reload_s = profile.restart_seconds + profile.checkpoint_load_seconds
     o_h = (lost_s + reload_s) / 3600.0
     reacq = reacquisition_outcome(
-        profile.expected_reacquisition_seconds, ladder, profile.prices.on_demand, reacquisition_samples
+        profile.expected_reacquisition_seconds, ladder, profile.prices.on_demand, reacquisition_samples,
+        profile.work_per_node_hour(),
     )
     p_fb = reacq.fallback_probability
     stall_h = profile.work_hours * c_s / t_s

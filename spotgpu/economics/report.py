@@ -12,6 +12,7 @@ from typing import Any
 
 from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.interval import choose_interval
+from spotgpu.economics.work_rate import pool_speeds, render_rungs, restate, rung_rates
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.stack import idle_rungs
 from spotgpu.models.workload import MEASURED_FIELDS
@@ -27,10 +28,12 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
             continue
         workload = config.workload_for(pool)
         decision = choose_interval(workload, pool.notice)
+        speeds = pool_speeds(pool, workload)
+        priced, ladder = restate(workload, config.ladder_for(pool), speeds)
         breakdown = effective_cost(
-            workload,
+            priced,
             pool.notice,
-            config.ladder_for(pool),
+            ladder,
             interval=decision,
             keep_generations=pool.checkpoint.keep_generations,
         )
@@ -50,6 +53,15 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
             "effectiveCost": breakdown.to_dict(),
             "prices": _price_sources(config, pool, workload),
         }, nulls, breakdown.unbounded_reason)  # fmt: skip
+        pools[pool.name]["rungs"] = rung_rates(config, pool)
+        if not speeds.neutral or speeds.unmeasured:
+            pools[pool.name]["speeds"] = {
+                "spot": speeds.spot, "onDemand": speeds.on_demand, "spotType": speeds.spot_type,
+                "unmeasured": list(speeds.unmeasured), "line": speeds.describe(),
+                "why": "workHours is at the reference type's speed: spot takes workHours / spot speed hours, and an "
+                       "on-demand hour does onDemand/spot as much of the job; an unmeasured model counts at the "
+                       "slowest listed speed",
+            }  # fmt: skip
         if nulls:
             pools[pool.name]["nulls"] = nulls
         if workload.measured_profile is not None:
@@ -118,6 +130,10 @@ def render_economics(report: dict[str, Any]) -> str:
             figures = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["figures"].items())
             lines.append(f"      measured figures from {p['measuredProfile']['file']}: {figures}")
         lines.extend(f"      WARNING: {w}" for w in p.get("warnings", []))
+        if "speeds" in p:
+            lines.append(f"      speed: {p['speeds']['line']}")
+        if "rungs" in p:
+            lines.extend(render_rungs(p["rungs"]))
         lines.extend(render_terms(p["effectiveCost"], indent="      "))
         lines.extend(f"      - {r}" for r in p["effectiveCost"]["reasons"])
     return "\n".join(lines)

@@ -27,6 +27,10 @@ class PoolType:
     name: str
     rungs: str
     shape: GpuShape | None
+    #: Whether the spot rungs (same_pool, alternate_zone, alternate_sku) take it.
+    spot: bool = True
+    #: Whether the on_demand rung (the fallback group) takes it.
+    on_demand: bool = True
 
 
 def shape_of(pool: PoolSpec, name: str) -> GpuShape | None:
@@ -55,14 +59,16 @@ def pool_types(pool: PoolSpec) -> list[PoolType]:
 
         grown = set(fallback_types(pool))
         return [PoolType(f"machineTypes[{i}].machineType", c.machine_type,
-                         f"{spot} and on_demand" if c.machine_type in grown else spot, shape_of(pool, c.machine_type))
+                         f"{spot} and on_demand" if c.machine_type in grown else spot, shape_of(pool, c.machine_type),
+                         on_demand=c.machine_type in grown)
                 for i, c in enumerate(pool.machine_types)]
     assert isinstance(pool, AzurePoolSpec)
     fallback = pool.fallback_vm_size or pool.vm_sizes[0]
-    out = [PoolType(f"vmSizes[{i}]", s, f"{spot} and on_demand" if s == fallback else spot, shape_of(pool, s))
+    out = [PoolType(f"vmSizes[{i}]", s, f"{spot} and on_demand" if s == fallback else spot, shape_of(pool, s),
+                    on_demand=s == fallback)
            for i, s in enumerate(pool.vm_sizes)]
     if fallback not in pool.vm_sizes:
-        out.append(PoolType("fallbackVmSize", fallback, "the on_demand rung", shape_of(pool, fallback)))
+        out.append(PoolType("fallbackVmSize", fallback, "the on_demand rung", shape_of(pool, fallback), spot=False))
     return out
 
 
@@ -112,4 +118,68 @@ def nodes_per_type(pool: PoolSpec, workload: WorkloadProfile) -> dict[str, int]:
     for kind in pool_types(pool):
         if kind.shape is not None and (n := nodes_for(need, kind.shape.gpu_count)) is not None:
             out[kind.name] = n
+    return out
+
+
+@dataclass(frozen=True)
+class TypeRate:
+    """How much work one node of a pool type does per hour for a workload (the unit of per-work ceilings)."""
+
+    type: PoolType
+    gpus: float | None  # GPUs per node (None: not in the catalogue; the workload's gpusPerNode is assumed)
+    gpu_model: str | None
+    speed: float  # against the reference type workHours was measured on
+    measured: bool  # speed from gpu.relativeThroughput (else 1.0, or the slowest listed: conservative)
+    work_per_node_hour: float
+
+
+def type_rates(pool: PoolSpec, workload: WorkloadProfile) -> list[TypeRate]:
+    """Each type the pool may launch with its work per node-hour (GPUs x measured speed)."""
+    out = []
+    for kind in pool_types(pool):
+        gpus = kind.shape.gpu_count if kind.shape is not None else None
+        model = kind.shape.gpu_model if kind.shape is not None else None
+        speed, measured = workload.gpu.speed(model) if workload.gpu is not None else (1.0, False)
+        out.append(TypeRate(kind, gpus, model, speed, measured, workload.work_per_node_hour(gpus, model)))
+    return out
+
+
+def spot_type_price(pool: PoolSpec, name: str, base: float) -> tuple[float, str]:
+    """USD per node-hour of one of the pool's types on spot, and how it was found.
+
+    The pool has one spot price (``spotPerHour``), its first type's; another type's is that price
+    scaled by the two types' catalogue list prices, because no per-type spot price is configured
+    or measured. Without both list prices the pool's price stands.
+    """
+    from spotgpu.models.stack import catalogue_price, pool_types
+
+    first = pool_types(pool)[0]
+    if name == first:
+        return base, "the pool's spot price"
+    own, ref = catalogue_price(pool, name), catalogue_price(pool, first)
+    if own is None or ref is None or ref.usd_per_hour <= 0:
+        return base, "the pool's spot price (no list prices to scale it by)"
+    return round(base * own.usd_per_hour / ref.usd_per_hour, 4), f"x list price {own.usd_per_hour:g}/{ref.usd_per_hour:g}"
+
+
+def group_gpu_keys(pool: PoolSpec, workload: WorkloadProfile, types: tuple[str, ...], *, spot: bool) -> dict[str, object]:
+    """What the controller needs to count a group's GPUs and work: ``gpusPerNode`` and ``gpuModel`` when all
+    the group's types share them, and (a spot group) ``pricePerHour``, its first type's spot price.
+
+    Nothing without the workload's ``gpu`` block (every output then stays as it was), and only what the
+    catalogue knows: a group of mixed GPU models counts at the slowest listed speed (conservative).
+    """
+    if workload.gpu is None or not types:
+        return {}
+    shapes = [shape_of(pool, t) for t in types]
+    out: dict[str, object] = {}
+    if all(sh is not None for sh in shapes):
+        counts = {sh.gpu_count for sh in shapes if sh is not None}
+        models = {sh.gpu_model for sh in shapes if sh is not None}
+        if len(counts) == 1 and float(next(iter(counts))).is_integer():
+            out["gpusPerNode"] = int(next(iter(counts)))
+        if len(models) == 1:
+            out["gpuModel"] = next(iter(models))
+    if spot:
+        out["pricePerHour"] = spot_type_price(pool, types[0], workload.prices.spot_per_hour)[0]
     return out

@@ -21,13 +21,22 @@ MAX_STEP_WAIT_SECONDS = 7 * 24 * 3600
 MAX_CEILING_OVER_ON_DEMAND = 10.0
 
 
-def ceiling_far_above(ceiling: float, on_demand: float) -> tuple[str, str] | None:
-    """(why a ceiling is implausible against the on-demand price, the fix), or None."""
-    if on_demand <= 0 or ceiling <= MAX_CEILING_OVER_ON_DEMAND * on_demand:
+def ceiling_far_above(ceiling: float, on_demand: float, work_per_node_hour: float | None = None) -> tuple[str, str] | None:
+    """(why a ceiling is implausible against the on-demand price, the fix), or None.
+
+    ``work_per_node_hour`` given: the ceiling is per work-hour and is judged per node-hour of a
+    node doing that much work (its GPUs x their speed).
+    """
+    per_node = ceiling if work_per_node_hour is None else ceiling * work_per_node_hour
+    if on_demand <= 0 or per_node <= MAX_CEILING_OVER_ON_DEMAND * on_demand:
         return None
-    return (f"is {ceiling / on_demand:.0f}x the on-demand price {on_demand:g}/h, above the plausible "
-            f"{MAX_CEILING_OVER_ON_DEMAND:g}x: cents or a monthly figure typed as USD per node-hour?",
-            f"set USD per node-hour, e.g. {round(on_demand * 1.25, 2):g}")  # fmt: skip
+    if work_per_node_hour is None:
+        unit, example = "node-hour", on_demand * 1.25
+    else:
+        unit, example = f"work-hour (a node does {work_per_node_hour:g})", on_demand * 1.25 / work_per_node_hour
+    return (f"is {per_node / on_demand:.0f}x the on-demand price {on_demand:g}/h, above the plausible "
+            f"{MAX_CEILING_OVER_ON_DEMAND:g}x: cents or a monthly figure typed as USD per {unit}?",
+            f"set USD per {unit.split(' ')[0]}, e.g. {round(example, 2):g}")  # fmt: skip
 
 
 class StepKind(StrEnum):
@@ -63,20 +72,72 @@ class LadderStep(SpotModel):
         description="How long the pool may sit on this step before moving down the ladder.",
         json_schema_extra=fix_hint(f"set a bounded wait between 1 and {MAX_STEP_WAIT_SECONDS} seconds"),
     )
-    cost_ceiling_per_hour: float = Field(
+    cost_ceiling_per_hour: float | None = Field(
+        default=None,
         ge=0,
-        description="Most this step may spend per node-hour, USD. 0 is valid only for queue_defer.",
+        description="Most this step may spend per node-hour, USD. 0 is valid only for queue_defer. Give this or "
+        "costCeilingPerWorkHour.",
         json_schema_extra=fix_hint("set a non-negative USD/hour ceiling, e.g. 12.5"),
+    )
+    cost_ceiling_per_work_hour: float | None = Field(
+        default=None,
+        ge=0,
+        description="Most this step may spend per work-hour, USD: one hour of the reference GPU's work (the GPU "
+        "workHours was measured on, relativeThroughput 1.0). A type costs price / (GPUs per node x its measured "
+        "speed) per work-hour, so a dearer, faster GPU that finishes sooner passes where a per node-hour "
+        "ceiling refuses it. Give this or costCeilingPerHour.",
+        json_schema_extra=fix_hint("set a non-negative USD per reference GPU-hour of work, e.g. 1.8"),
     )
 
     @model_validator(mode="after")
     def _ceiling_allows_spend(self) -> LadderStep:
-        if self.kind is not StepKind.QUEUE_DEFER and self.cost_ceiling_per_hour == 0:
+        given = [v for v in (self.cost_ceiling_per_hour, self.cost_ceiling_per_work_hour) if v is not None]
+        if len(given) != 1:
             raise ValueError(
-                f"step {self.kind.value} has costCeilingPerHour 0, so it can never run; "
-                "set the USD/hour it may spend"
+                f"step {self.kind.value} has {'both' if given else 'neither'} costCeilingPerHour and "
+                "costCeilingPerWorkHour; give exactly one (USD per node-hour, or per work-hour of the reference GPU)"
+            )
+        if self.kind is not StepKind.QUEUE_DEFER and given[0] == 0:
+            raise ValueError(
+                f"step {self.kind.value} has {self.ceiling_key} 0, so it can never run; "
+                "set the USD it may spend"
             )
         return self
+
+    @property
+    def per_work_hour(self) -> bool:
+        """Whether the ceiling is stated per unit of work (else per node-hour)."""
+        return self.cost_ceiling_per_work_hour is not None
+
+    @property
+    def ceiling(self) -> float:
+        """The ceiling as stated, in :attr:`ceiling_unit`."""
+        value = self.cost_ceiling_per_work_hour if self.per_work_hour else self.cost_ceiling_per_hour
+        assert value is not None  # the validator gives exactly one
+        return value
+
+    @property
+    def ceiling_key(self) -> str:
+        return "costCeilingPerWorkHour" if self.per_work_hour else "costCeilingPerHour"
+
+    @property
+    def ceiling_unit(self) -> str:
+        return "work-hour" if self.per_work_hour else "node-hour"
+
+    def node_hour_ceiling(self, work_per_node_hour: float) -> float:
+        """The ceiling per node-hour of a type whose node does ``work_per_node_hour`` work-hours an hour
+        (its GPUs x their measured speed; see :mod:`spotgpu.economics.work_rate`)."""
+        return self.ceiling * work_per_node_hour if self.per_work_hour else self.ceiling
+
+    def allows(self, usd_per_node_hour: float, work_per_node_hour: float) -> bool:
+        """Whether a type at this price and work rate is within the ceiling, compared in the ceiling's own unit."""
+        if self.per_work_hour:
+            return work_per_node_hour > 0 and usd_per_node_hour / work_per_node_hour <= self.ceiling + 1e-12
+        return usd_per_node_hour <= self.ceiling
+
+    def describe_ceiling(self) -> str:
+        """``$12.5/h`` (per node-hour) or ``$1.8/work-hour``."""
+        return f"${self.ceiling:g}/{'work-hour' if self.per_work_hour else 'h'}"
 
 
 class FallbackLadder(SpotModel):
@@ -126,6 +187,12 @@ class FallbackLadder(SpotModel):
         return next((s for s in self.steps if s.kind is kind), None)
 
     @property
+    def per_work_hour(self) -> bool:
+        """Whether any rung states its ceiling per work-hour (the workload must then say its GPUs)."""
+        return any(s.per_work_hour for s in self.steps)
+
+    @property
     def on_demand_ceiling_per_hour(self) -> float | None:
+        """The on_demand rung's ceiling per node-hour, when it is stated so."""
         od = self.step(StepKind.ON_DEMAND)
         return od.cost_ceiling_per_hour if od else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field, ValidationInfo, model_validator
 
 from spotgpu import catalogue
@@ -80,7 +82,7 @@ class StackConfig(SpotModel):
                     f"is above the on-demand price {quote.usd_per_hour:g} of pool {pool.name} ({quote.source})",
                     at=spot_at, value=spot, fix="check the prices (spot above on-demand is never worth it)",
                 )
-            _check_ceilings(pool, self.ladders[pool.ladder], spot, spot_at, quote)
+            _check_ceilings(pool, self.ladders[pool.ladder], spot, spot_at, quote, workload)
             idle = idle_rungs(pool, self.ladders[pool.ladder])
             if idle and not pool.opt_out.idle_rungs:
                 index, why = idle[0]
@@ -101,7 +103,7 @@ class StackConfig(SpotModel):
         prices = self.workloads[pool.workload].prices
         if prices.on_demand_per_hour is not None:
             return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
-        quotes = [_catalogue_price(pool, t) for t in fallback_types(pool)]
+        quotes = [catalogue_price(pool, t) for t in fallback_types(pool)]
         if not quotes or any(q is None for q in quotes):
             return None
         return max((q for q in quotes if q is not None), key=lambda q: q.usd_per_hour)
@@ -111,7 +113,7 @@ class StackConfig(SpotModel):
         if prices.on_demand_per_hour is not None:
             quote = PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
             return dict.fromkeys(pool.vm_sizes, quote)
-        return {size: _catalogue_price(pool, size) for size in pool.vm_sizes}
+        return {size: catalogue_price(pool, size) for size in pool.vm_sizes}
 
     def spot_price(self, pool: PoolSpec) -> tuple[float, str]:
         """The pool's spot USD per node-hour and the key it came from: the pool's own
@@ -157,12 +159,23 @@ def fallback_types(pool: PoolSpec) -> tuple[str, ...]:
     if isinstance(pool, AwsPoolSpec):
         return pool.instance_types  # the fallback ASG uses the same overrides
     if isinstance(pool, GcpPoolSpec):
-        first = pool.machine_types[0].accelerator
-        return tuple(c.machine_type for c in pool.machine_types if c.accelerator == first)
+        return primary_types(pool)  # the fallback MIG takes the primary MIG's types
     return (pool.fallback_vm_size or pool.vm_sizes[0],)
 
 
-def _catalogue_price(pool: PoolSpec, name: str) -> PriceQuote | None:
+def primary_types(pool: PoolSpec) -> tuple[str, ...]:
+    """The types of the pool's primary spot group (what same_pool and alternate_zone grow); the other
+    spot types are the alternate_sku groups'. AWS: one Auto Scaling group mixes every type; GCP: the
+    types sharing the first's accelerator share its MIG; Azure: one scale set per size."""
+    if isinstance(pool, AwsPoolSpec):
+        return tuple(pool.instance_types)
+    if isinstance(pool, GcpPoolSpec):
+        first = pool.machine_types[0].accelerator
+        return tuple(c.machine_type for c in pool.machine_types if c.accelerator == first)
+    return (pool.vm_sizes[0],)
+
+
+def catalogue_price(pool: PoolSpec, name: str) -> PriceQuote | None:
     accelerator = None
     if isinstance(pool, GcpPoolSpec):
         choice = next((c for c in pool.machine_types if c.machine_type == name), None)
@@ -212,27 +225,61 @@ def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
     return out
 
 
-def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote) -> None:
+def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote,
+                    workload: WorkloadProfile) -> None:
+    """Each rung's ceiling is plausible and admits some capacity the rung buys, in the ceiling's own unit."""
+    if ladder.per_work_hour and workload.gpu is None:
+        first = next(i for i, s in enumerate(ladder.steps) if s.per_work_hour)
+        raise FieldProblem(
+            f"is per work-hour, and workload {pool.workload} of pool {pool.name} has no gpu block to count work by",
+            at=f"ladders.{pool.ladder}.steps[{first}].costCeilingPerWorkHour", value=ladder.steps[first].ceiling,
+            fix=f"add workloads.{pool.workload}.gpu.gpusPerNode (and gpu.relativeThroughput), or state the ceiling "
+                "per node-hour (costCeilingPerHour)",
+        )  # fmt: skip
+    from spotgpu.models.gpu_fit import spot_type_price, type_rates
+
+    rates = type_rates(pool, workload)
+    primary = set(primary_types(pool))
+
+    def best_spot(kind: StepKind) -> tuple[float, float] | None:
+        """(USD per node-hour, work-hours per node-hour) of the spot type the rung may take that costs the
+        least per unit of work, at its own spot price; None when the rung takes no type here."""
+        takes = [r for r in rates if r.type.spot and ((r.type.name in primary) != (kind is StepKind.ALTERNATE_SKU))]
+        priced = [(spot_type_price(pool, r.type.name, spot)[0], r.work_per_node_hour) for r in takes]
+        return min(priced, key=lambda pw: pw[0] / pw[1] if pw[1] > 0 else math.inf, default=None)
+
+    best_od = max((r.work_per_node_hour for r in rates if r.type.on_demand), default=workload.work_per_node_hour())
     for i, step in enumerate(ladder.steps):
-        at = f"ladders.{pool.ladder}.steps[{i}].costCeilingPerHour"
-        far = ceiling_far_above(step.cost_ceiling_per_hour, quote.usd_per_hour)
+        at = f"ladders.{pool.ladder}.steps[{i}].{step.ceiling_key}"
+        far = ceiling_far_above(step.ceiling, quote.usd_per_hour, workload.work_per_node_hour() if step.per_work_hour else None)
         if far is not None:
             problem, fix = far
-            raise FieldProblem(f"{problem} (pool {pool.name}, {quote.source})", at=at, value=step.cost_ceiling_per_hour,
-                               fix=fix)  # fmt: skip
-        if step.kind.uses_spot and step.cost_ceiling_per_hour < spot:
+            raise FieldProblem(f"{problem} (pool {pool.name}, {quote.source})", at=at, value=step.ceiling, fix=fix)
+        best = best_spot(step.kind) if step.kind.uses_spot and step.per_work_hour else None
+        if best is not None and not step.allows(*best):
+            least = round(best[0] / best[1], 4)
+            raise FieldProblem(
+                f"is below pool {pool.name}'s spot price per work-hour {least:g} on the cheapest type per unit of "
+                f"work the rung may take (USD {best[0]:g}/h from {spot_at}, {best[1]:g} work-hours per node-hour), "
+                f"so the {step.kind.value} rung can never run",
+                at=at, value=step.ceiling,
+                fix=f"raise it to at least {least:g}, or correct {spot_at} or gpu.relativeThroughput",
+            )
+        if step.kind.uses_spot and not step.per_work_hour and step.ceiling < spot:
             raise FieldProblem(
                 f"is below pool {pool.name}'s spot price {spot:g} ({spot_at}), "
                 f"so the {step.kind.value} rung can never run",
-                at=at, value=step.cost_ceiling_per_hour,
+                at=at, value=step.ceiling,
                 fix=f"raise it to at least {spot:g}, or correct {spot_at}",
             )
-        if step.kind is StepKind.ON_DEMAND and step.cost_ceiling_per_hour < quote.usd_per_hour:
+        if step.kind is StepKind.ON_DEMAND and not step.allows(quote.usd_per_hour, best_od):
+            least = round(quote.usd_per_hour / best_od, 4) if step.per_work_hour else quote.usd_per_hour
+            unit = "/work-hour" if step.per_work_hour else ""
             raise FieldProblem(
-                f"is below pool {pool.name}'s on-demand price {quote.usd_per_hour:g} ({quote.source}), so the "
+                f"is below pool {pool.name}'s on-demand price {least:g}{unit} ({quote.source}), so the "
                 "on_demand rung can never run",
-                at=at, value=step.cost_ceiling_per_hour,
-                fix=f"raise it to at least {quote.usd_per_hour:g}, or correct the on-demand price",
+                at=at, value=step.ceiling,
+                fix=f"raise it to at least {least:g}, or correct the on-demand price",
             )
 
 

@@ -185,13 +185,33 @@ class GpuRequirement(SpotModel):
         return self
 
     def speed_of(self, model: str | None) -> float | None:
-        """The measured relative speed of ``model``; None when unmeasured (see :meth:`conservative_speed`)."""
-        return self.relative_throughput.get(model) if model is not None else None
+        """The measured relative speed of ``model``; None when unmeasured (see :meth:`conservative_speed`).
+
+        The catalogue names a model per cloud (``A100`` on AWS, ``A100 40GB`` on GCP and Azure):
+        a key matches its own name, else the longest key the name starts with as a word.
+        """
+        if model is None:
+            return None
+        if model in self.relative_throughput:
+            return self.relative_throughput[model]
+        keys = [k for k in self.relative_throughput if model.startswith(k + " ")]
+        return self.relative_throughput[max(keys, key=len)] if keys else None
 
     @property
     def conservative_speed(self) -> float:
         """The speed an unmeasured type is taken at: the slowest measured one (1.0 without a table)."""
         return min(self.relative_throughput.values(), default=1.0)
+
+    def speed(self, model: str | None) -> tuple[float, bool]:
+        """(speed of ``model`` against the reference type, whether it was measured).
+
+        Without a table every type counts 1.0, unmeasured; with one, a model it does not list
+        counts at the slowest listed speed (conservative: it does the least work per dollar).
+        """
+        if not self.relative_throughput:
+            return 1.0, False
+        measured = self.speed_of(model)
+        return (measured, True) if measured is not None else (self.conservative_speed, False)
 
     def need(self, nodes: int) -> GpuNeed:
         """The plain value every judge reads (``spotgpu.catalogue.fit``)."""
@@ -307,6 +327,17 @@ class WorkloadProfile(SpotModel):
     @property
     def gpu_need(self) -> GpuNeed | None:
         return None if self.gpu is None else self.gpu.need(self.nodes)
+
+    def work_per_node_hour(self, gpus: float | None = None, model: str | None = None) -> float:
+        """Work-hours one node of a type does per hour: its GPUs x their speed (the unit of
+        ``costCeilingPerWorkHour``; a work-hour is one hour of the reference GPU's work).
+
+        ``gpus`` defaults to the workload's ``gpu.gpusPerNode`` (1 without a ``gpu`` block, so a
+        per work-hour ceiling then reads per node-hour of the reference type).
+        """
+        if self.gpu is None:
+            return float(gpus or 1)
+        return (gpus or self.gpu.gpus_per_node) * self.gpu.speed(model)[0]
 
     @model_validator(mode="before")
     @classmethod

@@ -363,3 +363,63 @@ def test_a_removal_gives_its_room_to_an_open_request_at_once() -> None:
     cloud.apply(RemoveInstance("spot-b", first), 200.0)  # desired 2, room 1
     vms = cloud.groups["spot-b"].vms
     assert len(vms) == 1 and first not in vms and next(iter(vms.values())).launched_at == 200.0
+
+
+def _shaped_plan(sku_gpus: int, sku_model: str, speeds: dict[str, float], nodes: int = 2) -> PoolPlan:
+    """A 8-GPU primary with no capacity, an alternate_sku group of another shape or model, on-demand behind."""
+    from spotgpu.controller.config import GroupSpec
+    from spotgpu.models.workload import GpuRequirement
+
+    wl = workload(deadline_hours=20.0, work_hours=1.0).model_copy(
+        update={"nodes": nodes, "gpu": GpuRequirement(gpus_per_node=8, relative_throughput=speeds)})
+    groups = [GroupSpec(name="spot-a", role=StepKind.SAME_POOL, gpus_per_node=8, gpu_model="A100"),
+              GroupSpec(name="spot-sku", role=StepKind.ALTERNATE_SKU, gpus_per_node=sku_gpus, gpu_model=sku_model),
+              GroupSpec(name="od", role=StepKind.ON_DEMAND, gpus_per_node=8, gpu_model="A100")]  # fmt: skip
+    return plan_for(wl, ladder(), groups, start=0.0, interval_seconds=1200, tick_seconds=60.0)
+
+
+def test_a_4_gpu_rung_standing_in_for_8_gpu_nodes_forms_a_gang_of_twice_the_nodes() -> None:
+    """Issue 26, item 4: the twin models the gang shape the controller asks for."""
+    plan = _shaped_plan(4, "A100", {"A100": 1.0})
+    traces_ = {"spot-a": np.zeros(2000, dtype=np.int64), "spot-sku": np.full(2000, 8, dtype=np.int64)}
+    r = run_twin(plan, TwinCloud(plan, job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
+    assert r.met and r.on_demand_hours == 0
+    assert r.gangs == [("spot-sku",) * 4]  # four 4-GPU nodes hold the 2 x 8 GPUs
+
+
+def test_the_gang_works_at_its_types_measured_speed() -> None:
+    """A type measured at twice the reference's speed does the hour of work in half the wall time."""
+    ones = np.full(2000, 8, dtype=np.int64)
+
+    def finish(model: str) -> float:
+        plan = _shaped_plan(8, model, {"A100": 1.0, "H100": 2.0})
+        traces_ = {"spot-a": np.zeros(2000, dtype=np.int64), "spot-sku": ones}
+        r = run_twin(plan, TwinCloud(plan, job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
+        assert r.met and r.gangs == [("spot-sku", "spot-sku")]
+        return r.finish_seconds
+
+    slow, fast = finish("A100"), finish("H100")
+    # both wait out same_pool and alternate_zone (1200 s) and boot + load (140 s) before the run starts;
+    # then 3600 s of work with commits every 1200 s of wall time (30 s writes): 3660 s, or 1800 + 30 at 2x
+    assert slow - fast == pytest.approx((3600 + 2 * 30) - (1800 + 30))
+
+
+def test_the_two_sku_bench_in_small_per_work_hour_never_costs_more() -> None:
+    """``bench/two_sku.py`` on one trace set and one job: the per work-hour ladder buys the fast type and
+    costs no more than the per node-hour ladder, which never buys it; every deadline met by both."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "bench" / "two_sku.py"
+    spec = importlib.util.spec_from_file_location("two_sku", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["two_sku"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    pool = bench.Pool.from_catalogue(spot_share=0.4, fast_speed=3.0)
+    [row] = bench.cells(pool, every=12.0, groups=["16-node/aws-08-27-2023"], jobs=((24.0, 48.0),), max_starts=6)
+    per_node, per_work = row["perNodeHour"], row["perWorkHour"]
+    assert per_node["fastShare"] == 0 and per_work["fastShare"] > 0
+    assert per_work["meanCostUsd"] < per_node["meanCostUsd"]
+    assert per_node["deadlinesMet"] == per_work["deadlinesMet"] == 1.0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from spotgpu.config import parse_stack_config
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.workload import WorkloadProfile
 from spotgpu.tags import (
     decode_ladder,
     encode_ladder,
@@ -17,11 +19,37 @@ def test_round_trips(prod_raw) -> None:
     config = parse_stack_config(prod_raw)
     ladder = config.ladders["training"]
     decoded = decode_ladder(encode_ladder(ladder))
-    assert [(s.kind, s.max_wait_seconds, s.cost_ceiling_per_hour) for s in decoded] == [
-        (s.kind, s.max_wait_seconds, s.cost_ceiling_per_hour) for s in ladder.steps
+    assert [(s.kind, s.max_wait_seconds, s.ceiling, s.per_work_hour) for s in decoded] == [
+        (s.kind, s.max_wait_seconds, s.cost_ceiling_per_hour, False) for s in ladder.steps
     ]
     workload = config.workloads["llm-finetune"]
     assert workload_from_tag(encode_workload(workload)) == workload
+
+
+_FIGURES = {
+    "checkpointBytes": 2_000_000_000, "checkpointWriteSeconds": 12, "checkpointLoadSeconds": 10,
+    "restartSeconds": 180, "expectedReacquisitionSeconds": 600, "interruptionsPerHour": 0.1,
+    "workHours": 4, "maxLostWorkSeconds": 900, "nodes": 2,
+    "prices": {"spotPerHour": 0.45, "onDemandPerHour": 1.01},
+}
+
+
+def test_per_work_hour_ceilings_and_gpu_speeds_round_trip() -> None:
+    """A ceiling per work-hour keeps its unit in the link (``1.1w``), and the speeds per GPU model travel
+    in the workload link (``u=``), so the policy pack compares the ceiling per unit of work too."""
+    ladder = FallbackLadder.model_validate({"steps": [
+        {"kind": "same_pool", "maxWaitSeconds": 600, "costCeilingPerHour": 3.5},
+        {"kind": "alternate_sku", "maxWaitSeconds": 900, "costCeilingPerWorkHour": 1.1},
+        {"kind": "on_demand", "maxWaitSeconds": 3600, "costCeilingPerWorkHour": 2.25},
+    ]})  # fmt: skip
+    text = encode_ladder(ladder)
+    assert text == "sp:600:3.5;as:900:1.1w;od:3600:2.25w"
+    assert [(s.ceiling, s.per_work_hour) for s in decode_ladder(text)] == [(3.5, False), (1.1, True), (2.25, True)]
+    workload = WorkloadProfile.model_validate({
+        **_FIGURES, "gpu": {"gpusPerNode": 8, "relativeThroughput": {"A100 40GB": 1.0, "H100 80GB": 2.5}}})
+    tag = encode_workload(workload)
+    assert tag.endswith(";u=A100 40GB:1+H100 80GB:2.5")
+    assert workload_from_tag(tag) == workload
 
 
 def test_links_fit_cloud_limits(prod_raw) -> None:

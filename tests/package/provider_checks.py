@@ -139,9 +139,20 @@ def _tree(resources: list[RecordedResource], root_type: str) -> set[tuple[str, s
     return out
 
 
+def _per_work(raw: dict[str, Any]) -> None:
+    """A gpu block with speeds per GPU model (names with spaces, kept as written) and a per work-hour rung."""
+    raw["workloads"]["llm-finetune"]["gpu"] = {
+        "gpusPerNode": 4, "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100 40GB": 2.0, "H100": 3.0}}
+    raw["ladders"]["training"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
+                                              "costCeilingPerWorkHour": 1.5}
+
+
+@pytest.mark.parametrize("variant", ["prod", "per-work"])
 @pytest.mark.parametrize(("cloud", "component"), [("aws", "AwsGpuPool"), ("gcp", "GcpGpuPool"), ("azure", "AzureGpuPool")])
-def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, component: str) -> None:
+def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, component: str, variant: str) -> None:
     raw, pool = _prod_pool(cloud)
+    if variant == "per-work":
+        _per_work(raw)
     direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = _construct_inputs(raw, pool)
@@ -157,6 +168,9 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     assert next(r for r in built if r.type == root).parent == wrapper[0].urn
     assert _tree(built, root) == _tree(direct, root)
     assert len(_tree(direct, root)) > 10
+    if variant == "per-work":  # the speeds and the ceiling's unit reach the links
+        text = json.dumps([r.inputs for r in built])
+        assert "u=A10G:1+L4:0.6+L40S:1.6+A100 40GB:2+H100:3" in text and "as:1200:1.5w" in text
 
 
 def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> None:

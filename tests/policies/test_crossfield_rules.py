@@ -9,7 +9,7 @@ import pytest
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
-from spotgpu.tags import LADDER
+from spotgpu.tags import LADDER, WORKLOAD
 
 CROSS_FIELD = (
     "ladder-ceilings-cover-prices",
@@ -70,3 +70,25 @@ def test_unknown_types_and_locations_name_the_closest_matches() -> None:
                       "gpu-types-known")
     assert any("'Standard_NC24ads_Z900_v4' is not a GPU size" in m and "Standard_NC24ads_A100_v4" in m
                for m in azure)
+
+
+def _with_gpu(speeds: str) -> str:
+    """The raw workload link with a gpu block: one GPU per node at the given speeds per model."""
+    from spotgpu.tags import encode_workload
+
+    return f"{encode_workload(raw.WORKLOAD)};c=1;u={speeds}"
+
+
+def test_a_per_work_hour_ceiling_is_judged_per_unit_of_work() -> None:
+    # on-demand 1.01 USD/h; the raw AWS pool's types hold one A10G or one L4 each
+    ladder = {LADDER: "sp:600:0.8;od:3600:0.5w"}
+    slow = _messages(lambda: raw.aws_pool(tags={**ladder, WORKLOAD: _with_gpu("A10G:1+L4:1")}),
+                     "ladder-ceilings-cover-prices")  # fmt: skip
+    assert len(slow) == 1
+    assert "step 2 (on_demand) has ceiling 0.5 USD/work-hour, below the workload's on-demand price 1.01 USD/h, " \
+           "1.01 USD/work-hour on the pool's most productive type (1 work-hours per node-hour)" in slow[0]
+    assert "fix: raise the ceiling to at least 1.01" in slow[0]
+    # the same ceiling admits the price once a node does 2.5 work-hours an hour (0.404 USD per work-hour)
+    fast = _messages(lambda: raw.aws_pool(tags={**ladder, WORKLOAD: _with_gpu("A10G:2.5+L4:2.5")}),
+                     "ladder-ceilings-cover-prices")  # fmt: skip
+    assert fast == []
