@@ -23,8 +23,17 @@ from enum import Enum
 from typing import Any
 
 import numpy as np
-from twin import BOOT_SECONDS, JOBS, LOAD_SECONDS, NODES, ON_DEMAND_PER_HOUR, SPEED_GROUP, SPOT_PER_HOUR, WRITE_SECONDS
-from twin import host_reference
+from twin import (
+    BOOT_SECONDS,
+    JOBS,
+    LOAD_SECONDS,
+    NODES,
+    ON_DEMAND_PER_HOUR,
+    SPEED_GROUP,
+    SPOT_PER_HOUR,
+    WRITE_SECONDS,
+    host_reference,
+)
 
 from spotgpu.controller.twin import TwinCloud, job_for, plan_for, run_twin, zone_groups
 from spotgpu.economics.compare import default_ladder, start_grid
@@ -32,7 +41,6 @@ from spotgpu.economics.estimate import aligned_availability, aligned_counts
 from spotgpu.economics.simulator import Job
 from spotgpu.economics.twin_ladder import twin_job, workload_for
 from spotgpu.traces import all_groups, load_group
-
 
 #: The outcome fields hashed (a field added later must not change the hash of the same decisions).
 OUTCOME = ("start", "finish_seconds", "cost_usd", "met", "spot_hours", "on_demand_hours", "lost_work_hours",
