@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
+from spotgpu.contract.interruptions import LOSS_KINDS
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.events import Event
@@ -41,8 +43,6 @@ from spotgpu.models.ladder import LadderStep, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import WorkloadProfile
 
-#: Interruption kinds that mean the VM is (about to be) gone; rebalance hints are only logged.
-LOSS_KINDS = frozenset({"interruption", "preempted", "evicted", "terminated"})
 #: A notice that never turned into lost capacity is forgotten after this long.
 NOTICE_EXPIRY_SECONDS = 900.0
 #: The controller's padding on work left (the loss reserve carries the rest of the margin).
@@ -76,9 +76,13 @@ class PoolPlan:
     #: and a load) and stragglers. (The cost model's 1.1 plus the reserve escalates needlessly early.)
     deadline_safety_factor: float = CONTROLLER_SAFETY_FACTOR
 
+    # Derived values are cached properties: the plan and its pydantic members are frozen, and the
+    # planner reads these every tick. A group that is not the plan's own object is computed, never
+    # looked up (its price or limit may differ from the plan's group of the same name).
+
     def price(self, group: GroupSpec) -> float:
-        hit = self._prices.get(group.name)  # type: ignore[attr-defined]
-        return hit[1] if hit is not None and hit[0] is group else self._price(group)  # type: ignore[no-any-return]
+        hit = self._prices.get(group.name)
+        return hit[1] if hit is not None and hit[0] is group else self._price(group)
 
     def _price(self, group: GroupSpec) -> float:
         if group.price_per_hour is not None:
@@ -86,24 +90,29 @@ class PoolPlan:
         prices = self.workload.prices
         return prices.on_demand if group.role is StepKind.ON_DEMAND else prices.spot_per_hour
 
+    @cached_property
+    def _prices(self) -> dict[str, tuple[GroupSpec, float]]:
+        return {g.name: (g, self._price(g)) for g in self.groups}
+
     def limit(self, group: GroupSpec) -> int:
-        hit = self._limits.get(group.name)  # type: ignore[attr-defined]
-        return hit[1] if hit is not None and hit[0] is group else self._limit(group)  # type: ignore[no-any-return]
+        hit = self._limits.get(group.name)
+        return hit[1] if hit is not None and hit[0] is group else self._limit(group)
 
     def _limit(self, group: GroupSpec) -> int:
         if group.max_size is not None:
             return group.max_size
         return self.capacity.fallback_limit if group.role is StepKind.ON_DEMAND else self.capacity.max
 
-    @property
+    @cached_property
+    def _limits(self) -> dict[str, tuple[GroupSpec, int]]:
+        return {g.name: (g, self._limit(g)) for g in self.groups}
+
+    @cached_property
     def tracks_deadline(self) -> bool:
-        return self._tracks_deadline  # type: ignore[attr-defined, no-any-return]
+        return self.job_started_at is not None and self.workload.deadline_hours is not None
 
-    @property
+    @cached_property
     def loss_reserve_seconds(self) -> float:
-        return self._loss_reserve  # type: ignore[attr-defined, no-any-return]
-
-    def _loss_reserve_seconds(self) -> float:
         """Slack that one more spot loss can cost: a move (write + restart + load), the work lost, a tick.
 
         A spot loss right after a drain throws away up to one interval of work, and the
@@ -116,25 +125,44 @@ class PoolPlan:
             + 2 * w.checkpoint_write_seconds + self.tick_seconds
         )  # fmt: skip
 
-    def __post_init__(self) -> None:
-        # Derived once: the plan and its pydantic members are frozen, and the planner reads these
-        # every tick. A group that is not the plan's own object is computed, never looked up.
-        object.__setattr__(self, "_prices", {g.name: (g, self._price(g)) for g in self.groups})
-        object.__setattr__(self, "_limits", {g.name: (g, self._limit(g)) for g in self.groups})
-        object.__setattr__(self, "_loss_reserve", self._loss_reserve_seconds())
-        object.__setattr__(self, "_tracks_deadline", self.job_started_at is not None and self.workload.deadline_hours is not None)
-        object.__setattr__(self, "_on_demand", tuple(g for g in self.groups if g.role is StepKind.ON_DEMAND))
+    @cached_property
+    def primary(self) -> GroupSpec:
+        return next(g for g in self.groups if g.role is StepKind.SAME_POOL)
+
+    @cached_property
+    def on_demand_groups(self) -> tuple[GroupSpec, ...]:
+        """The on-demand groups, in the plan's order."""
+        return tuple(g for g in self.groups if g.role is StepKind.ON_DEMAND)
+
+    @cached_property
+    def growable(self) -> tuple[GroupSpec, ...]:
+        """Non-primary groups, cheapest rung first."""
         others = [g for g in self.groups if g.role is not StepKind.SAME_POOL]
-        object.__setattr__(self, "_primary", next(g for g in self.groups if g.role is StepKind.SAME_POOL))
-        object.__setattr__(self, "_growable", tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name))))
+        return tuple(sorted(others, key=lambda g: (g.role.rank, self.price(g), g.name)))
+
+    @cached_property
+    def _reference_gpus(self) -> int:
+        """GPUs per node of the primary (else the workload's ``gpu.gpusPerNode``, else 1): one unit of capacity."""
         gpu = self.workload.gpu
-        reference = self.primary.gpus_per_node or (gpu.gpus_per_node if gpu is not None else None) or 1
-        units = {g.name: (g.gpus_per_node or reference) / reference for g in self.groups}
-        object.__setattr__(self, "_units", units)
-        object.__setattr__(self, "_rates", {
-            g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model)) for g in self.groups
-        })  # fmt: skip
-        object.__setattr__(self, "_uniform", all(u == 1.0 for u in units.values()))
+        return self.primary.gpus_per_node or (gpu.gpus_per_node if gpu is not None else None) or 1
+
+    @cached_property
+    def _units(self) -> dict[str, float]:
+        reference = self._reference_gpus
+        return {g.name: (g.gpus_per_node or reference) / reference for g in self.groups}
+
+    @cached_property
+    def _uniform(self) -> bool:
+        return all(u == 1.0 for u in self._units.values())
+
+    @cached_property
+    def _rates(self) -> dict[str, tuple[GroupSpec, float]]:
+        reference = self._reference_gpus
+        return {g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model)) for g in self.groups}
+
+    @cached_property
+    def _on_demand_speeds(self) -> tuple[float, tuple[str, ...]]:
+        gpu = self.workload.gpu
         speeds, unmeasured = [], []
         for g in self.on_demand_groups:
             measured = gpu.speed_of(g.gpu_model) if gpu is not None and gpu.relative_throughput else 1.0
@@ -143,8 +171,7 @@ class PoolPlan:
                 unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
                 measured = gpu.conservative_speed
             speeds.append(measured)
-        object.__setattr__(self, "_od_speed", min(speeds, default=1.0))
-        object.__setattr__(self, "_unmeasured", tuple(unmeasured))
+        return min(speeds, default=1.0), tuple(unmeasured)
 
     @property
     def on_demand_speed(self) -> float:
@@ -154,20 +181,19 @@ class PoolPlan:
         at the slowest listed speed (conservative: the deadline test then escalates early) and is
         named in :attr:`unmeasured_models`.
         """
-        return self._od_speed  # type: ignore[attr-defined, no-any-return]
+        return self._on_demand_speeds[0]
 
     @property
     def unmeasured_models(self) -> tuple[str, ...]:
-        return self._unmeasured  # type: ignore[attr-defined, no-any-return]
+        return self._on_demand_speeds[1]
 
     def work_rate(self, group: GroupSpec) -> float:
         """Work-hours one node of the group does per hour: its GPUs x their measured speed (what a rung's
         ``costCeilingPerWorkHour`` divides its price by)."""
-        hit = self._rates.get(group.name)  # type: ignore[attr-defined]
+        hit = self._rates.get(group.name)
         if hit is not None and hit[0] is group:
-            return hit[1]  # type: ignore[no-any-return]
-        reference = self.primary.gpus_per_node or (self.workload.gpu.gpus_per_node if self.workload.gpu else None) or 1
-        return self.workload.work_per_node_hour(group.gpus_per_node or reference, group.gpu_model)
+            return hit[1]
+        return self.workload.work_per_node_hour(group.gpus_per_node or self._reference_gpus, group.gpu_model)
 
     def speed(self, group_name: str) -> float:
         """The group's GPU speed against the reference type (1.0 without ``gpu.relativeThroughput``)."""
@@ -179,7 +205,7 @@ class PoolPlan:
 
     def units(self, group_name: str) -> float:
         """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""
-        return self._units.get(group_name, 1.0) if not self._uniform else 1.0  # type: ignore[attr-defined, no-any-return]
+        return self._units.get(group_name, 1.0) if not self._uniform else 1.0
 
     def nodes_for_units(self, group_name: str, units: float) -> int:
         """Nodes of the group that give at least ``units`` primary nodes' worth of GPUs."""
@@ -191,24 +217,10 @@ class PoolPlan:
         """Ready capacity in primary nodes' worth of GPUs (the node count when every type is alike)."""
         seen = obs.groups
         if groups is None:
-            if self._uniform:  # type: ignore[attr-defined]
+            if self._uniform:
                 return obs.ready_count()
             return sum(len(g.ready) * self.units(name) for name, g in seen.items())
         return sum(len(seen[g.name].ready) * self.units(g.name) for g in groups if g.name in seen)
-
-    @property
-    def primary(self) -> GroupSpec:
-        return self._primary  # type: ignore[attr-defined, no-any-return]
-
-    @property
-    def on_demand_groups(self) -> tuple[GroupSpec, ...]:
-        """The on-demand groups, in the plan's order."""
-        return self._on_demand  # type: ignore[attr-defined, no-any-return]
-
-    @property
-    def growable(self) -> tuple[GroupSpec, ...]:
-        """Non-primary groups, cheapest rung first."""
-        return self._growable  # type: ignore[attr-defined, no-any-return]
 
 
 @dataclass(frozen=True)
@@ -216,6 +228,9 @@ class TickResult:
     actions: tuple[Action, ...]
     events: tuple[Event, ...]
     step: LadderStep | None  # None while the pool has its capacity
+    #: The tick's deadline test on its progress (None: no deadline tracked). Hand it to
+    #: :func:`next_wake` and :func:`commits_matter` for the same tick, which then need not redo it.
+    deadline: DeadlineStatus | None = None
 
 
 def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickResult:
@@ -228,8 +243,9 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
 
     _account(plan, obs, state, ready, events)
     _count_failures(plan, obs, state, events)
-    step = _walk(plan, obs, state, ready, events, actions)
-    at_risk = not can_give_back(plan, state, now)  # progress is this tick's (counted in _account)
+    status = deadline(plan, state, now)  # on this tick's progress (counted in _account): nothing below changes it
+    step = _walk(plan, obs, state, ready, events, actions, status)
+    at_risk = _at_risk(plan, status)
     actions.extend(_size_groups(plan, obs, state, step, ready, at_risk))
     if step is not None and step.kind is StepKind.QUEUE_DEFER and not state.deferred:
         state.deferred = True
@@ -241,7 +257,7 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     if plan.tracks_deadline:
         state.members = sorted(v.id for g in obs.groups.values() for v in g.vms)[:SEEN_MEMBERS]
     state.last_tick = now
-    return TickResult(tuple(actions), tuple(events), step)
+    return TickResult(tuple(actions), tuple(events), step, status)
 
 
 def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: float, events: list[Event]) -> None:
@@ -327,7 +343,8 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
 
 
 def _walk(
-    plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: float, events: list[Event], actions: list[Action]
+    plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: float, events: list[Event], actions: list[Action],
+    status: DeadlineStatus | None,
 ) -> LadderStep | None:
     now, target = obs.now, plan.capacity.target
     for i in sorted(obs.interruptions, key=lambda i: (i.at, i.event_id)) if obs.interruptions else ():
@@ -374,7 +391,7 @@ def _walk(
         state.interrupted_at = None
     if state.lost_since is None:
         return None
-    ctx = _context(plan, state, now)
+    ctx = _context(plan, state, now, status)
     index = max(state.step_index, plan.strategy.step_index(ctx))
     if index != state.step_index:
         ladder = plan.strategy.ladder
@@ -409,18 +426,9 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     Work left is turned into wall time on on-demand (which still checkpoints, so
     ``1 + C/T``) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
     escalates earlier, a faster one later), and the overhead is one restart + load plus one tick.
+    Pure: a tick computes it once and passes it down (:attr:`TickResult.deadline`).
     """
-    global _last_deadline
-    hit = _last_deadline
-    if hit is not None and hit[0] is plan and hit[1] == now and hit[2] == state.work_done_hours:
-        return hit[3]  # a tick asks up to four times (walk, sizing, next wake, the twin's jump)
-    status = _deadline(plan, state.work_done_hours, now)
-    _last_deadline = (plan, now, state.work_done_hours, status)
-    return status
-
-
-#: (plan, now, work done, status) of the last :func:`deadline` call: it is pure in these three.
-_last_deadline: tuple[PoolPlan, float, float, DeadlineStatus | None] | None = None
+    return _deadline(plan, state.work_done_hours, now)
 
 
 def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineStatus | None:
@@ -434,16 +442,16 @@ def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineSta
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
 
-def _context(plan: PoolPlan, state: PoolState, now: float) -> StrategyContext:
+def _context(plan: PoolPlan, state: PoolState, now: float, status: DeadlineStatus | None) -> StrategyContext:
     waited = now - (state.lost_since if state.lost_since is not None else now)
-    status = deadline(plan, state, now)
     if status is None:
         return StrategyContext(waited, False, False)
     return StrategyContext(waited, _at_risk(plan, status), _behind(plan, state, now))
 
 
-def commits_matter(plan: PoolPlan, state: PoolState, now: float) -> bool:
-    """Whether a new commit (more committed work) could change a decision made now.
+def commits_matter(plan: PoolPlan, state: PoolState, now: float, tick: TickResult | None = None) -> bool:
+    """Whether a new commit (more committed work) could change a decision made now (``tick``: this
+    tick's :func:`reconcile` result, whose deadline test is then reused).
 
     Committed work only grows, and more of it only raises the slack and lifts progress
     above the uniform-progress line; so a commit moves a decision only while the deadline
@@ -453,7 +461,7 @@ def commits_matter(plan: PoolPlan, state: PoolState, now: float) -> bool:
     """
     if not plan.tracks_deadline:
         return False
-    if not can_give_back(plan, state, now):
+    if _at_risk(plan, _status(plan, state, now, tick)):
         return True
     return state.lost_since is not None and plan.strategy.reads_behind_schedule and _behind(plan, state, now)
 
@@ -485,6 +493,11 @@ def _at_risk(plan: PoolPlan, status: DeadlineStatus | None) -> bool:
 def can_give_back(plan: PoolPlan, state: PoolState, now: float) -> bool:
     """Whether draining now leaves a slack that survives losing spot again (always, without a deadline)."""
     return not _at_risk(plan, deadline(plan, state, now))
+
+
+def _status(plan: PoolPlan, state: PoolState, now: float, tick: TickResult | None) -> DeadlineStatus | None:
+    """The deadline test at ``now``: the tick's own when given (it is pure in plan, progress and time)."""
+    return tick.deadline if tick is not None else deadline(plan, state, now)
 
 
 def _size_groups(
@@ -625,8 +638,9 @@ def _scale_in(
     return actions
 
 
-def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
-    """The earliest time after ``now`` at which :func:`reconcile` could act differently on the same cloud.
+def next_wake(plan: PoolPlan, state: PoolState, now: float, tick: TickResult | None = None) -> float:
+    """The earliest time after ``now`` at which :func:`reconcile` could act differently on the same cloud
+    (``tick``: this tick's :func:`reconcile` result, whose deadline test is then reused).
 
     Every timer the planner reads: the next rung boundary, a backoff ending (while a group
     may grow), the stable-spot wait, a notice expiring, and the deadline tests crossing with
@@ -641,7 +655,7 @@ def next_wake(plan: PoolPlan, state: PoolState, now: float) -> float:
         left = plan.strategy.walker.seconds_left(max(0.0, now - state.lost_since))
         if left is not None:
             times.append(now + max(left, 1e-6))
-    status = deadline(plan, state, now)
+    status = _status(plan, state, now, tick)
     if state.lost_since is not None or _at_risk(plan, status):
         # a backoff is read only to grow a group: within an episode, or moving an at-risk gang to
         # on-demand; the primary is kept at target whatever its backoff, so it has no timer

@@ -671,7 +671,7 @@ def run_twin(
         if not jump or cloud.has_news():
             k += 1  # news (a launch failure, an interruption) is seen on the very next tick
             continue
-        wake = min(next_wake(plan, state, now), cloud.next_change(now, commits_matter(plan, state, now)))
+        wake = min(next_wake(plan, state, now, result), cloud.next_change(now, commits_matter(plan, state, now, result)))
         # never past the last tick: a job that finished unseen (its end moves nothing) is found there
         at = math.ceil((wake - start) / tick - 1e-9) if math.isfinite(wake) else last
         k = max(k + 1, min(at, last))

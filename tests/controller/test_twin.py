@@ -333,7 +333,7 @@ def test_plan_prices_and_limits_are_derived_once_and_only_for_its_own_groups() -
     for g in plan.groups:
         assert plan.price(g) == plan._price(g) and plan.limit(g) == plan._limit(g)
     assert [g.name for g in plan.on_demand_groups] == ["od"]
-    assert plan.loss_reserve_seconds == plan._loss_reserve_seconds()
+    assert plan.loss_reserve_seconds == 120 + 20 + 1200 + 2 * 30 + 60  # restart + load + interval + 2 writes + tick
     other = plan.groups[0].model_copy(update={"price_per_hour": 9.5, "max_size": 7})  # same name, not the plan's
     assert plan.price(other) == 9.5 and plan.limit(other) == 7
 
