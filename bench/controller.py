@@ -3,7 +3,7 @@
     .venv/bin/python bench/controller.py [--pools 100] [--ticks 20]
 
 Side by side with a baseline in the same process: ``Controller.tick`` over N
-pools, each a digital twin (``spotgpu.controller.twin``) on the 1-node traces, vs
+pools, each a digital twin (``spotgpu.simulation.twin``) on the 1-node traces, vs
 an observe-only tick (same clouds, same record load/save, no planning, no
 actions). Trace replays of the planner (cost, deadlines, speed) are in
 ``bench/twin.py``.
@@ -21,7 +21,7 @@ from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.plan import PoolPlan
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
-from spotgpu.controller.twin import TwinCloud, job_for
+from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import Trace, load_group
 
 SPOT, OD = 0.92, 3.06  # p3.2xlarge-like USD/h
@@ -78,7 +78,7 @@ def _config(pools: int) -> ControllerConfig:
 def _sim(plan: PoolPlan, traces: list[Trace], i: int, target: int) -> TwinCloud:
     pick = [traces[(i + k) % len(traces)] for k in range(3)]
     data = {"spot": pick[0].data * target, "spot-zone": pick[1].data * target, "spot-sku": pick[2].data * target}
-    return TwinCloud(plan, job_for(plan.workload, plan.checkpoint_interval_seconds), data, traces[0].gap_seconds, 0.0)
+    return TwinCloud(plan, twin_job_for(plan.workload, plan.checkpoint_interval_seconds), data, traces[0].gap_seconds, 0.0)
 
 
 def _timed(fn: Callable[[], Any], repeat: int) -> float:

@@ -8,7 +8,7 @@ Three figures, each printed as a table:
    set's zones (``--all-homes``: every zone for every start). Each job is replayed
    under on-demand only (the baseline, 1.000), a fixed 30 min wait, Uniform Progress
    (the simulator's vectorised baselines) and the controller's own planner through the
-   twin (``spotgpu.controller.twin``). Every policy gets the same interval (the hazard
+   twin (``spotgpu.simulation.twin``). Every policy gets the same interval (the hazard
    choice for that set's gang), restart, load, write and prices.
 2. **Model vs twin.** The cost model's expected cost per job (``effective_cost`` with the
    interruption rate and reacquisition latency measured from the same traces) next to the
@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.controller.twin import TwinCloud, job_for, plan_for, run_twin, zone_groups
 from spotgpu.economics.compare import build_policies, compare, default_ladder, start_grid
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
@@ -38,6 +37,7 @@ from spotgpu.economics.interval import IntervalDecision
 from spotgpu.economics.simulator import Job
 from spotgpu.economics.twin_ladder import workload_for
 from spotgpu.models import AwsNoticeContract
+from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
 from spotgpu.traces import all_groups, load_group
 
 #: p3.2xlarge (1x V100, the traced type) in us-east-1: on-demand list price; spot at ~30% of it.
@@ -135,8 +135,8 @@ def speed(repeat: int) -> dict[str, float]:
 
     def one(home: int, jump: bool) -> int:
         groups, index = zone_groups(zones, home, 1)
-        plan = plan_for(workload, ladder, groups, start=0.0, interval_seconds=1336)
-        cloud = TwinCloud(plan, job_for(workload, 1336), {n: traces[i].data for n, i in index.items()}, gap, 0.0)
+        plan = twin_plan(workload, ladder, groups, start=0.0, interval_seconds=1336)
+        cloud = TwinCloud(plan, twin_job_for(workload, 1336), {n: traces[i].data for n, i in index.items()}, gap, 0.0)
         return run_twin(plan, cloud, horizon_seconds=hours * 3600, jump=jump).ticks
 
     best, ticks = float("inf"), 0

@@ -35,11 +35,11 @@ from twin import (
     host_reference,
 )
 
-from spotgpu.controller.twin import TwinCloud, job_for, plan_for, run_twin, zone_groups
 from spotgpu.economics.compare import default_ladder, start_grid
 from spotgpu.economics.estimate import aligned_availability, aligned_counts
 from spotgpu.economics.simulator import Job
 from spotgpu.economics.twin_ladder import twin_job, workload_for
+from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
 from spotgpu.traces import all_groups, load_group
 
 #: The outcome fields hashed (a field added later must not change the hash of the same decisions).
@@ -82,8 +82,8 @@ def _runs(every: float) -> list[Callable[[Callable[..., None]], Any]]:
     for home in range(len(zones)):
         def speed_run(on_tick: Callable[..., None], home: int = home) -> Any:
             groups, index = zone_groups(zones, home, 1)
-            plan = plan_for(workload, ladder, groups, start=0.0, interval_seconds=1336)
-            cloud = TwinCloud(plan, job_for(workload, 1336), {n: data[i] for n, i in index.items()}, speed_gap, 0.0)
+            plan = twin_plan(workload, ladder, groups, start=0.0, interval_seconds=1336)
+            cloud = TwinCloud(plan, twin_job_for(workload, 1336), {n: data[i] for n, i in index.items()}, speed_gap, 0.0)
             return run_twin(plan, cloud, horizon_seconds=hours * 3600, on_tick=on_tick)
         runs.append(speed_run)
     for group in all_groups():
@@ -103,7 +103,7 @@ def _runs(every: float) -> list[Callable[[Callable[..., None]], Any]]:
                              cell: Job = cell, names: list[str] = names, rows: list[Any] = rows, gap: float = gap) -> Any:
                     groups, index = zone_groups(names, home, cell.nodes)
                     t0 = float(start) * gap
-                    plan = plan_for(workload_for(cell), ladder, groups, start=t0, interval_seconds=cell.interval_seconds)
+                    plan = twin_plan(workload_for(cell), ladder, groups, start=t0, interval_seconds=cell.interval_seconds)
                     cloud = TwinCloud(plan, twin_job(cell), {n: rows[j] for n, j in index.items()}, gap, t0)
                     return run_twin(plan, cloud, horizon_seconds=2.0 * cell.deadline_hours * 3600.0, on_tick=on_tick)
                 runs.append(cell_run)

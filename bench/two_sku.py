@@ -31,13 +31,13 @@ import numpy as np
 
 from spotgpu import catalogue
 from spotgpu.controller.config import GroupSpec
-from spotgpu.controller.twin import TwinCloud, TwinResult, plan_for, run_twin
 from spotgpu.economics.compare import start_grid
 from spotgpu.economics.estimate import aligned_availability, aligned_counts
 from spotgpu.economics.simulator import Job
 from spotgpu.economics.twin_ladder import twin_job, workload_for
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
 from spotgpu.models.workload import GpuRequirement
+from spotgpu.simulation.twin import TwinCloud, TwinResult, run_twin, twin_plan
 from spotgpu.traces import all_groups, load_group
 
 SLOW, FAST = "g5.48xlarge", "p4d.24xlarge"  # 8 x A10G and 8 x A100: the A100 node lists at about 2x
@@ -105,7 +105,7 @@ def run_cell(pool: Pool, per_work: bool, job: Job, rows: list[np.ndarray], zones
     for i, start in enumerate(starts):
         specs, index = pool.groups(zones, i % len(zones))
         t0 = float(start) * gap
-        plan = plan_for(workload, ladder, specs, start=t0, interval_seconds=job.interval_seconds)
+        plan = twin_plan(workload, ladder, specs, start=t0, interval_seconds=job.interval_seconds)
         cloud = TwinCloud(plan, twin_job(job), {n: rows[j] for n, j in index.items()}, gap, t0)
         out.append(run_twin(plan, cloud, horizon_seconds=2.0 * job.deadline_hours * 3600.0))
     return out

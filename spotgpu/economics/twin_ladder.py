@@ -5,7 +5,7 @@ fixed wait, Uniform Progress) vectorised; there is no second ladder. This module
 turns the simulator's :class:`~spotgpu.economics.simulator.Job` into the pool the
 controller would run (a primary group in the home zone, one ``alternate_zone``
 group per other traced zone, an on-demand group) and replays each job with
-:func:`spotgpu.controller.twin.run_twin`, so the same mechanics (restart, load,
+:func:`spotgpu.simulation.twin.run_twin`, so the same mechanics (restart, load,
 commits every interval, lost uncommitted work, billing per held VM) apply to both.
 """
 
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spotgpu.controller.twin import TwinCloud, TwinJob, TwinResult, plan_for, run_twin, zone_groups
 from spotgpu.economics.simulator import Job
 from spotgpu.models.ladder import FallbackLadder
 from spotgpu.models.workload import Prices, WorkloadProfile
+from spotgpu.simulation.job import TwinJob
+from spotgpu.simulation.twin import TwinCloud, TwinResult, run_twin, twin_plan, zone_groups
 
 #: The controller's tick in twin replays (the config default is 30 s; a scheduled function runs every minute).
 TWIN_TICK_SECONDS = 60.0
@@ -91,7 +92,7 @@ class ControllerLadder:
         for start, home in zip(np.asarray(starts), np.asarray(homes), strict=True):
             groups, index = zone_groups(names, int(home), job.nodes)
             t0 = float(start) * gap_seconds
-            plan = plan_for(
+            plan = twin_plan(
                 workload, self.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
                 policy=self.policy, tick_seconds=self.tick_seconds,
             )  # fmt: skip
@@ -110,7 +111,7 @@ def ladder_progress(
     names = list(zones) if zones is not None else [f"z{i}" for i in range(counts.shape[0])]
     groups, index = zone_groups(names, int(home), job.nodes)
     t0 = float(start) * gap_seconds
-    plan = plan_for(
+    plan = twin_plan(
         workload_for(job, ladder.policy), ladder.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
         policy=ladder.policy, tick_seconds=ladder.tick_seconds,
     )  # fmt: skip
@@ -118,7 +119,7 @@ def ladder_progress(
     cloud = TwinCloud(plan, twin_job(job), {name: rows[i] for name, i in index.items()}, gap_seconds, t0)
     points: list[tuple[float, float]] = [(0.0, 0.0)]
     result = run_twin(plan, cloud, horizon_seconds=2.0 * job.deadline_hours * 3600.0,
-                      on_tick=lambda now, *_: points.append(((now - t0) / 3600.0, cloud.committed / 3600.0)))  # fmt: skip
+                      on_tick=lambda now, *_: points.append(((now - t0) / 3600.0, cloud.run.committed / 3600.0)))  # fmt: skip
     if math.isfinite(result.finish_seconds):
         points.append((result.finish_seconds / 3600.0, job.work_seconds / 3600.0))
     hours, work = zip(*points, strict=True)

@@ -14,7 +14,7 @@ from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
 from spotgpu.controller.telemetry import Telemetry
-from spotgpu.controller.twin import TwinCloud, job_for
+from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import load_group
 
 #: Every rung's groups: the primary, another zone, another SKU at its own price, and on-demand.
@@ -43,7 +43,7 @@ def _sim(store: object, traces: dict[str, object] | None = None, gap: float | No
     data = traces or {"spot-a": ts[0].data * 2, "spot-b": ts[1].data * 2, "spot-sku": ts[2].data * 2}
     return TwinCloud(
         plan,
-        job_for(plan.workload, plan.checkpoint_interval_seconds),
+        twin_job_for(plan.workload, plan.checkpoint_interval_seconds),
         data,  # type: ignore[arg-type]
         gap or ts[0].gap_seconds,
         0.0,

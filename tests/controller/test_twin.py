@@ -26,9 +26,10 @@ from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.observe import Interruption, PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, commits_matter, reconcile
 from spotgpu.controller.state import PoolState
-from spotgpu.controller.twin import TwinCloud, TwinJob, job_for, plan_for, run_twin, zone_groups
 from spotgpu.models.ladder import StepKind
 from spotgpu.models.workload import FALLBACK_POLICIES
+from spotgpu.simulation.job import TwinJob
+from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
 from spotgpu.traces import Trace, load_group
 
 GROUPS = [("spot-a", StepKind.SAME_POOL), ("spot-b", StepKind.ALTERNATE_ZONE), ("od", StepKind.ON_DEMAND)]
@@ -50,7 +51,7 @@ def _job(**over: float) -> TwinJob:
 def _plan(policy: str = "ladder", deadline: float | None = 10.0, work: float = 1.0, waits=(600, 600, 600, 3600),
           od_ceiling: float = 4.0, stable: float = 300.0, start: float = 0.0, tick: float = 60.0) -> PoolPlan:  # fmt: skip
     wl = workload(deadline_hours=deadline, work_hours=work, policy=policy)
-    return plan_for(wl, ladder(waits, od_ceiling), GROUPS, start=start, interval_seconds=1200, policy=policy,
+    return twin_plan(wl, ladder(waits, od_ceiling), GROUPS, start=start, interval_seconds=1200, policy=policy,
                     tick_seconds=tick, stable_spot_seconds=stable)  # fmt: skip
 
 
@@ -101,7 +102,7 @@ def _window(policy: str, zones: tuple[int, int], start_frac: float, waits: tuple
     span = len(ts[0].data) * gap - 3 * 86400.0
     start = float(int(start_frac * span) // gap * gap)
     plan = _plan(policy, deadline, work, waits, od_ceiling, start=start)
-    job = job_for(plan.workload, 1200)
+    job = twin_job_for(plan.workload, 1200)
     cloud = TwinCloud(plan, job, {"spot-a": ts[zones[0]].data, "spot-b": ts[zones[1]].data}, gap, start)
     return plan, cloud
 
@@ -163,7 +164,7 @@ def test_the_ladder_meets_the_deadline_where_on_demand_alone_could() -> None:
     gap = ts[0].gap_seconds
     for start in np.arange(0, 30 * 86400, 13 * 3600, dtype=float) // gap * gap:
         plan = _plan(deadline=10.0, work=8.0, waits=(900, 900, 1200, 14400), start=start)
-        cloud = TwinCloud(plan, job_for(plan.workload, 1200), {"spot-a": ts[0].data, "spot-b": ts[1].data}, gap, start)
+        cloud = TwinCloud(plan, twin_job_for(plan.workload, 1200), {"spot-a": ts[0].data, "spot-b": ts[1].data}, gap, start)
         r = run_twin(plan, cloud, horizon_seconds=20 * 3600)
         assert r.met, f"start {start}: finished after {r.finish_seconds / 3600:.2f} h"
 
@@ -242,10 +243,10 @@ def test_skipping_quiet_ticks_gives_the_same_decisions_on_all_nine_zones(
     wl = workload(deadline_hours=deadline, work_hours=work, policy=policy)
     runs = []
     for jump in (False, True):
-        plan = plan_for(
+        plan = twin_plan(
             wl, ladder((900, 900, 1200, 7200), OD + 1), groups, start=start, interval_seconds=1200, policy=policy
         )
-        cloud = TwinCloud(plan, job_for(wl, 1200), {n: ts[i].data for n, i in index.items()}, gap, start)
+        cloud = TwinCloud(plan, twin_job_for(wl, 1200), {n: ts[i].data for n, i in index.items()}, gap, start)
         log: list[tuple[float, object]] = []
         r = run_twin(plan, cloud, horizon_seconds=2 * 86400.0, jump=jump,
                      on_tick=lambda now, obs, s, res, log=log: log.extend((now, a) for a in res.actions))  # fmt: skip
@@ -266,9 +267,9 @@ def test_an_at_risk_gang_retries_on_demand_when_its_backoff_ends_with_or_without
     wl = workload(deadline_hours=10.0, work_hours=9.5).model_copy(update={"nodes": 4})
     runs = []
     for jump in (False, True):
-        plan = plan_for(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
+        plan = twin_plan(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
         two = np.full(400, 2, dtype=np.int64)
-        cloud = TwinCloud(plan, job_for(wl, 1200), {"spot-a": two, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0,
+        cloud = TwinCloud(plan, twin_job_for(wl, 1200), {"spot-a": two, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0,
                           quota={"od": 2})  # fmt: skip
         asked: list[float] = []
         run_twin(plan, cloud, horizon_seconds=4 * 3600.0, jump=jump,
@@ -285,10 +286,10 @@ def test_an_at_risk_gang_retries_on_demand_when_its_backoff_ends_with_or_without
 def test_an_at_risk_gang_moves_whole_to_on_demand_and_gives_spot_back() -> None:
     """A gang of 4 with 2 spot nodes left and no slack: on-demand for all 4, then the spot nodes drained."""
     wl = workload(deadline_hours=10.0, work_hours=9.5).model_copy(update={"nodes": 4})
-    plan = plan_for(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
+    plan = twin_plan(wl, ladder(), GROUPS, start=0.0, interval_seconds=1200)
     a = np.zeros(400, dtype=np.int64)
     a[:] = 2  # the home zone holds 2 of the 4 all along; the other zone none
-    cloud = TwinCloud(plan, job_for(wl, 1200), {"spot-a": a, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0)
+    cloud = TwinCloud(plan, twin_job_for(wl, 1200), {"spot-a": a, "spot-b": np.zeros(400, dtype=np.int64)}, 60, 0.0)
     asked: list[int] = []
     drained: list[str] = []
 
@@ -375,14 +376,14 @@ def _shaped_plan(sku_gpus: int, sku_model: str, speeds: dict[str, float], nodes:
     groups = [GroupSpec(name="spot-a", role=StepKind.SAME_POOL, gpus_per_node=8, gpu_model="A100"),
               GroupSpec(name="spot-sku", role=StepKind.ALTERNATE_SKU, gpus_per_node=sku_gpus, gpu_model=sku_model),
               GroupSpec(name="od", role=StepKind.ON_DEMAND, gpus_per_node=8, gpu_model="A100")]  # fmt: skip
-    return plan_for(wl, ladder(), groups, start=0.0, interval_seconds=1200, tick_seconds=60.0)
+    return twin_plan(wl, ladder(), groups, start=0.0, interval_seconds=1200, tick_seconds=60.0)
 
 
 def test_a_4_gpu_rung_standing_in_for_8_gpu_nodes_forms_a_gang_of_twice_the_nodes() -> None:
     """Issue 26, item 4: the twin models the gang shape the controller asks for."""
     plan = _shaped_plan(4, "A100", {"A100": 1.0})
     traces_ = {"spot-a": np.zeros(2000, dtype=np.int64), "spot-sku": np.full(2000, 8, dtype=np.int64)}
-    r = run_twin(plan, TwinCloud(plan, job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
+    r = run_twin(plan, TwinCloud(plan, twin_job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
     assert r.met and r.on_demand_hours == 0
     assert r.gangs == [("spot-sku",) * 4]  # four 4-GPU nodes hold the 2 x 8 GPUs
 
@@ -394,7 +395,7 @@ def test_the_gang_works_at_its_types_measured_speed() -> None:
     def finish(model: str) -> float:
         plan = _shaped_plan(8, model, {"A100": 1.0, "H100": 2.0})
         traces_ = {"spot-a": np.zeros(2000, dtype=np.int64), "spot-sku": ones}
-        r = run_twin(plan, TwinCloud(plan, job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
+        r = run_twin(plan, TwinCloud(plan, twin_job_for(plan.workload, 1200), traces_, 60, 0.0), horizon_seconds=40 * 3600.0)
         assert r.met and r.gangs == [("spot-sku", "spot-sku")]
         return r.finish_seconds
 

@@ -38,8 +38,8 @@ from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import Controller, build_plans
 from spotgpu.controller.telemetry import Telemetry
-from spotgpu.controller.twin import TwinCloud, job_for
 from spotgpu.observability import AGENT_JOB, CONTROLLER_JOB, alerts_text, dashboard_expressions
+from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import load_group
 
 PROMETHEUS = shutil.which("prometheus")
@@ -170,7 +170,7 @@ def test_prometheus_scrapes_agent_and_controller_and_every_panel_has_data(
         plan = build_plans(cfg)["pool-a"]
         traces = load_group("1-node/aws-02-15-2023")
         store = MemoryJsonStore()
-        sim = TwinCloud(plan, job_for(plan.workload, plan.checkpoint_interval_seconds),
+        sim = TwinCloud(plan, twin_job_for(plan.workload, plan.checkpoint_interval_seconds),
                         {"spot-a": traces[0].data * 2, "spot-b": traces[1].data * 2, "spot-sku": traces[2].data * 2},
                         traces[0].gap_seconds, 0.0, drain_store=store)  # fmt: skip
         telemetry = Telemetry()

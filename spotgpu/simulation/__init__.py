@@ -1,0 +1,9 @@
+"""Simulations of the whole system on availability traces: what a policy costs before it runs.
+
+* the digital twin (:mod:`~spotgpu.simulation.twin`): the controller's own planner against a
+  simulated cloud (:mod:`~spotgpu.simulation.cloud`) running a simulated job and its agents
+  (:mod:`~spotgpu.simulation.job`), talking through the same channel a real pool uses.
+
+This package imports the controller and the economics; neither imports it
+(``tests/foundation/test_layers.py``).
+"""

@@ -1,0 +1,232 @@
+"""The simulated job and its node agents: a gang that loads, commits, loses work and drains.
+
+The job never sees the controller. Like the real one, it learns what the cloud does to
+its VMs (a VM lost, a notice) from the cloud, and it talks to the controller only
+through the agents' channel (:class:`AgentChannel`): drain requests come in, commit
+reports go out (``drains/<pool>/<vm>.json`` and ``agents/<pool>/<vm>.json`` in the
+pool's store; here in memory, or on a real store when the twin is given one).
+
+Mechanics (:class:`TwinJob`, seconds): when the pool holds ``nodes`` primary nodes'
+worth of GPUs in ready VMs that are not draining, the job forms a gang on the cheapest
+work (price per GPU and per unit of speed: a 4-GPU type standing in for an 8-GPU primary
+gives twice the nodes) and steps at its slowest member's speed (``gpu.relativeThroughput``);
+it loads the checkpoint (``load_seconds``), then commits every interval of work
+(``interval_seconds`` of work, ``write_seconds`` to write); each gang VM's agent reports
+each commit (time and step, one step = one second of work). Losing a gang VM loses the
+work since the last commit. A drain request makes the agent write a final checkpoint
+and report it ``write_seconds`` later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from spotgpu.contract.drain import DrainChannel
+
+_EPS = 1e-9
+
+#: An agent's last commit report: (time, step; None when the VM held no work).
+Report = tuple[float, int | None]
+
+
+@dataclass(frozen=True)
+class TwinJob:
+    """The workload's mechanics, in seconds."""
+
+    work_seconds: float
+    deadline_seconds: float
+    interval_seconds: float
+    write_seconds: float
+    boot_seconds: float  # restartSeconds: launch to ready
+    load_seconds: float  # checkpointLoadSeconds: gang formed to working
+    nodes: int = 1
+    penalty_per_hour: float = 0.0
+
+    @property
+    def total_steps(self) -> int:
+        return max(1, math.ceil(self.work_seconds))
+
+
+class GangNode(Protocol):
+    """What the job needs of a VM it may run on (the cloud's VM)."""
+
+    id: str
+    group: str
+    price: float
+    units: float
+    speed: float
+    ready_at: float
+
+
+@dataclass
+class AgentChannel:
+    """The agents' side of the drain channel: commit reports out, drain requests in.
+
+    ``reports`` holds each VM's last report as the controller would read it; a VM that
+    left is read once more (its agent's file stays in the store), then forgotten. With a
+    ``store``, drain requests are read where a real controller writes them.
+    """
+
+    pool: str
+    store: DrainChannel | None = None
+    reports: dict[str, Report] = field(default_factory=dict)
+    departed: dict[str, Report] = field(default_factory=dict)
+
+    def report(self, vm_id: str, at: float, step: int | None) -> None:
+        self.reports[vm_id] = (at, step)
+
+    def depart(self, vm_id: str) -> None:
+        report = self.reports.pop(vm_id, None)
+        if report is not None:
+            self.departed[vm_id] = report
+
+    def read(self, live: Iterable[str], now: float) -> dict[str, Report]:
+        """The reports the controller reads at ``now`` (those of VMs that left since the last read, then live ones)."""
+        reports = self.reports
+        seen = {**self.departed, **{vm: reports[vm] for vm in live if vm in reports}}
+        self.departed = {}
+        return {vm: r for vm, r in seen.items() if r[0] <= now + _EPS}
+
+    def requested_at(self, vm_id: str) -> float | None:
+        """A drain request the controller wrote for ``vm_id`` (only with a store)."""
+        return None if self.store is None else self.store.requested_at(self.pool, vm_id)
+
+
+class JobRun:
+    """One job's progress through gangs, commits, losses and drains."""
+
+    def __init__(self, job: TwinJob, channel: AgentChannel) -> None:
+        self.job, self.channel = job, channel
+        self.gang: tuple[str, ...] = ()
+        self.gang_speed = 1.0  # the slowest gang member's speed: a synchronous gang steps at its pace
+        self.gangs: list[tuple[str, ...]] = []  # each gang formed, as its members' groups (its shape)
+        self.phase = "idle"  # idle | loading | running | stopping | done
+        self.phase_until = math.inf
+        self.run_start = 0.0
+        self.base = 0.0  # committed work (s) when the current run started
+        self.committed = 0.0
+        self.finish = math.inf
+        self.lost_work = 0.0
+        self.restarts = 0
+        self.gang_losses = 0  # times a loss stopped the job (a gang of 16 losing 3 VMs at once: 1)
+
+    # --- progress ----------------------------------------------------------------
+    def work_at(self, t: float) -> tuple[float, float]:
+        """(committed work, work done) at time t of the current run."""
+        if self.phase != "running":
+            return self.committed, self.committed
+        job, elapsed, speed = self.job, max(0.0, t - self.run_start), self.gang_speed
+        cycle = job.interval_seconds + job.write_seconds
+        k = int((elapsed + _EPS) // cycle)
+        in_cycle = elapsed - k * cycle
+        committed = min(self.base + k * job.interval_seconds * speed, job.work_seconds)
+        done = min(committed + min(in_cycle, job.interval_seconds) * speed, job.work_seconds)
+        return committed, done
+
+    def _last_commit_time(self, t: float) -> float | None:
+        if self.phase != "running":
+            return None
+        cycle = self.job.interval_seconds + self.job.write_seconds
+        k = int((t - self.run_start + _EPS) // cycle)
+        return self.run_start + k * cycle if k > 0 else None
+
+    def next_commit(self, now: float) -> float:
+        """The next periodic commit after ``now`` (inf unless running)."""
+        if self.phase != "running":
+            return math.inf
+        cycle = self.job.interval_seconds + self.job.write_seconds
+        k = int((now - self.run_start + _EPS) // cycle) + 1
+        return self.run_start + k * cycle
+
+    def settle_commits(self, t: float) -> None:
+        """Record the run's commits up to t in the committed total and the gang's agent reports."""
+        committed, _ = self.work_at(t)
+        at = self._last_commit_time(t)
+        if at is not None and committed > self.committed:
+            self.committed = committed
+            for vm_id in self.gang:
+                self.channel.report(vm_id, at, int(committed))
+
+    # --- what happens to it ------------------------------------------------------
+    def form_gang(self, ready: list[GangNode], t: float) -> None:
+        """Start a gang on ``ready`` (ready VMs that are not draining) once they hold the job's GPUs."""
+        if self.phase != "idle" or sum(v.units for v in ready) < self.job.nodes - _EPS:
+            return
+        # the cheapest work first: price per unit of GPUs and speed (the price alone when every type is alike)
+        ready.sort(key=lambda v: (v.price / (v.units * v.speed), v.ready_at, v.id))
+        gang: list[GangNode] = []
+        units = 0.0
+        for v in ready:  # nodes until the gang has the primary's GPU count (twice the nodes of a half-size type)
+            if units >= self.job.nodes - _EPS:
+                break
+            gang.append(v)
+            units += v.units
+        self.gang = tuple(v.id for v in gang)
+        self.gang_speed = min(v.speed for v in gang)
+        self.gangs.append(tuple(sorted(v.group for v in gang)))
+        self.phase, self.phase_until = "loading", t + self.job.load_seconds
+        self.restarts += 1
+
+    def step(self, t: float) -> bool:
+        """The job's own transition due at ``t`` (load done, run done, final checkpoint written);
+        True when the job finished."""
+        if self.phase_until > t + _EPS:
+            return False
+        if self.phase == "loading":
+            self._start_run(t)
+        elif self.phase == "running":  # finished
+            self.committed = self.job.work_seconds
+            self.phase, self.phase_until, self.finish = "done", math.inf, t
+            return True
+        elif self.phase == "stopping":
+            self.gang, self.phase, self.phase_until = (), "idle", math.inf
+        return False
+
+    def _start_run(self, t: float) -> None:
+        self.phase, self.run_start, self.base = "running", t, self.committed
+        left = (self.job.work_seconds - self.base) / self.gang_speed  # wall seconds of work at the gang's pace
+        full = max(0, math.ceil(left / self.job.interval_seconds - _EPS) - 1)
+        self.finish = t + full * (self.job.interval_seconds + self.job.write_seconds) + (left - full * self.job.interval_seconds)
+        self.phase_until = self.finish
+
+    def lost(self, t: float) -> None:
+        """A gang VM is gone: the work since the last commit is lost, the gang stops."""
+        if self.phase in ("running", "loading"):
+            self.gang_losses += 1
+        if self.phase == "running":
+            self.settle_commits(t)
+            _, done = self.work_at(t)
+            self.lost_work += done - self.committed
+        self.gang, self.phase, self.phase_until = (), "idle", math.inf
+        self.finish = math.inf
+
+    def noticed(self, notice_at: float) -> bool:
+        """A gang VM's interruption notice at ``notice_at`` with a final checkpoint that fits it: the work done
+        by then is committed and reported; True when it applied (the gang then stops)."""
+        if self.phase != "running" or notice_at < self.run_start:
+            return False
+        self.settle_commits(notice_at)
+        _, done = self.work_at(notice_at)
+        self.committed = done  # the final checkpoint fit the notice
+        self.gang_losses += 1
+        for vm_id in self.gang:
+            self.channel.report(vm_id, notice_at + self.job.write_seconds, int(done))
+        self.phase = "idle"
+        return True
+
+    def drained(self, vm_id: str, t: float) -> None:
+        """The agent on ``vm_id`` read a drain request at ``t``: a gang member stops the job and writes a final
+        checkpoint; any other VM just acknowledges. Either way its report follows ``write_seconds`` later."""
+        if vm_id in self.gang and self.phase in ("running", "loading"):
+            if self.phase == "running":
+                self.settle_commits(t)
+                _, done = self.work_at(t)
+                self.committed = done
+            self.phase, self.phase_until = "stopping", t + self.job.write_seconds
+            self.finish = math.inf
+            self.channel.report(vm_id, t + self.job.write_seconds, int(self.committed))  # its final checkpoint
+        else:
+            self.channel.report(vm_id, t + self.job.write_seconds, None)  # no work on it: the agent just acknowledges
