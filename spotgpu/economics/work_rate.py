@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
-from spotgpu.models.gpu_fit import nodes_per_type, spot_type_price, type_rates
+from spotgpu.models.gpu_fit import nodes_per_type, type_rates
 from spotgpu.models.ladder import FallbackLadder, StepKind
-from spotgpu.models.stack import catalogue_price, fallback_types, pool_types, primary_types
+from spotgpu.models.pool_types import catalogue_price, fallback_types, pool_types, primary_types, spot_type_price
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from spotgpu import catalogue
 from spotgpu.catalogue import GpuShape
 from spotgpu.catalogue.fit import GpuNeed, Shortfall, fitting_names, nodes_for, shortfalls
 from spotgpu.models.base import FieldProblem
+from spotgpu.models.pool_types import fallback_types, spot_type_price
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
@@ -48,15 +49,13 @@ def shape_of(pool: PoolSpec, name: str) -> GpuShape | None:
     return catalogue.gcp_machine(name)
 
 
-def pool_types(pool: PoolSpec) -> list[PoolType]:
+def listed_types(pool: PoolSpec) -> list[PoolType]:
     """Each type the pool may launch once, with the rungs that take it."""
     spot = "the spot rungs (same_pool, alternate_zone, alternate_sku)"
     if isinstance(pool, AwsPoolSpec):
         return [PoolType(f"instanceTypes[{i}]", t, f"{spot} and on_demand", shape_of(pool, t))
                 for i, t in enumerate(pool.instance_types)]
     if isinstance(pool, GcpPoolSpec):
-        from spotgpu.models.stack import fallback_types
-
         grown = set(fallback_types(pool))
         return [PoolType(f"machineTypes[{i}].machineType", c.machine_type,
                          f"{spot} and on_demand" if c.machine_type in grown else spot, shape_of(pool, c.machine_type),
@@ -100,7 +99,7 @@ def pool_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem | No
     need = workload.gpu_need
     if need is None:
         return None
-    for kind in pool_types(pool):
+    for kind in listed_types(pool):
         if kind.shape is None:
             continue
         short = shortfalls(need, kind.shape)
@@ -115,7 +114,7 @@ def nodes_per_type(pool: PoolSpec, workload: WorkloadProfile) -> dict[str, int]:
     if need is None:
         return {}
     out = {}
-    for kind in pool_types(pool):
+    for kind in listed_types(pool):
         if kind.shape is not None and (n := nodes_for(need, kind.shape.gpu_count)) is not None:
             out[kind.name] = n
     return out
@@ -136,30 +135,12 @@ class TypeRate:
 def type_rates(pool: PoolSpec, workload: WorkloadProfile) -> list[TypeRate]:
     """Each type the pool may launch with its work per node-hour (GPUs x measured speed)."""
     out = []
-    for kind in pool_types(pool):
+    for kind in listed_types(pool):
         gpus = kind.shape.gpu_count if kind.shape is not None else None
         model = kind.shape.gpu_model if kind.shape is not None else None
         speed, measured = workload.gpu.speed(model) if workload.gpu is not None else (1.0, False)
         out.append(TypeRate(kind, gpus, model, speed, measured, workload.work_per_node_hour(gpus, model)))
     return out
-
-
-def spot_type_price(pool: PoolSpec, name: str, base: float) -> tuple[float, str]:
-    """USD per node-hour of one of the pool's types on spot, and how it was found.
-
-    The pool has one spot price (``spotPerHour``), its first type's; another type's is that price
-    scaled by the two types' catalogue list prices, because no per-type spot price is configured
-    or measured. Without both list prices the pool's price stands.
-    """
-    from spotgpu.models.stack import catalogue_price, pool_types
-
-    first = pool_types(pool)[0]
-    if name == first:
-        return base, "the pool's spot price"
-    own, ref = catalogue_price(pool, name), catalogue_price(pool, first)
-    if own is None or ref is None or ref.usd_per_hour <= 0:
-        return base, "the pool's spot price (no list prices to scale it by)"
-    return round(base * own.usd_per_hour / ref.usd_per_hour, 4), f"x list price {own.usd_per_hour:g}/{ref.usd_per_hour:g}"
 
 
 def group_gpu_keys(pool: PoolSpec, workload: WorkloadProfile, types: tuple[str, ...], *, spot: bool) -> dict[str, object]:

@@ -6,10 +6,17 @@ import math
 
 from pydantic import Field, ValidationInfo, model_validator
 
-from spotgpu import catalogue
 from spotgpu.catalogue import PriceQuote
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_far_above
+from spotgpu.models.pool_types import (
+    catalogue_price,
+    fallback_types,
+    pool_region,
+    pool_types,
+    primary_types,
+    spot_type_price,
+)
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
 
@@ -145,45 +152,6 @@ class StackConfig(SpotModel):
         return [p for p in self.pools if p.cloud == cloud]
 
 
-def pool_region(pool: PoolSpec) -> str:
-    """Where the pool runs: its region or location (AWS: the subnets' region)."""
-    if isinstance(pool, AwsPoolSpec):
-        return getattr(pool, "region", None) or pool.subnet_region or "?"
-    if isinstance(pool, GcpPoolSpec):
-        return pool.region
-    return pool.location
-
-
-def fallback_types(pool: PoolSpec) -> tuple[str, ...]:
-    """The types the pool's on-demand fallback group may grow (what the on_demand rung pays for)."""
-    if isinstance(pool, AwsPoolSpec):
-        return pool.instance_types  # the fallback ASG uses the same overrides
-    if isinstance(pool, GcpPoolSpec):
-        return primary_types(pool)  # the fallback MIG takes the primary MIG's types
-    return (pool.fallback_vm_size or pool.vm_sizes[0],)
-
-
-def primary_types(pool: PoolSpec) -> tuple[str, ...]:
-    """The types of the pool's primary spot group (what same_pool and alternate_zone grow); the other
-    spot types are the alternate_sku groups'. AWS: one Auto Scaling group mixes every type; GCP: the
-    types sharing the first's accelerator share its MIG; Azure: one scale set per size."""
-    if isinstance(pool, AwsPoolSpec):
-        return tuple(pool.instance_types)
-    if isinstance(pool, GcpPoolSpec):
-        first = pool.machine_types[0].accelerator
-        return tuple(c.machine_type for c in pool.machine_types if c.accelerator == first)
-    return (pool.vm_sizes[0],)
-
-
-def catalogue_price(pool: PoolSpec, name: str) -> PriceQuote | None:
-    accelerator = None
-    if isinstance(pool, GcpPoolSpec):
-        choice = next((c for c in pool.machine_types if c.machine_type == name), None)
-        if choice is not None and choice.accelerator is not None:
-            accelerator = (choice.accelerator.type, choice.accelerator.count)
-    return catalogue.on_demand_price(pool.cloud, name, pool_region(pool), accelerator)
-
-
 def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
     if not isinstance(pool, AwsPoolSpec) or pool.subnet_region is None:
         return
@@ -195,15 +163,6 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
             at=f"pools[{pool.name}].subnets", value=[s.zone for s in pool.subnets],
             fix=f"use subnets in {region}, or set {key} to {pool.subnet_region}",
         )
-
-
-def pool_types(pool: PoolSpec) -> tuple[str, ...]:
-    """The GPU instance types, machine types or VM sizes the pool may take, as listed."""
-    if isinstance(pool, AwsPoolSpec):
-        return tuple(pool.instance_types)
-    if isinstance(pool, GcpPoolSpec):
-        return tuple(c.machine_type for c in pool.machine_types)
-    return tuple(pool.vm_sizes)
 
 
 def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
@@ -236,7 +195,7 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
             fix=f"add workloads.{pool.workload}.gpu.gpusPerNode (and gpu.relativeThroughput), or state the ceiling "
                 "per node-hour (costCeilingPerHour)",
         )  # fmt: skip
-    from spotgpu.models.gpu_fit import spot_type_price, type_rates
+    from spotgpu.models.gpu_fit import type_rates
 
     rates = type_rates(pool, workload)
     primary = set(primary_types(pool))
