@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import Field, field_validator, model_validator
 
+from spotgpu.models import catalogue_checks
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.gang import AwsGangSpec, AzureGangSpec, AzureImage, GcpGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
@@ -380,13 +381,11 @@ class AwsPoolSpec(_PoolBase):
 
     @model_validator(mode="after")
     def _in_catalogue(self) -> AwsPoolSpec:
-        from spotgpu.catalogue import checks
-
         stated = self.opt_out.catalogue
-        checks.aws_instance_types(self.instance_types, stated)
-        region = checks.aws_region_of_zones(tuple(s.zone for s in self.subnets), stated)
+        catalogue_checks.aws_instance_types(self.instance_types, stated)
+        region = catalogue_checks.aws_region_of_zones(tuple(s.zone for s in self.subnets), stated)
         if region is not None:
-            checks.aws_types_in_region(self.instance_types, region, stated)
+            catalogue_checks.aws_types_in_region(self.instance_types, region, stated)
         return self
 
     @model_validator(mode="after")
@@ -483,12 +482,10 @@ class GcpPoolSpec(_PoolBase):
                                    fix=f"use zones of the region, like {self.region}-a")
         if len(set(self.zones)) != len(self.zones):
             raise FieldProblem("lists a zone twice", at="zones", value=list(self.zones), fix="list each zone once")
-        from spotgpu.catalogue import checks
-
-        checks.gcp_region(self.region, self.opt_out.catalogue)
+        catalogue_checks.gcp_region(self.region, self.opt_out.catalogue)
         for i, choice in enumerate(self.machine_types):
             acc = choice.accelerator
-            checks.gcp_machine(i, choice.machine_type, (acc.type, acc.count) if acc else None, self.opt_out.catalogue)
+            catalogue_checks.gcp_machine(i, choice.machine_type, (acc.type, acc.count) if acc else None, self.opt_out.catalogue)
         signatures = [(c.machine_type, c.accelerator) for c in self.machine_types]
         if len(set(signatures)) != len(signatures):
             raise FieldProblem("lists a machine type twice with the same accelerator", at="machineTypes",
@@ -617,12 +614,10 @@ class AzurePoolSpec(_PoolBase):
     def _checks(self) -> AzurePoolSpec:
         if self.max_price != -1 and self.max_price <= 0:
             raise ValueError(f"maxPrice {self.max_price} must be -1 or a positive USD/hour price")
-        from spotgpu.catalogue import checks
-
-        checks.azure_location(self.location, self.opt_out.catalogue)
-        checks.azure_sizes(self.vm_sizes, "vmSizes", self.opt_out.catalogue)
+        catalogue_checks.azure_location(self.location, self.opt_out.catalogue)
+        catalogue_checks.azure_sizes(self.vm_sizes, "vmSizes", self.opt_out.catalogue)
         if self.fallback_vm_size is not None:
-            checks.azure_sizes((self.fallback_vm_size,), "fallbackVmSize", self.opt_out.catalogue)
+            catalogue_checks.azure_sizes((self.fallback_vm_size,), "fallbackVmSize", self.opt_out.catalogue)
         self._diversity(len(self.zones), len(self.vm_sizes), "zones", "vmSizes", list(self.zones), list(self.vm_sizes))
         return self
 
