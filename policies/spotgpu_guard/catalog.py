@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from spotgpu.contract.store_url import parse_store_url as parse
 from spotgpu_guard import aws, aws_s3, azure, gcp
 from spotgpu_guard.inventory import Inventory
 from spotgpu_guard.model import Group, SpotPool, Store
 
 _COMPUTE = (aws, gcp, azure)
 _STORAGE = (aws_s3, gcp, azure)
-_STORE_URL = re.compile(
-    r"^(?:(?P<scheme>s3|gs|az)://(?P<name>[^/]+)"
-    r"|https://(?P<account>[a-z0-9]+)\.blob\.core\.windows\.net)(?:/.*)?$"
-)
-_SCHEME_CLOUD = {"s3": "aws", "gs": "gcp", "az": "azure"}
-
-
 def parse_store_url(url: str) -> tuple[str, str] | None:
-    """``s3://b/p`` -> ("aws", "b"); ``gs://``, ``az://account/...`` and blob https URLs likewise."""
-    m = _STORE_URL.match(url.strip())
-    if not m:
+    """``s3://b/p`` -> ("aws", "b"); ``gs://``, ``az://ACCOUNT/...`` and blob https URLs likewise: the cloud and
+    the resource that holds the data (bucket, or Azure storage account), read by the one parser
+    (:func:`spotgpu.contract.store_url.parse_store_url`); None for anything that is not a cloud store URL."""
+    try:
+        where = parse(url.strip())
+    except ValueError:
         return None
-    if m.group("account"):
-        return "azure", m.group("account")
-    return _SCHEME_CLOUD[m.group("scheme")], m.group("name")
+    return None if where.cloud is None else (where.cloud, where.store_name)
 
 
 @dataclass

@@ -32,7 +32,8 @@ from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
 from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
-from spotgpu.checkpoint.store import Store, open_store, parse_store_url, redact_url
+from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.contract.store_url import parse_store_url, redact_url
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionEr
 from obstore.store import from_url
 
 from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
-from spotgpu.checkpoint.store import ObjectInfo, Payload, StoreUrl, iter_chunks, join, parse_store_url
+from spotgpu.checkpoint.store import ObjectInfo, Payload, iter_chunks, join
+from spotgpu.contract.store_url import StoreUrl, parse_store_url
 
 #: Multipart part size: 5 MiB is S3's minimum; 16 MiB cuts request count 3x.
 PART_SIZE = 16 << 20

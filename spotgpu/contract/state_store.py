@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import obstore
 from obstore.store import from_url
 
-from spotgpu.checkpoint.store import parse_store_url
+from spotgpu.contract.store_url import parse_store_url
 
 
 class JsonStore(Protocol):

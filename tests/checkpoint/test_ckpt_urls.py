@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from spotgpu.checkpoint import CheckpointManager
-from spotgpu.checkpoint.store import parse_store_url, redact_url
 from spotgpu.cli import main
+from spotgpu.contract.store_url import parse_store_url, redact_url
 
 SECRETS = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI", "hunter2")
 

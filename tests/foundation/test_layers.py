@@ -14,7 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = ["spotgpu/agent", "spotgpu/checkpoint", "spotgpu/gang", "spotgpu/integrations", "spotgpu/bootstrap.py"]
 PARTS = ("spotgpu.agent", "spotgpu.controller", "spotgpu.economics", "spotgpu.drills", "spotgpu.gang",
-         "spotgpu.integrations", "spotgpu.cli", "components", "spotgpu_pulumi", "pulumi")  # fmt: skip
+         "spotgpu.integrations", "spotgpu.checkpoint", "spotgpu.simulation", "spotgpu.cli", "components",
+         "spotgpu_pulumi", "pulumi")  # fmt: skip
 
 
 def modules_imported(path: Path) -> set[str]:
@@ -51,7 +52,13 @@ def test_the_vm_runtime_never_imports_the_controller() -> None:
 
 
 def test_the_contract_imports_no_part() -> None:
+    """Defect: the contract's state store parsed URLs with the checkpoint library's parser."""
     assert offenders(["spotgpu/contract"], PARTS) == []
+
+
+def test_the_catalogue_is_data_below_the_models() -> None:
+    """Defect: the catalogue's checks imported spotgpu.models.base while the pool models imported them."""
+    assert offenders(["spotgpu/catalogue"], ("spotgpu.models", *PARTS)) == []
 
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
