@@ -108,6 +108,37 @@ def pool_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem | No
     return None
 
 
+def capacity_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem | None:
+    """The pool's ``capacity.target`` nodes of its first type cannot hold any gang size the workload runs at.
+
+    The target counts nodes of the primary type; with a ``gpu`` block the gang is GPUs
+    (``nodes x gpusPerNode``, or another of ``gpu.worldSizes``), so a 1-GPU primary needs four
+    nodes for a 4-GPU gang. A target of 0 (a pool kept empty) is not judged.
+    """
+    need = workload.gpu_need
+    target = pool.capacity.target
+    kinds = listed_types(pool)
+    if need is None or target == 0 or not kinds or kinds[0].shape is None:
+        return None
+    first = kinds[0]
+    assert first.shape is not None
+    gpus = first.shape.gpu_count
+    n = nodes_for(need, gpus)
+    if n is None or n <= target:
+        return None  # a type that cannot hold the gang at all is pool_problem's finding
+    holds = target * gpus
+    if any(w <= holds and w % gpus == 0 for w in need.allowed_world_sizes):
+        return None
+    return FieldProblem(
+        f"holds {target} node(s) of {first.name} ({gpus:g} GPU(s) each), {holds:g} GPUs, and workload "
+        f"{pool.workload}'s gang needs {need.world_size} (nodes {need.nodes} x gpu.gpusPerNode {need.gpus_per_node}): "
+        f"{n} node(s) of {first.name}",
+        at="capacity.target", value=target,
+        fix=f"set capacity.target to {n} (and capacity.max to at least {n}), or list a gang size it holds in "
+            "gpu.worldSizes (the restore must reshard)",
+    )  # fmt: skip
+
+
 def nodes_per_type(pool: PoolSpec, workload: WorkloadProfile) -> dict[str, int]:
     """Nodes of each known type that make the workload's gang (the controller's group sizes)."""
     need = workload.gpu_need

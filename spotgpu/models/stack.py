@@ -243,9 +243,9 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
 
 
 def _check_gpu_fit(pool: PoolSpec, workload: WorkloadProfile) -> None:
-    from spotgpu.models.gpu_fit import pool_problem
+    from spotgpu.models.gpu_fit import capacity_problem, pool_problem
 
-    problem = pool_problem(pool, workload)
+    problem = pool_problem(pool, workload) or capacity_problem(pool, workload)
     if problem is not None:
         problem.at = f"pools[{pool.name}].{problem.at}"
         raise problem

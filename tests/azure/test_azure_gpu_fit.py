@@ -38,3 +38,16 @@ def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
     need = GpuRequirement(gpus_per_node=1, memory_per_gpu_gib=90)
     with pytest.raises(ConfigError, match=r"pools\[train-az\]\.vmSizes\[0\]: Standard_NC24ads_A100_v4 .* short"):
         dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))
+
+
+def test_a_target_of_1_gpu_nodes_that_cannot_hold_the_gang_is_refused() -> None:
+    """The target counts primary nodes: two 1-GPU NC24ads hold 2 GPUs, and a gang of 2 x 2 GPUs needs four."""
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(_with_gpu({"gpusPerNode": 2}))
+    line = str(err.value)
+    assert line.startswith("spotgpu:pools[train-az].capacity.target: holds 2 node(s) of Standard_NC24ads_A100_v4 "
+                           "(1 GPU(s) each), 2 GPUs, and workload llm-finetune's gang needs 4")  # fmt: skip
+    assert "(value: 2); fix: set capacity.target to 4 (and capacity.max to at least 4)" in line
+    parse_stack_config(_with_gpu({"gpusPerNode": 2}, capacity={"target": 4, "max": 8}))  # four nodes hold it
+    parse_stack_config(_with_gpu({"gpusPerNode": 2, "worldSizes": [2]}))  # or it restarts at 2 GPUs (resharded)
+    parse_stack_config(_with_gpu({"gpusPerNode": 2}, capacity={"target": 0, "max": 8}))  # a pool kept empty

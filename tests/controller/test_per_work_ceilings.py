@@ -98,7 +98,8 @@ def _prod(prod_raw: dict[str, Any], gpu: dict[str, Any] | None, sku: dict[str, f
     return raw
 
 
-GPU = {"gpusPerNode": 4, "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100": 2.0, "H100": 3.0}}
+#: One GPU per node for 2 nodes, or 8 GPUs on the 4-GPU types (the gang each pool's capacity holds).
+GPU = {"gpusPerNode": 1, "worldSizes": [8], "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100": 2.0, "H100": 3.0}}
 
 
 def test_a_per_work_hour_ceiling_needs_the_workloads_gpu_block(prod_raw: dict[str, Any]) -> None:
