@@ -176,13 +176,8 @@ class Agent:
         rt = self.config.effective_runtime()
         if rt.telemetry_host is not None:
             self.telemetry.serve(rt.telemetry_host, self.config.telemetry_port)
-        self.control.start()
-        if self.link is not None:
-            self.link.start()
-        self._consumer.start()
-        for runner in self.runners:
-            runner.start()
-        self._identity_thread.start()
+        # The events log's first record, before any thread can write one (a first clean poll's
+        # `ready`, the `identity`, a workload's report): the reader takes the VM's pool from it.
         self.telemetry.log(
             "started",
             provider=self.config.provider,
@@ -191,6 +186,13 @@ class Agent:
             telemetryPort=self.telemetry.http_port,
             notice=self.contract.model_dump(mode="json", by_alias=True),
         )
+        self.control.start()
+        if self.link is not None:
+            self.link.start()
+        self._consumer.start()
+        for runner in self.runners:
+            runner.start()
+        self._identity_thread.start()
         return self
 
     def stop(self) -> None:
