@@ -8,7 +8,9 @@
 
 ``should_stop()`` is a flag read (a background thread long-polls the agent), so
 it costs nothing per step. ``wait_for_notice()`` blocks for loops that prefer a
-thread of their own, and ``report()`` sends any checkpoint outcome back. If no
+thread of their own, and ``report()`` sends any checkpoint outcome back.
+``report_throughput()`` sends the mean step time every few hundred steps, so the
+fleet's logs measure each GPU model's speed (``spotgpu profile fit``). If no
 agent is running (a laptop, a CI job), the client says "keep going" and the
 periodic checkpoints remain the protection.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import math
+import numbers
 import os
 import socket
 import threading
@@ -25,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from spotgpu.agent.control import parse_address
+from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +206,18 @@ class AgentClient:
         """The step this job resumed from (None: from scratch), for the agent's events log."""
         self._try("POST", "/v1/report", {"checkpoint": "restore", "step": step, "generation": generation})
 
+    def report_throughput(self, step_seconds: float, steps: int = 1, gpu_model: str | None = None) -> None:
+        """The mean seconds per step over the last ``steps`` steps, for the agent's events log.
+
+        ``profile fit`` turns these into each GPU model's speed against the reference type
+        (``gpu.relativeThroughput``). Leave ``gpu_model`` out: the agent knows its VM's type and
+        names the model from the catalogue (give it where the agent cannot: GCP N1 with attached
+        GPUs). Bad arguments raise ValueError (a bug in the loop, found at once); an absent agent
+        does not (like every report, the training goes on).
+        """
+        body = _throughput_body(step_seconds, steps, gpu_model)
+        self._try("POST", "/v1/throughput", body)
+
     def mark_served(self) -> None:
         """The current notice was answered (a gang agreed on it): checkpoint_requested() stops returning it."""
         current = self._notice
@@ -256,6 +272,27 @@ class AgentClient:
                 time.sleep(1.0)
                 continue
             self._absorb(snap)
+
+
+def _throughput_body(step_seconds: float, steps: int, gpu_model: str | None) -> dict[str, Any]:
+    """The ``/v1/throughput`` body; an argument no step time can have is the caller's bug, said in one line."""
+    if isinstance(step_seconds, bool) or not isinstance(step_seconds, numbers.Real) or not (
+        math.isfinite(step_seconds) and step_seconds > 0
+    ):
+        raise ValueError(f"report_throughput: step_seconds {step_seconds!r} is not a step time; pass the mean seconds "
+                         "per step over the steps since the last report, a finite number above 0")  # fmt: skip
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"report_throughput: steps {steps!r} is not a step count; pass how many steps step_seconds "
+                         "is the mean of, a whole number of at least 1")  # fmt: skip
+    named = isinstance(gpu_model, str) and bool(gpu_model.strip()) and len(gpu_model) <= MAX_GPU_MODEL_CHARS
+    if gpu_model is not None and not named:
+        raise ValueError(f"report_throughput: gpu_model {gpu_model!r} is not a GPU model name; pass a catalogue name "
+                         f"such as 'A100' (at most {MAX_GPU_MODEL_CHARS} characters), or leave it out for the agent "
+                         "to name")  # fmt: skip
+    body: dict[str, Any] = {"stepSeconds": float(step_seconds), "steps": int(steps)}
+    if gpu_model is not None:
+        body["gpuModel"] = gpu_model.strip()
+    return body
 
 
 def _generation_id(generation: Any) -> str | None:

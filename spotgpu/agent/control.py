@@ -9,10 +9,12 @@ Routes (JSON in and out):
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
   ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step).
+* ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
+  ``steps`` steps (and the GPU model, when the workload knows it): logged, never a checkpoint.
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
 * ``GET  /healthz``                     liveness.
 
-Only the workload's own routes (``/v1/notice``, register, ready, report) count as
+Only the workload's own routes (``/v1/notice``, register, ready, report, throughput) count as
 contact: a status read or a health probe is an operator or a monitor, and must not
 make the agent wait out a final-checkpoint budget for a workload that does not exist.
 """
@@ -20,10 +22,12 @@ make the agent wait out a final-checkpoint budget for a workload that does not e
 from __future__ import annotations
 
 import json
+import math
 import os
 import socketserver
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -115,6 +119,10 @@ class _Handler(BaseHTTPRequestHandler):
                 control.on_ready()
             elif self.path == "/v1/report":
                 control.state.add_report(_report(body))
+            elif self.path == "/v1/throughput":
+                sample = throughput_sample(body)
+                control.state.touch()
+                control.on_throughput(sample)
             else:
                 self._send(404, {"error": f"no route {self.path}"})
                 return
@@ -162,6 +170,32 @@ def _outcome(body: dict[str, Any]) -> str:
     return "peer-lost" if str(body.get("reason") or "").startswith("peer lost") else "failed"
 
 
+@dataclass(frozen=True)
+class ThroughputSample:
+    """What the workload measured: the mean seconds of its last ``steps`` steps, on ``gpu_model`` if it said."""
+
+    step_seconds: float
+    steps: int
+    gpu_model: str | None
+
+
+#: Longer than any catalogue GPU model name; a longer one is a mistake, not a GPU.
+MAX_GPU_MODEL_CHARS = 64
+
+
+def throughput_sample(body: dict[str, Any]) -> ThroughputSample:
+    """The ``/v1/throughput`` body, validated here at the edge (the client checks the same before sending)."""
+    seconds, steps, model = body.get("stepSeconds"), body.get("steps", 1), body.get("gpuModel")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"stepSeconds {seconds!r}: use the mean seconds per training step, a finite number above 0")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps {steps!r}: use the number of steps the mean covers, a whole number of at least 1")
+    if model is not None and not (isinstance(model, str) and model.strip() and len(model) <= MAX_GPU_MODEL_CHARS):
+        raise ValueError(f"gpuModel {model!r}: use a catalogue GPU model name such as 'A100', or leave it out "
+                         "(the agent fills it from its instance type)")  # fmt: skip
+    return ThroughputSample(float(seconds), steps, None if model is None else model.strip())
+
+
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     control: ControlServer
@@ -179,11 +213,13 @@ class ControlServer:
         state: WorkloadState,
         status: Callable[[], dict[str, object]] | None = None,
         on_ready: Callable[[], None] | None = None,
+        on_throughput: Callable[[ThroughputSample], None] | None = None,
     ) -> None:
         self.address = address
         self.state = state
         self._status = status or state.snapshot
         self._on_ready = on_ready or state.mark_ready
+        self._on_throughput = on_throughput or (lambda sample: None)
         kind, where = parse_address(address)
         self.server: _UnixServer | _TcpServer
         if kind == "unix":
@@ -213,6 +249,9 @@ class ControlServer:
 
     def on_ready(self) -> None:
         self._on_ready()
+
+    def on_throughput(self, sample: ThroughputSample) -> None:
+        self._on_throughput(sample)
 
     def start(self) -> ControlServer:
         self._thread.start()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spotgpu.agent import actions, aws, azure, gcp
-from spotgpu.agent.control import ControlServer
+from spotgpu.agent.control import ControlServer, ThroughputSample
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
 from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
@@ -160,7 +160,8 @@ class Agent:
                 )
             )
         self.control = ControlServer(
-            control_address or config.control_socket, self.state, status=self.status, on_ready=self._workload_ready
+            control_address or config.control_socket, self.state, status=self.status, on_ready=self._workload_ready,
+            on_throughput=self._throughput,
         )
         self.runners = [
             MonitorRunner(
@@ -241,6 +242,10 @@ class Agent:
     def _workload_ready(self) -> None:
         if self.state.mark_ready():
             self.telemetry.ready("workload", seconds_since_boot())
+
+    def _throughput(self, sample: ThroughputSample) -> None:
+        """A step-time report: logged with this VM's GPU model when the workload did not name one."""
+        self.telemetry.throughput(sample, self.identity)
 
     def _resolve_identity(self) -> None:
         rt = self.config.effective_runtime()

@@ -3,8 +3,10 @@
 The metrics answer the questions the rest of spotgpu asks of a VM: how often
 notices come (by kind), how late we saw them, how much lead they gave, whether
 the final checkpoint committed and how long it took, and how long a fresh VM
-takes from boot to ready (the input for reacquisition latency). Every series is
-labelled with the VM's identity via ``spotgpu_agent_info``.
+takes from boot to ready (the input for reacquisition latency), and how fast the
+workload trains on this VM's GPU model (the step time ``spotgpu profile fit`` turns into
+``gpu.relativeThroughput``). Every series is labelled with the VM's identity via
+``spotgpu_agent_info``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import IO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
+from spotgpu import catalogue
+from spotgpu.agent.control import ThroughputSample
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
 
@@ -96,6 +100,18 @@ class Telemetry:
             ["role", "outcome"],
             registry=r,
         )
+        self.step_seconds = Gauge(
+            "spotgpu_agent_step_seconds",
+            "Mean seconds per training step the workload last reported, by GPU model (unknown: not known)",
+            ["gpu_model"],
+            registry=r,
+        )
+        self.training_steps = Counter(
+            "spotgpu_agent_training_steps",
+            "Training steps the workload's throughput reports covered, by GPU model",
+            ["gpu_model"],
+            registry=r,
+        )
         self._log_path = log_path
         self._log_lock = threading.Lock()
         self._log_file: IO[str] | None = None
@@ -173,6 +189,23 @@ class Telemetry:
         self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
         self.log("gang-stop", **report)
 
+    def throughput(self, sample: ThroughputSample, ident: VmIdentity) -> None:
+        """One step-time report, with the GPU model it was measured on: the client's, else this VM's own.
+
+        ``gpuModelSource`` says which (``client``, ``catalogue``, or ``unknown`` when neither knows:
+        the identity is not read yet, or a type the catalogue does not map, such as GCP N1 with
+        attached GPUs), so the fit can tell a measured speed from a guessed one.
+        """
+        model, source = sample.gpu_model, "client"
+        if model is None:
+            model = gpu_model_of(ident)
+            source = "unknown" if model is None else "catalogue"
+        label = model or "unknown"
+        self.step_seconds.labels(gpu_model=label).set(sample.step_seconds)
+        self.training_steps.labels(gpu_model=label).inc(sample.steps)
+        self.log("throughput", stepSeconds=sample.step_seconds, steps=sample.steps, gpuModel=model,
+                 gpuModelSource=source)  # fmt: skip
+
     def ready(self, stage: str, boot_seconds: float | None) -> None:
         if boot_seconds is not None:
             self.boot_to_ready.labels(stage=stage).set(boot_seconds)
@@ -188,6 +221,17 @@ class Telemetry:
     def controller_report(self, result: str, at: float, vm_id: str, error: str | None = None) -> None:
         self.controller_reports.labels(result=result).inc()
         self.log("commit-reported", result=result, lastCommittedAt=at, vmId=vm_id, error=error)
+
+
+def gpu_model_of(ident: VmIdentity) -> str | None:
+    """The GPU model of this VM's type by the catalogue (AWS instance type, GCP machine type, Azure VM size).
+
+    None before the identity is read, and for a type the catalogue does not map to one model
+    (GCP N1 machine types carry attached accelerators the metadata does not name).
+    """
+    lookup = {"aws": catalogue.aws_gpu, "gcp": catalogue.gcp_machine, "azure": catalogue.azure_size}.get(ident.provider)
+    shape = lookup(ident.instance_type) if lookup is not None and ident.instance_type else None
+    return None if shape is None else shape.gpu_model
 
 
 def seconds_since_boot(proc_uptime: str = "/proc/uptime") -> float | None:

@@ -9,7 +9,9 @@ with the number of lines, and returns a :class:`ProfileFit`:
   give a wide interval, and no exposure is said to be too little data);
 * reacquisition latency (median, p90, samples), launch failures by reason (quota apart from
   capacity: quota needs a ticket, not the ladder), notice lead times, checkpoint write/load
-  p90 and size, boot-to-ready.
+  p90 and size, boot-to-ready;
+* each GPU model's median step time and its speed against the reference model
+  (:class:`GpuSpeeds`, what ``gpu.relativeThroughput`` states by hand).
 
 An interruption is counted once per VM (the agent's preempt notice and the controller's
 interruption event of the same VM are one loss). The rate counts only VMs whose lifetime
@@ -28,6 +30,7 @@ from statistics import NormalDist
 from typing import Any
 
 from spotgpu.economics.telemetry import LOSS_NOTICES, TelemetryRecord
+from spotgpu.models import WorkloadProfile
 
 #: Two-sided confidence of the interruption-rate interval.
 CONFIDENCE = 0.90
@@ -38,6 +41,11 @@ FEW_INTERRUPTIONS = 5
 MIN_EXPOSURE_NODE_HOURS = 1.0
 #: Fewer latency (or timing) samples than this and the figure is flagged as few samples.
 FEW_SAMPLES = 5
+
+
+#: Fewer step-time reports of a GPU model than this and its speed is listed, not used: a few
+#: reports from one warm-up or one noisy neighbour would set the price of every hour on that model.
+MIN_THROUGHPUT_SAMPLES = 5
 
 
 #: From this many events on, the interval uses the Wilson-Hilferty approximation (the exact sum is O(k)).
@@ -146,6 +154,10 @@ class FitAccumulator:
     loads: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     boot: list[float] = field(default_factory=list)
+    #: GPU model (None: not named) -> (mean step seconds, steps) per report, and the VMs that reported
+    step_times: dict[str | None, list[tuple[float, int]]] = field(default_factory=lambda: defaultdict(list))
+    step_nodes: dict[str | None, set[str]] = field(default_factory=lambda: defaultdict(set))
+    step_pools: set[str] = field(default_factory=set)
     pools: set[str] = field(default_factory=set)
     providers: set[str] = field(default_factory=set)
 
@@ -191,6 +203,10 @@ class FitAccumulator:
             self.loads.append(r.seconds)
         elif ev == "node_ready" and r.seconds is not None:
             self.boot.append(r.seconds)
+        elif ev == "throughput" and r.seconds is not None:
+            self.step_times[r.gpu_model].append((r.seconds, r.steps or 1))
+            self.step_nodes[r.gpu_model].add(f"{r.pool}/{r.node or '?'}")
+            self.step_pools.add(r.pool)
 
     def _node(self, r: TelemetryRecord) -> _Node:
         key = (r.pool, str(r.node))
@@ -249,6 +265,9 @@ class FitAccumulator:
             checkpoint_load_seconds=self.loads,
             checkpoint_bytes=self.sizes,
             boot_to_ready_seconds=self.boot,
+            step_times={m: list(v) for m, v in self.step_times.items()},
+            step_nodes={m: len(v) for m, v in self.step_nodes.items()},
+            step_pools=sorted(self.step_pools),
         )
 
 
@@ -300,6 +319,15 @@ class ProfileFit:
     checkpoint_load_seconds: list[float]
     checkpoint_bytes: list[int]
     boot_to_ready_seconds: list[float]
+    step_times: dict[str | None, list[tuple[float, int]]] = field(default_factory=dict)
+    step_nodes: dict[str | None, int] = field(default_factory=dict)
+    step_pools: list[str] = field(default_factory=list)
+
+    def gpu_speeds(self, base: WorkloadProfile | None = None) -> GpuSpeeds:
+        """Each GPU model's speed against the base profile's reference model (else the most sampled one)."""
+        models = [ModelSteps(m, len(v), sum(n for _, n in v), self.step_nodes.get(m, 0), weighted_median(v))
+                  for m, v in sorted(self.step_times.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))]  # fmt: skip
+        return GpuSpeeds.of(models, base, self.step_pools)
 
     def pool_rate(self) -> RateCell | None:
         """The rate over every pool read (one pool, with ``--pool``)."""
@@ -343,7 +371,8 @@ class ProfileFit:
             why["checkpointBytes"] = "too little data: no committed checkpoint carried its size"
         return out, why
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, base: WorkloadProfile | None = None) -> dict[str, Any]:
+        """The fit as JSON (camelCase, no NaN); ``base`` names the GPU speeds' reference model."""
         updates, why = self.profile_updates()
         return {
             "pools": self.pools,
@@ -359,6 +388,142 @@ class ProfileFit:
             "checkpointLoadSeconds": summary(self.checkpoint_load_seconds),
             "checkpointBytes": summary([float(b) for b in self.checkpoint_bytes]),
             "bootToReadySeconds": summary(self.boot_to_ready_seconds),
+            "gpuSpeeds": self.gpu_speeds(base).to_dict(),
             "measuredProfile": updates,
             "notMeasured": why,
         }
+
+
+def weighted_median(samples: list[tuple[float, int]]) -> float:
+    """The median of per-report mean step times, each counted as often as the steps it covers.
+
+    A report of 500 steps says more than one of 5; the lower weighted median (the smallest time
+    at which half the steps are reached) is a time some report actually measured.
+    """
+    ordered = sorted(samples)
+    half = sum(n for _, n in ordered) / 2.0
+    seen = 0
+    for seconds, n in ordered:
+        seen += n
+        if seen >= half:
+            return seconds
+    return ordered[-1][0]
+
+
+@dataclass(frozen=True)
+class ModelSteps:
+    """The step-time reports of one GPU model (None: neither the workload nor the catalogue named it)."""
+
+    gpu_model: str | None
+    samples: int
+    steps: int
+    nodes: int
+    median_step_seconds: float
+
+    @property
+    def enough(self) -> bool:
+        return self.gpu_model is not None and self.samples >= MIN_THROUGHPUT_SAMPLES
+
+    def why_unused(self) -> str | None:
+        if self.gpu_model is None:
+            return ("no GPU model: the workload named none and the catalogue does not know the VM's type (GCP N1 "
+                    "with attached GPUs: pass gpu_model= to report_throughput); not used")  # fmt: skip
+        if self.samples < MIN_THROUGHPUT_SAMPLES:
+            return f"too few samples ({self.samples} < {MIN_THROUGHPUT_SAMPLES}): listed, not used"
+        return None
+
+
+#: The range ``gpu.relativeThroughput`` accepts (``spotgpu.models.workload.GpuRequirement``).
+SPEED_RANGE = (0.0, 100.0)
+
+
+@dataclass(frozen=True)
+class GpuSpeeds:
+    """Measured ``gpu.relativeThroughput``: reference median step seconds / each model's.
+
+    The reference is the model the base profile's table gives 1.0 (the type ``workHours`` was
+    measured on); only then is the table laid over the measured profile (``applies``). Without
+    one the most sampled model is the reference, said so: the speeds are right relative to each
+    other, but which type ``workHours`` means is the profile's to say, not the logs'.
+    """
+
+    models: list[ModelSteps]
+    reference: str | None
+    basis: str
+    applies: bool
+    speeds: dict[str, float]  # usable models' speeds, the reference's 1.0 included
+    unused: dict[str, str]  # model -> why its measured speed is not used (beyond why_unused)
+    pools: list[str] = field(default_factory=list)  # the pools whose workloads reported
+
+    @classmethod
+    def of(cls, models: list[ModelSteps], base: WorkloadProfile | None, pools: list[str] | None = None) -> GpuSpeeds:
+        usable = [m for m in models if m.enough]
+        reference, basis, applies = _reference(usable, models, base)
+        speeds: dict[str, float] = {}
+        unused: dict[str, str] = {}
+        ref = next((m for m in usable if m.gpu_model == reference), None)
+        for m in usable if ref is not None else []:
+            assert ref is not None and m.gpu_model is not None
+            speed = 1.0 if m is ref else round(ref.median_step_seconds / m.median_step_seconds, 4)
+            if SPEED_RANGE[0] < speed <= SPEED_RANGE[1]:
+                speeds[m.gpu_model] = speed
+            else:
+                unused[m.gpu_model] = (f"speed {speed:g} is outside the {SPEED_RANGE[0]:g}-{SPEED_RANGE[1]:g} a "
+                                       "relativeThroughput takes: check that both models ran the same job")  # fmt: skip
+        return cls(models, reference, basis, applies, speeds, unused, list(pools or []))
+
+    def table_over(self, base: dict[str, float]) -> dict[str, float]:
+        """``base``'s table with the measured speeds over it: measured wins per model, the reference stays 1.0."""
+        return {**base, **self.speeds}
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = []
+        for m in self.models:
+            row: dict[str, Any] = {"gpuModel": m.gpu_model, "samples": m.samples, "steps": m.steps, "nodes": m.nodes,
+                                   "medianStepSeconds": round(m.median_step_seconds, 6),
+                                   "relativeThroughput": self.speeds.get(str(m.gpu_model)) if m.enough else None}  # fmt: skip
+            note = m.why_unused() or self.unused.get(str(m.gpu_model))
+            if note is None and m.gpu_model == self.reference:
+                note = "reference (1.0)"
+            elif note is None and row["relativeThroughput"] is None:
+                note = f"no reference to compare with: {self.basis}"
+            if note:
+                row["note"] = note
+            rows.append(row)
+        out = {"reference": self.reference, "referenceBasis": self.basis, "minSamples": MIN_THROUGHPUT_SAMPLES,
+               "appliesToProfile": self.applies, "relativeThroughput": self.speeds, "models": rows, "pools": self.pools}  # fmt: skip
+        if len(self.pools) > 1:  # one speed table is one job's: several pools may run several jobs
+            out["note"] = (f"step times of {len(self.pools)} pools ({', '.join(self.pools)}) taken together; if they "
+                           "run different jobs, fit each with --pool NAME")  # fmt: skip
+        return out
+
+
+def _most(m: ModelSteps) -> tuple[int, int, str]:
+    return m.samples, m.steps, str(m.gpu_model)
+
+
+def _reference(usable: list[ModelSteps], models: list[ModelSteps], base: WorkloadProfile | None) -> tuple[str | None, str, bool]:
+    """(reference model, why it is the reference or why there is none, whether the table lays over ``base``)."""
+    table = base.gpu.relative_throughput if base is not None and base.gpu is not None else {}
+    ones = sorted(k for k, v in table.items() if v == 1.0)
+    if ones and base is not None and base.gpu is not None:
+        gpu = base.gpu
+        hits = [m for m in usable if gpu.speed_of(m.gpu_model) == 1.0]
+        if hits:
+            ref = max(hits, key=_most)
+            return ref.gpu_model, f"the base profile's gpu.relativeThroughput gives {', '.join(ones)} 1.0", True
+        return None, (f"too little data: the base profile's reference model ({', '.join(ones)}: relativeThroughput 1.0) "
+                      f"has no {MIN_THROUGHPUT_SAMPLES} step-time reports in the telemetry; no speed is measured "
+                      "against it (run the job on it too)"), False  # fmt: skip
+    if not usable:
+        seen = "no step-time reports" if not models else f"no GPU model with {MIN_THROUGHPUT_SAMPLES} step-time reports"
+        return None, f"too little data: {seen} in the telemetry (AgentClient.report_throughput)", False
+    ref = max(usable, key=_most)
+    if base is None:
+        why = "no --profile names the type workHours was measured on"
+    elif base.gpu is None:
+        why = "the base profile has no gpu block to hold a table"
+    else:
+        why = "the base profile's gpu.relativeThroughput gives no model 1.0"
+    return ref.gpu_model, (f"the model with the most samples ({ref.samples}): {why}, so the table is not laid over a "
+                           "profile (add gpu.relativeThroughput: {MODEL: 1.0} for that type)"), False  # fmt: skip

@@ -42,9 +42,15 @@ def _pools_in(paths: Sequence[str], fmt: str) -> set[str]:
 
 
 def measured_profile(base: WorkloadProfile, fit: ProfileFit) -> WorkloadProfile:
-    """``base`` with the measured figures laid over it, validated (a measured figure can break a rule)."""
+    """``base`` with the measured figures laid over it, validated (a measured figure can break a rule).
+
+    The measured GPU speeds merge into ``gpu.relativeThroughput`` (measured wins per model, the
+    reference stays 1.0) only when the base names the reference model (:class:`GpuSpeeds`)."""
     updates, _ = fit.profile_updates()
     doc = {**base.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"}), **updates}
+    speeds = fit.gpu_speeds(base)
+    if speeds.applies and speeds.speeds and base.gpu is not None:
+        doc["gpu"] = {**doc["gpu"], "relativeThroughput": speeds.table_over(base.gpu.relative_throughput)}
     try:
         return WorkloadProfile.model_validate(doc)
     except ValidationError as err:
@@ -75,7 +81,33 @@ def field_diff(base: WorkloadProfile, fit: ProfileFit) -> list[dict[str, Any]]:
     for name in sorted({*updates, *why}):
         old = doc.get(name)
         new = updates.get(name)
-        change = None if new is None or not old else round((new - old) / old, 4)
-        rows.append({"field": name, "base": old, "measured": new, "change": change,
+        rows.append({"field": name, "base": old, "measured": new, "change": _change(old, new),
                      **({"note": why[name]} if name in why else {})})  # fmt: skip
+    return rows + speed_diff(base, fit)
+
+
+def _change(old: float | None, new: float | None) -> float | None:
+    return None if new is None or not old else round((new - old) / old, 4)
+
+
+def speed_diff(base: WorkloadProfile, fit: ProfileFit) -> list[dict[str, Any]]:
+    """One row per GPU model the base table or the telemetry names: the typed speed against the measured one."""
+    speeds = fit.gpu_speeds(base)
+    table = base.gpu.relative_throughput if base.gpu is not None else {}
+    measured = {m.gpu_model: m for m in speeds.models if m.gpu_model is not None}
+    rows = []
+    for model in sorted({*table, *measured}):
+        old = base.gpu.speed_of(model) if base.gpu is not None else None
+        new = speeds.speeds.get(model)
+        steps = measured.get(model)
+        if steps is None:
+            note: str | None = "not in the telemetry: the typed speed stays"
+        else:
+            note = steps.why_unused() or speeds.unused.get(model)
+            if note is None and new is None:
+                note = f"no reference to compare with: {speeds.basis}"
+            elif note is None and not speeds.applies:
+                note = f"measured, not laid over the profile: {speeds.basis}"
+        rows.append({"field": f"gpu.relativeThroughput.{model}", "base": old, "measured": new,
+                     "change": _change(old, new), **({"note": note} if note else {})})  # fmt: skip
     return rows

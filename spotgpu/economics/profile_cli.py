@@ -18,15 +18,15 @@ from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 def cmd_fit(args: argparse.Namespace) -> int:
     from spotgpu.economics.cli import load_model  # one loader, one error shape for every economics command
 
+    base: WorkloadProfile | None = load_model(args.profile, WorkloadProfile, "profile") if args.profile else None
     fitted = fit_files(args.telemetry, args.pool, args.format)
     fit = fitted.fit
     doc: dict[str, Any] = {
         "read": {"lines": fitted.stats.lines, "records": fitted.stats.records,
                  "skipped": dict(sorted(fitted.stats.skipped.items()))},
-        **fit.to_dict(),
+        **fit.to_dict(base),
     }
-    if args.profile:
-        base: WorkloadProfile = load_model(args.profile, WorkloadProfile, "profile")
+    if base is not None:
         ladder: FallbackLadder = (
             load_model(args.ladder, FallbackLadder, "ladder") if args.ladder
             else default_ladder(base.prices.spot_per_hour, base.prices.on_demand)
@@ -83,6 +83,7 @@ def render_fit(doc: dict[str, Any]) -> list[str]:
         out.append(_summary_line(f"notice lead s ({kind})", s))
     fails = doc["launchFailures"]["byReason"]
     out.append(f"launch failures by reason: {', '.join(f'{k} {v}' for k, v in sorted(fails.items())) or 'none'}")
+    out.extend(render_speeds(doc["gpuSpeeds"]))
     if "diff" in doc:
         out.append("measured vs base profile:")
         for row in doc["diff"]:
@@ -98,6 +99,20 @@ def render_fit(doc: dict[str, Any]) -> list[str]:
         out.append(f"  changed: {', '.join(v['changed']) or 'neither the interval nor the verdict'}")
     else:
         out.append("measured profile fields: " + json.dumps(doc["measuredProfile"], sort_keys=True))
+    return out
+
+
+def render_speeds(speeds: dict[str, Any]) -> list[str]:
+    """Per GPU model: reports, median step time and the measured speed (reference 1.0), or why none."""
+    out = [f"GPU speed (relativeThroughput = reference median step s / the model's); reference "
+           f"{speeds['reference'] or '-'}: {speeds['referenceBasis']}"]  # fmt: skip
+    for m in speeds["models"]:
+        speed = "-" if m["relativeThroughput"] is None else f"{m['relativeThroughput']:g}"
+        note = f"  - {m['note']}" if "note" in m else ""
+        out.append(f"  {m['gpuModel'] or '(no model)':<16} {m['samples']:>5} reports {m['steps']:>9} steps "
+                   f"{m['nodes']:>4} VMs  median {m['medianStepSeconds']:g} s/step  speed {speed}{note}")  # fmt: skip
+    if "note" in speeds:
+        out.append(f"  - {speeds['note']}")
     return out
 
 

@@ -4,7 +4,7 @@ The cost model is fed from what the fleet measured. Three producers write JSON l
 today, each in its own shape, and the reader takes all three as they are:
 
 * the node agent's events log (``spotgpu.agent.telemetry.Telemetry.log``):
-  ``{"ts", "record": "started" | "identity" | "ready" | "notice" | "final-checkpoint" | ...}``;
+  ``{"ts", "record": "started" | "identity" | "ready" | "notice" | "final-checkpoint" | "throughput" | ...}``;
   the VM's pool, id, type, zone and capacity come from its ``started`` and ``identity``
   records, so the reader keeps a small context per stream (file, or log stream of an export);
 * the fallback controller's events (``spotgpu.controller.events.Event.to_json``):
@@ -19,6 +19,7 @@ dropped: :class:`ReadStats` says how many lines of which kind were skipped.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -28,7 +29,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from spotgpu.models.base import SpotModel
 
@@ -45,6 +46,7 @@ EventKind = Literal[
     "launch_failed",
     "checkpoint_committed",
     "checkpoint_loaded",
+    "throughput",
 ]
 
 NoticeKind = Literal[
@@ -77,11 +79,21 @@ class TelemetryRecord(SpotModel):
     reason: Literal["quota", "capacity", "price", "other"] | None = None
     seconds: float | None = Field(default=None, ge=0)
     bytes: int | None = Field(default=None, ge=0)
+    gpu_model: str | None = Field(default=None, min_length=1, max_length=64)
+    steps: int | None = Field(default=None, ge=1)
 
     @field_validator("ts", mode="before")
     @classmethod
     def _epoch(cls, value: object) -> object:
         return parse_ts(value)
+
+    @field_validator("seconds")
+    @classmethod
+    def _a_step_time(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """A ``throughput`` record is a step time: ``seconds`` per step, finite and above 0 (the fit divides by it)."""
+        if info.data.get("event") == "throughput" and not (value is not None and value > 0 and math.isfinite(value)):
+            raise ValueError("a throughput record needs its mean seconds per step, a finite number above 0")
+        return value
 
     def to_line(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=True), sort_keys=True)
@@ -177,6 +189,9 @@ def from_agent_record(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str,
             out.append({"ts": end if isinstance(end, int | float) else ts, "event": "interrupted",
                         "capacity": ctx.capacity})  # fmt: skip
         return out
+    if record == "throughput":
+        return [{"ts": ts, "event": "throughput", "seconds": obj.get("stepSeconds"), "steps": obj.get("steps"),
+                 "gpuModel": obj.get("gpuModel")}]  # fmt: skip
     if record == "final-checkpoint":
         if obj.get("outcome") != "committed" or obj.get("seconds") is None:
             return None

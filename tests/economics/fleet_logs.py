@@ -9,6 +9,7 @@ suite's own factories. Nothing here writes a line by hand.
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -43,6 +44,39 @@ def agent_log(path: Path, lead: float = 120.0) -> Path:
         time.sleep(0.3)
         fake.raise_spot(lead=lead)
         wait_until(lambda: '"record": "drained"' in path.read_text(), timeout=15)
+    finally:
+        agent.stop()
+        fake.stop()
+    return path
+
+
+#: A workload that reports its step time through the real client, as a training loop does.
+_REPORTER = """
+import sys
+from spotgpu.agent.client import AgentClient
+address, seconds, reports = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+agent = AgentClient(address)
+agent.ready()
+for _ in range(reports):
+    agent.report_throughput(seconds, steps=100)
+"""
+
+
+def throughput_log(path: Path, instance_type: str, instance_id: str, step_seconds: float, reports: int) -> Path:
+    """One VM of ``instance_type`` whose workload process reports ``step_seconds`` per step ``reports`` times.
+
+    The workload names no GPU model: the agent names it from its own type (the catalogue).
+    """
+    fake = FakeAwsImds(timeout_delay=1.0)
+    fake.identity.update({"instance-type": instance_type, "instance-id": instance_id})
+    fake.start()
+    agent = Agent(fast_config("aws", fake.url, runtime={"events_log": str(path)}),
+                  telemetry=AgentTelemetry(str(path))).start()  # fmt: skip
+    try:
+        wait_until(lambda: path.exists() and '"record": "identity"' in path.read_text(), timeout=10)
+        done = subprocess.run([sys.executable, "-c", _REPORTER, agent.control.url, str(step_seconds), str(reports)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
     finally:
         agent.stop()
         fake.stop()
