@@ -31,10 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 
 PROVIDERS = ("aws", "gcp", "azure")
 FAULTS = ("none", "hang", "500", "malformed", "reset")

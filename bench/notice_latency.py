@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotgpu.agent.client import AgentClient
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 
 #: Targets from the brief: polled sources at the default 1 s interval, and GCP's hanging GET.
 TARGET_P99 = {"aws": 1.1, "azure": 1.1, "gcp": 0.100}

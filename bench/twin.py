@@ -29,14 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.economics.compare import build_policies, compare, default_ladder, start_grid
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.hazard import hazard_optimal_interval
 from spotgpu.economics.interval import IntervalDecision
-from spotgpu.economics.simulator import Job
-from spotgpu.economics.twin_ladder import workload_for
 from spotgpu.models import AwsNoticeContract
+from spotgpu.models.ladder import default_ladder
+from spotgpu.simulation.compare import build_policies, compare, start_grid
+from spotgpu.simulation.ladder import workload_for
+from spotgpu.simulation.replay import Job
 from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
 from spotgpu.traces import all_groups, load_group
 

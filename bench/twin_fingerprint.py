@@ -35,10 +35,11 @@ from twin import (
     host_reference,
 )
 
-from spotgpu.economics.compare import default_ladder, start_grid
 from spotgpu.economics.estimate import aligned_availability, aligned_counts
-from spotgpu.economics.simulator import Job
-from spotgpu.economics.twin_ladder import twin_job, workload_for
+from spotgpu.models.ladder import default_ladder
+from spotgpu.simulation.compare import start_grid
+from spotgpu.simulation.ladder import twin_job, workload_for
+from spotgpu.simulation.replay import Job
 from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
 from spotgpu.traces import all_groups, load_group
 

@@ -31,12 +31,12 @@ import numpy as np
 
 from spotgpu import catalogue
 from spotgpu.controller.config import GroupSpec
-from spotgpu.economics.compare import start_grid
 from spotgpu.economics.estimate import aligned_availability, aligned_counts
-from spotgpu.economics.simulator import Job
-from spotgpu.economics.twin_ladder import twin_job, workload_for
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
 from spotgpu.models.workload import GpuRequirement
+from spotgpu.simulation.compare import start_grid
+from spotgpu.simulation.ladder import twin_job, workload_for
+from spotgpu.simulation.replay import Job
 from spotgpu.simulation.twin import TwinCloud, TwinResult, run_twin, twin_plan
 from spotgpu.traces import all_groups, load_group
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
-from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     Progress,
@@ -135,9 +135,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run an agent against a loopback fake and raise one notice: a local drill."""
+    from spotgpu.agent.config import AgentRuntime
     from spotgpu.agent.daemon import Agent
     from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata
-    from spotgpu.bootstrap import AgentRuntime
     from spotgpu.models.notice import default_notice
 
     fake = {"aws": FakeAwsImds, "gcp": FakeGcpMetadata, "azure": FakeAzureImds}[args.provider]().start()

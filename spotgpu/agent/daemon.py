@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spotgpu.agent import actions, aws, azure, gcp
+from spotgpu.agent.config import AgentConfig
 from spotgpu.agent.control import ControlServer, ThroughputSample
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
 from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
@@ -25,7 +26,6 @@ from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import Telemetry, seconds_since_boot
-from spotgpu.bootstrap import AgentConfig
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 from spotgpu.gang.launch import GangLaunch, launcher_argv
 from spotgpu.models.notice import default_notice
 

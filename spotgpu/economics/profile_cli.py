@@ -9,15 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from spotgpu.cliutil import add_json_flag
-from spotgpu.economics.compare import default_ladder
+from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
 from spotgpu.economics.telemetry_files import FORMATS
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.models.ladder import default_ladder
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from spotgpu.economics.cli import load_model  # one loader, one error shape for every economics command
-
     base: WorkloadProfile | None = load_model(args.profile, WorkloadProfile, "profile") if args.profile else None
     fitted = fit_files(args.telemetry, args.pool, args.format)
     fit = fitted.fit
@@ -133,8 +132,6 @@ def add_telemetry_args(parser: argparse.ArgumentParser, required: bool) -> None:
 
 
 def register(subparsers: Any) -> None:
-    from spotgpu.economics.cli import guard
-
     profile = subparsers.add_parser("profile", help="measure a workload profile from the fleet's telemetry")
     sub = profile.add_subparsers(dest="profile_command", metavar="SUBCOMMAND", required=True)
     fit = sub.add_parser("fit", help="fit interruption rates, latencies and checkpoint timings from telemetry")

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
-from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -399,10 +398,3 @@ def describe_validation(err: ValidationError) -> str:
     loc = ".".join(str(p) for p in first["loc"]) or "(record)"
     return (f"{loc}: {first['msg']} (value: {first.get('input')!r}); "
             "see the telemetry schema in docs/economics.md §3")  # fmt: skip
-
-
-def read_jsonl(path: str | Path) -> list[TelemetryRecord]:
-    """All records of one file (events log or export), in time order; the fit streams instead."""
-    from spotgpu.economics.telemetry_files import read_file
-
-    return sorted(read_file(path, ReadStats()), key=lambda r: r.ts)

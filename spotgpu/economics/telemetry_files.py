@@ -154,3 +154,7 @@ def read_files(paths: Sequence[str | Path], fmt: str = "auto", stats: ReadStats 
     for path in paths:
         yield from read_file(path, stats, fmt)
 
+
+def read_jsonl(path: str | Path) -> list[TelemetryRecord]:
+    """All records of one file (events log or export), in time order; the fit streams instead."""
+    return sorted(read_file(path, ReadStats()), key=lambda r: r.ts)

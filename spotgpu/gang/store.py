@@ -20,8 +20,7 @@ import sys
 import threading
 from typing import Any
 
-#: The port the components open from the pool's VMs to the rendezvous host (torch's usual one).
-DEFAULT_STORE_PORT = 29400
+from spotgpu.contract.gang import DEFAULT_STORE_PORT
 
 
 def serve_store(host: str = "0.0.0.0", port: int = DEFAULT_STORE_PORT) -> Any:

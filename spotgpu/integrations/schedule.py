@@ -90,7 +90,7 @@ def pool_interval_seconds(path: str | None = None) -> int:
 
     from pydantic import ValidationError
 
-    from spotgpu.bootstrap import AGENT_CONFIG_PATH, AgentConfig
+    from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig
 
     where = path or os.environ.get(AGENT_CONFIG_ENV) or AGENT_CONFIG_PATH
     try:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from spotgpu.gang.store import DEFAULT_STORE_PORT
+from spotgpu.contract.gang import DEFAULT_STORE_PORT
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 

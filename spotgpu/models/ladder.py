@@ -196,3 +196,16 @@ class FallbackLadder(SpotModel):
         """The on_demand rung's ceiling per node-hour, when it is stated so."""
         od = self.step(StepKind.ON_DEMAND)
         return od.cost_ceiling_per_hour if od else None
+
+
+def default_ladder(spot_per_hour: float, on_demand_per_hour: float) -> FallbackLadder:
+    """A ladder like the prod stack's, with ceilings just above the given prices."""
+    spot_cap, od_cap = spot_per_hour * 1.5, on_demand_per_hour * 1.25
+    return FallbackLadder(
+        steps=(
+            LadderStep(kind=StepKind.SAME_POOL, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ALTERNATE_ZONE, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ALTERNATE_SKU, max_wait_seconds=1200, cost_ceiling_per_hour=spot_cap),
+            LadderStep(kind=StepKind.ON_DEMAND, max_wait_seconds=14400, cost_ceiling_per_hour=od_cap),
+        )
+    )

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 
 NOTICES: dict[str, dict[str, object]] = {
     "aws": {"provider": "aws", "safetyMarginSeconds": 1.0},

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from spotgpu.agent.config import AgentConfig
 from spotgpu.agent.daemon import Agent, wire_cloud
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.bootstrap import AgentConfig
 
 
 @pytest.fixture

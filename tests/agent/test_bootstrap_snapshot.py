@@ -18,14 +18,8 @@ from pathlib import Path
 import pytest
 
 from spotgpu.agent.cli import cmd_run
-from spotgpu.bootstrap import (
-    AGENT_CONFIG_PATH,
-    MAX_BOOTSTRAP_BYTES,
-    AgentConfig,
-    AgentRuntime,
-    render_bootstrap,
-    render_bootstrap_b64,
-)
+from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig, AgentRuntime
+from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES, render_bootstrap, render_bootstrap_b64
 from spotgpu.cli import build_parser
 from spotgpu.models.notice import default_notice
 

@@ -14,10 +14,10 @@ import pytest
 from controller_factories import aws_controller_config
 
 from spotgpu.agent.client import AgentClient
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.config import ControllerConfig

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from spotgpu.bootstrap import GANG_UNIT, AgentConfig, render_bootstrap
+from spotgpu.agent.config import AgentConfig
+from spotgpu.bootstrap import GANG_UNIT, render_bootstrap
 from spotgpu.cli import build_parser
 from spotgpu.cliutil import UserError
 from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST

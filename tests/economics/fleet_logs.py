@@ -31,7 +31,7 @@ from spotgpu.agent.telemetry import Telemetry as AgentTelemetry  # noqa: E402
 from spotgpu.contract.state_store import MemoryJsonStore  # noqa: E402
 from spotgpu.controller.runner import Controller, build_plans  # noqa: E402
 from spotgpu.controller.telemetry import Telemetry as ControllerTelemetry  # noqa: E402
-from spotgpu.controller.twin import TwinCloud, job_for  # noqa: E402
+from spotgpu.simulation.twin import TwinCloud, twin_job_for  # noqa: E402
 
 
 def agent_log(path: Path, lead: float = 120.0) -> Path:
@@ -114,7 +114,7 @@ def controller_log(path: Path, drops: tuple[int, ...] = (100, 250, 400), ticks_d
         a[start : start + ticks_down] = 0
     zeros = np.zeros(600, dtype=np.int16)
     store = MemoryJsonStore()
-    twin = TwinCloud(plan, job_for(plan.workload, plan.checkpoint_interval_seconds),
+    twin = TwinCloud(plan, twin_job_for(plan.workload, plan.checkpoint_interval_seconds),
                      {"spot-a": a, "spot-b": zeros, "spot-sku": zeros}, 60, 0.0, drain_store=store)  # fmt: skip
     lines = io.StringIO()
     controller = Controller(config, {"pool-a": _Cloud(twin)}, store, ControllerTelemetry(json_lines=lines))

@@ -9,7 +9,8 @@ import pytest
 
 from spotgpu.economics.estimate import any_zone_gaps, estimate_from_traces, zone_estimate
 from spotgpu.economics.fit import FitAccumulator
-from spotgpu.economics.telemetry import TelemetryRecord, parse_lines, read_jsonl
+from spotgpu.economics.telemetry import TelemetryRecord, parse_lines
+from spotgpu.economics.telemetry_files import read_jsonl
 from spotgpu.traces import Trace, load_group
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.interval import IntervalDecision
-from spotgpu.economics.simulator import Job
-from spotgpu.economics.twin_ladder import ControllerLadder
 from spotgpu.models import AwsNoticeContract, FallbackLadder, WorkloadProfile
+from spotgpu.simulation.ladder import ControllerLadder
+from spotgpu.simulation.replay import Job
 
 GAP = 60
 

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotgpu.economics.compare import build_policies, compare, default_ladder, start_grid
 from spotgpu.economics.estimate import aligned_availability, aligned_counts
-from spotgpu.economics.policies import FixedWait, OnDemandOnly, UniformProgress
-from spotgpu.economics.simulator import Job, replay
+from spotgpu.models.ladder import default_ladder
+from spotgpu.simulation.baselines import FixedWait, OnDemandOnly, UniformProgress
+from spotgpu.simulation.compare import build_policies, compare, start_grid
+from spotgpu.simulation.replay import Job, replay
 from spotgpu.traces import load_group
 
 

@@ -12,8 +12,8 @@ from fleet_logs import agent_log, controller_log
 
 from spotgpu.controller.plan import LOSS_KINDS
 from spotgpu.economics.fit import FitAccumulator, poisson_interval
-from spotgpu.economics.telemetry import CONTROLLER_LOSS_TYPES, read_jsonl
-from spotgpu.economics.telemetry_files import read_files
+from spotgpu.economics.telemetry import CONTROLLER_LOSS_TYPES
+from spotgpu.economics.telemetry_files import read_files, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

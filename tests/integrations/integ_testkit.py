@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeGcpMetadata
 from spotgpu.agent.telemetry import Telemetry
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 
 REPO = Path(__file__).resolve().parents[2]
 

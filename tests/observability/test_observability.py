@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.telemetry import Telemetry as AgentTelemetry
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 from spotgpu.controller.telemetry import Telemetry as ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 from spotgpu.observability import alerts_text, dashboard, dashboard_expressions

@@ -32,8 +32,8 @@ import pytest
 import yaml
 
 from spotgpu.agent.client import AgentClient
+from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.fakes import FakeAzureImds
-from spotgpu.bootstrap import AgentConfig, AgentRuntime
 from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import Controller, build_plans

@@ -18,7 +18,8 @@ import pulumi_aws as aws
 import pulumi_azure_native as azure_native
 import pulumi_gcp as gcp
 
-from spotgpu.bootstrap import AgentConfig, render_bootstrap
+from spotgpu.agent.config import AgentConfig
+from spotgpu.bootstrap import render_bootstrap
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.tags import pool_links
 

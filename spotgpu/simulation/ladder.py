@@ -2,7 +2,7 @@
 
 The economics simulator (``simulator.py``) replays the baselines (on-demand only,
 fixed wait, Uniform Progress) vectorised; there is no second ladder. This module
-turns the simulator's :class:`~spotgpu.economics.simulator.Job` into the pool the
+turns the simulator's :class:`~spotgpu.simulation.replay.Job` into the pool the
 controller would run (a primary group in the home zone, one ``alternate_zone``
 group per other traced zone, an on-demand group) and replays each job with
 :func:`spotgpu.simulation.twin.run_twin`, so the same mechanics (restart, load,
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spotgpu.economics.simulator import Job
 from spotgpu.models.ladder import FallbackLadder
 from spotgpu.models.workload import Prices, WorkloadProfile
 from spotgpu.simulation.job import TwinJob
+from spotgpu.simulation.replay import Job
 from spotgpu.simulation.twin import TwinCloud, TwinResult, run_twin, twin_plan, zone_groups
 
 #: The controller's tick in twin replays (the config default is 30 s; a scheduled function runs every minute).

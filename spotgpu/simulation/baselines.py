@@ -18,7 +18,7 @@
 
 These are the baselines. The project's ladder is not here: it is the controller's
 planner (``spotgpu.controller.plan.reconcile``), replayed through the digital twin
-(``spotgpu.economics.twin_ladder``), so what a simulation proves is what runs.
+(``spotgpu.simulation.ladder``), so what a simulation proves is what runs.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from spotgpu.economics.simulator import IDLE, NEVER, ON_DEMAND, SPOT, Job, Tick
+from spotgpu.simulation.replay import IDLE, NEVER, ON_DEMAND, SPOT, Job, Tick
 
 
 def ticks_while_positive(margin: np.ndarray | float, gap: float) -> np.ndarray:

@@ -17,25 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.economics.policies import FixedWait, OnDemandOnly, UniformProgress
-from spotgpu.economics.simulator import Job, Policy, Replay, replay
-from spotgpu.economics.twin_ladder import ControllerLadder
-from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.simulation.baselines import FixedWait, OnDemandOnly, UniformProgress
+from spotgpu.simulation.ladder import ControllerLadder
+from spotgpu.simulation.replay import Job, Policy, Replay, replay
 
 POLICY_NAMES = ("on-demand", "fixed-wait", "uniform-progress", "ladder")
-
-
-def default_ladder(spot_per_hour: float, on_demand_per_hour: float) -> FallbackLadder:
-    """A ladder like the prod stack's, with ceilings just above the given prices."""
-    spot_cap, od_cap = spot_per_hour * 1.5, on_demand_per_hour * 1.25
-    return FallbackLadder(
-        steps=(
-            LadderStep(kind=StepKind.SAME_POOL, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
-            LadderStep(kind=StepKind.ALTERNATE_ZONE, max_wait_seconds=900, cost_ceiling_per_hour=spot_cap),
-            LadderStep(kind=StepKind.ALTERNATE_SKU, max_wait_seconds=1200, cost_ceiling_per_hour=spot_cap),
-            LadderStep(kind=StepKind.ON_DEMAND, max_wait_seconds=14400, cost_ceiling_per_hour=od_cap),
-        )
-    )
 
 
 def build_policies(
