@@ -80,7 +80,7 @@ def policies_table(every: float, all_homes: bool) -> list[dict[str, Any]]:
             else:
                 st, homes = starts, np.arange(len(starts)) % len(zones)
             t0 = time.perf_counter()
-            policies = build_policies(["on-demand", "fixed-wait", "uniform-progress", "ladder"], ladder)
+            policies = build_policies(["baseline-on-demand", "baseline-fixed-wait", "baseline-uniform-progress", "ladder"], ladder)
             rows, _ = compare(job, avail, gap, st, homes, policies, counts=counts, zones=zones)
             seconds = time.perf_counter() - t0
             model = _model(job, ladder, fit, interval)

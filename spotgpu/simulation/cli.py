@@ -20,7 +20,7 @@ from spotgpu.economics.work_rate import pool_speeds, restate
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.pool_types import pool_types
 from spotgpu.models.pools import PoolSpec
-from spotgpu.simulation.compare import POLICY_NAMES, build_policies, compare, render_table, start_grid
+from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
 from spotgpu.simulation.topology import ZoneMapping, map_pool_zones
@@ -94,7 +94,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not groups:
         raise CliError("no trace groups found; set SPOTGPU_TRACES to the availability folder")
     job, method = _job_for(profile, args, groups)
-    names = args.policy or list(POLICY_NAMES)
+    for old in sorted({n for n in args.policy or () if n in RENAMED_POLICIES}):
+        print(f"note: --policy {old} is now {RENAMED_POLICIES[old]} (the controller's {old} strategy is another "
+              "policy); the old name goes in the next release", file=sys.stderr)
+    names = [RENAMED_POLICIES.get(n, n) for n in args.policy] if args.policy else list(POLICY_NAMES)
     results: list[dict[str, Any]] = []
     curves: list[tuple[str, list[Curve]]] = []
     with Progress("replaying") as progress:
@@ -162,7 +165,7 @@ def _simulate_group(
         home_idx = [zones.index(args.home)]
     st = np.tile(starts, len(home_idx))
     homes = np.repeat(np.array(home_idx, dtype=np.int64), len(starts))
-    policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0)
+    policies = build_policies(names, ladder, args.fixed_wait_minutes * 60.0, profile.fallback_policy)
     rows, replays = compare(
         job, avail, gap, st, homes, policies, record_progress=bool(args.plot), counts=aligned_counts(traces), zones=zones
     )
@@ -244,12 +247,13 @@ def register(subparsers: Any) -> None:
     sim.add_argument(
         "--deadline-hours", type=float, help="override the profile's deadlineHours (default without one: 2x work)"
     )
-    sim.add_argument("--policy", action="append", choices=POLICY_NAMES, help="policies to run (default: all)")
+    sim.add_argument("--policy", action="append", choices=(*POLICY_NAMES, *RENAMED_POLICIES), metavar="POLICY",
+                     help=f"policies to run, repeatable: {', '.join(POLICY_NAMES)} (default: all)")  # fmt: skip
     sim.add_argument(
         "--interval", default="auto", help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds"
     )
     sim.add_argument("--fixed-wait-minutes", type=float, default=30.0,
-                     help="wait of the fixed-wait policy before it goes on-demand (default 30)")  # fmt: skip
+                     help="wait of baseline-fixed-wait before it goes on-demand (default 30)")  # fmt: skip
     sim.add_argument("--start-every-hours", type=float, default=24.0,
                      help="hours between the replayed jobs' start offsets (default 24)")  # fmt: skip
     sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")

@@ -4,8 +4,10 @@ Shared by ``spotgpu simulate`` and ``bench/twin.py`` so the command and the
 benchmark can never disagree about how a comparison is made: every policy sees
 the same job, the same start offsets and home zones, and the same checkpoint
 mechanics; cost is relative to the on-demand-only replay of those same jobs.
-The baselines are the simulator's vectorised policies; ``ladder`` is the
-controller's own planner through the digital twin (``twin_ladder.py``).
+The baselines are the simulator's vectorised policies, named ``baseline-*`` so no
+name means both a baseline and one of the controller's strategies (``fixed-wait`` and
+``uniform-progress`` are strategies the controller runs); ``ladder`` is the controller's
+own planner through the digital twin (:mod:`spotgpu.simulation.ladder`).
 """
 
 from __future__ import annotations
@@ -22,22 +24,28 @@ from spotgpu.simulation.baselines import FixedWait, OnDemandOnly, UniformProgres
 from spotgpu.simulation.ladder import ControllerLadder
 from spotgpu.simulation.replay import Job, Policy, Replay, replay
 
-POLICY_NAMES = ("on-demand", "fixed-wait", "uniform-progress", "ladder")
+POLICY_NAMES = ("baseline-on-demand", "baseline-fixed-wait", "baseline-uniform-progress", "ladder")
+#: The baselines' names before they were told apart from the controller's strategies (accepted for one release).
+RENAMED_POLICIES = {"on-demand": "baseline-on-demand", "fixed-wait": "baseline-fixed-wait",
+                    "uniform-progress": "baseline-uniform-progress"}  # fmt: skip
 
 
 def build_policies(
-    names: Sequence[str], ladder: FallbackLadder, fixed_wait_seconds: float = 1800.0
+    names: Sequence[str], ladder: FallbackLadder, fixed_wait_seconds: float = 1800.0, strategy: str = "ladder"
 ) -> list[Policy | ControllerLadder]:
+    """The named policies; ``ladder`` is the controller's planner with ``strategy`` (the workload's
+    ``fallbackPolicy``: the strategy the controller would run for it)."""
     out: list[Policy | ControllerLadder] = []
-    for name in names:
-        if name == "on-demand":
+    for name in (RENAMED_POLICIES.get(n, n) for n in names):
+        if name == "baseline-on-demand":
             out.append(OnDemandOnly())
-        elif name == "fixed-wait":
+        elif name == "baseline-fixed-wait":
             out.append(FixedWait(fixed_wait_seconds))
-        elif name == "uniform-progress":
+        elif name == "baseline-uniform-progress":
             out.append(UniformProgress())
         elif name == "ladder":
-            out.append(ControllerLadder(ladder))
+            label = "spotgpu ladder" if strategy == "ladder" else f"spotgpu {strategy}"
+            out.append(ControllerLadder(ladder, policy=strategy, name=label))
         else:
             raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICY_NAMES)}")
     return out

@@ -114,7 +114,7 @@ def test_one_on_demand_baseline_across_cost_and_simulate() -> None:
     base = cost["details"]["onDemandBaseline"]
     assert cost["onDemandTotal"] == base["computeUsd"]
     sim = _cli("simulate", "--profile", str(PROFILE), "--ladder", str(LADDER), "--trace-group", "1-node/aws-02-15-2023",
-               "--home", "us-east-1a", "--max-starts", "1", "--policy", "on-demand", "--json")  # fmt: skip
+               "--home", "us-east-1a", "--max-starts", "1", "--policy", "baseline-on-demand", "--json")  # fmt: skip
     assert sim.returncode == 0, sim.stderr
     group = _strict(sim.stdout)["groups"][0]
     replayed = group["rows"][0]["meanCostUsd"]
@@ -122,6 +122,7 @@ def test_one_on_demand_baseline_across_cost_and_simulate() -> None:
     assert replayed == pytest.approx(base["replayedUsd"], rel=0.005)  # the same job, to the replay's tick
     table = _cli("simulate", "--profile", str(PROFILE), "--ladder", str(LADDER), "--trace-group",
                  "1-node/aws-02-15-2023", "--home", "us-east-1a", "--max-starts", "1", "--policy", "on-demand")  # fmt: skip
+    assert "note: --policy on-demand is now baseline-on-demand" in table.stderr  # the old name, for one release
     assert f"on-demand total ${base['computeUsd']:,.2f} (the work alone)" in table.stdout
     assert "nan" not in table.stdout
 

@@ -131,3 +131,27 @@ def test_quiet_stretch_jumps_change_nothing(work: float, deadline: float) -> Non
             np.testing.assert_allclose(getattr(fast, field), getattr(step, field), rtol=1e-9, atol=1e-6)
         np.testing.assert_array_equal(fast.preemptions, step.preemptions)
         np.testing.assert_array_equal(fast.restarts, step.restarts)
+
+
+def test_no_policy_name_means_both_a_baseline_and_a_controller_strategy() -> None:
+    """Defect (issue 24): ``fixed-wait`` and ``uniform-progress`` named both the simulator's baselines and the
+    controller's strategies; the baselines are ``baseline-*`` now, and the old names map to them."""
+    from spotgpu.controller.strategies import registered
+    from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES
+
+    baselines = [n for n in POLICY_NAMES if n != "ladder"]
+    assert baselines and all(n.startswith("baseline-") for n in baselines)
+    assert not set(POLICY_NAMES) & (set(registered()) - {"ladder"})
+    ladder = default_ladder(0.9, 3.0)
+    old = [type(p).__name__ for p in build_policies(list(RENAMED_POLICIES), ladder)]
+    assert old == [type(p).__name__ for p in build_policies([RENAMED_POLICIES[n] for n in RENAMED_POLICIES], ladder)]
+
+
+def test_the_ladder_entry_runs_the_workloads_own_strategy_through_the_twin() -> None:
+    """``simulate``'s ``ladder`` is the controller's planner with the workload's fallbackPolicy, the strategy the
+    controller would run for it."""
+    ladder = default_ladder(0.9, 3.0)
+    [plain] = build_policies(["ladder"], ladder)
+    [fixed] = build_policies(["ladder"], ladder, strategy="fixed-wait")
+    assert (plain.policy, plain.name) == ("ladder", "spotgpu ladder")  # type: ignore[union-attr]
+    assert (fixed.policy, fixed.name) == ("fixed-wait", "spotgpu fixed-wait")  # type: ignore[union-attr]
