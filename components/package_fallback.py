@@ -14,13 +14,12 @@ the value and the fix), an Output is handed to the provider unchanged.
 # No `from __future__ import annotations`: the SDK's analyzer reads the annotations as objects.
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, NotRequired, TypedDict, cast
+from typing import Annotated, Any, NotRequired, TypedDict
 
 import pulumi
 from pydantic import Field
 
 from spotgpu.models.base import SpotModel, fix_hint
-from spotgpu.models.pools import GcpPoolSpec
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 from spotgpu_pulumi.package_args import (
     PACKAGE_NAME,
@@ -271,36 +270,35 @@ class GcpFallbackGroup(pulumi.ComponentResource):
     """The store the group's agents checkpoint to: gs://bucket/prefix."""
 
     def __init__(self, name: str, args: GcpFallbackGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        from spotgpu_pulumi.gcp import links, plan
         from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
+        from spotgpu_pulumi.gcp.plan import plan_pool
 
         pool_args = pool_args_from(name, "gcp", args, exclude=tuple(_GcpIds.model_fields))
-        spec = cast(GcpPoolSpec, pool_args.spec)
         try:
-            layout = plan.plan_pool(spec, pool_args.environment)
+            plan = plan_pool(pool_args)
         except ValueError as err:
-            raise plan_error(name, spec.name, err) from None
+            raise plan_error(name, pool_args.spec.name, err) from None
         validated(name, _GcpIds, args)
         given = args.get("bucket_name")
-        _same_store(name, "bucketName", given, str, layout.bucket, f"pass {layout.bucket}, the pool's bucket name")
+        _same_store(name, "bucketName", given, str, plan.bucket, f"pass {plan.bucket}, the pool's bucket name")
         super().__init__(f"{PACKAGE_NAME}:index:GcpFallbackGroup", name, None, opts)
-        store = layout.store_url
+        store = plan.checkpoint_store
         group = OnDemandFallbackGroup(
             f"{name}-fallback",
-            spec=spec,
-            group=layout.groups[0],
-            mig_name=layout.fallback_mig,
-            template_prefix=layout.names.template_prefix("od"),
-            zones=layout.zones,
-            metadata=links.fallback_metadata(pool_args, spec, store),
-            startup_script=links.startup_script(pool_args, spec, store, "on-demand"),
-            labels=links.labels(pool_args, "fallback"),
+            spec=plan.spec,
+            group=plan.groups[0],
+            mig_name=plan.fallback_mig,
+            template_prefix=plan.names.template_prefix("od"),
+            zones=plan.zones,
+            metadata=plan.fallback_metadata,
+            startup_script=plan.fallback_startup_script,
+            labels=plan.labels("fallback"),
             node_service_account=args["node_service_account"],
-            controller_account_id=layout.controller_account_id,
-            controller_role_id=layout.names.controller_role_id,
-            controlled_migs=(*layout.spot_migs, layout.fallback_mig),
-            bucket_name=given if given is not None else layout.bucket,
-            state_condition=plan.controller_state_condition(layout.bucket, plan.checkpoint_prefix(spec)),
+            controller_account_id=plan.controller_account_id,
+            controller_role_id=plan.names.controller_role_id,
+            controlled_migs=(*plan.spot_migs, plan.fallback_mig),
+            bucket_name=given if given is not None else plan.bucket,
+            state_condition=plan.state_condition,
             subscription_name=args["subscription_name"],
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -365,23 +363,23 @@ class AzureFallbackGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AzureFallbackGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-        from spotgpu_pulumi.azure.pool import plan_for
+        from spotgpu_pulumi.azure.plan import plan_pool
 
         pool_args = pool_args_from(name, "azure", args, exclude=tuple(_AzureIds.model_fields))
         try:
-            spec, plan, _ = plan_for(pool_args)
+            plan = plan_pool(pool_args)
         except ValueError as err:
             raise plan_error(name, pool_args.spec.name, err) from None
         validated(name, _AzureIds, args)
         super().__init__(f"{PACKAGE_NAME}:index:AzureFallbackGroup", name, None, opts)
         group = OnDemandFallbackGroup(
             f"{name}-fallback",
-            OnDemandFallbackGroupArgs(spec, plan, pool_args.interval.seconds, args["identity_id"]),
+            OnDemandFallbackGroupArgs(plan, args["identity_id"]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.scale_set_name = pulumi.Output.from_input(group.scale_set_name)
         self.scale_set_id = group.scale_set.id
-        self.checkpoint_store = pulumi.Output.from_input(plan.storage.url)
+        self.checkpoint_store = pulumi.Output.from_input(plan.checkpoint_store)
         self.register_outputs(
-            {"scaleSetName": self.scale_set_name, "scaleSetId": self.scale_set_id, "checkpointStore": plan.storage.url}
+            {"scaleSetName": self.scale_set_name, "scaleSetId": self.scale_set_id, "checkpointStore": plan.checkpoint_store}
         )

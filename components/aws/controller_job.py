@@ -26,14 +26,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from spotgpu.bootstrap import control_store_url
 from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.stack import fallback_types
 from spotgpu_pulumi.aws.documents import assume_role_policy, document
-from spotgpu_pulumi.aws.plan import PoolPlan
+from spotgpu_pulumi.aws.plan import AwsPoolPlan
 
 TOKEN = "spotgpu:aws:ControllerJob"
 #: Lambda's limit on all environment variables of a function together.
@@ -59,7 +58,7 @@ class ControllerJobPlan:
     tags: dict[str, str]
 
 
-def plan_controller_job(plan: PoolPlan) -> ControllerJobPlan:
+def plan_controller_job(plan: AwsPoolPlan) -> ControllerJobPlan:
     spec = plan.spec
     deploy = spec.controller
     if plan.mode != "asg":
@@ -96,7 +95,7 @@ def controller_trust_policy(principal_arn: str, lambda_job: bool) -> str:
 
 @dataclass(frozen=True)
 class ControllerJobArgs:
-    plan: PoolPlan
+    plan: AwsPoolPlan
     workload: WorkloadProfile
     ladder: FallbackLadder
     role_arn: pulumi.Output[str]
@@ -219,7 +218,7 @@ def _config_json(args: ControllerJobArgs, region: str, queue_url: str) -> str:
             plan.spec,
             args.workload,
             args.ladder,
-            state_url=control_store_url(plan.checkpoint_store),
+            state_url=plan.control_store,
             primary_group=plan.names.spot_group,
             fallback_group=plan.names.fallback_group,
             cloud={"region": region, "queueUrl": queue_url},

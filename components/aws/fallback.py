@@ -32,7 +32,7 @@ from spotgpu_pulumi.aws.groups import (
     mixed_launch_template,
 )
 from spotgpu_pulumi.aws.launch import node_launch_template
-from spotgpu_pulumi.aws.plan import MaintenancePolicy, PoolPlan
+from spotgpu_pulumi.aws.plan import AwsPoolPlan, MaintenancePolicy
 from spotgpu_pulumi.inputs import as_input, as_output
 
 TOKEN = "spotgpu:aws:OnDemandFallbackGroup"
@@ -40,7 +40,7 @@ TOKEN = "spotgpu:aws:OnDemandFallbackGroup"
 
 @dataclass(frozen=True)
 class FallbackArgs:
-    plan: PoolPlan
+    plan: AwsPoolPlan
     profile_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
     queue_arn: pulumi.Output[str]

@@ -14,7 +14,7 @@ import base64
 import pulumi
 import pulumi_aws as aws
 
-from spotgpu_pulumi.aws.plan import USER_DATA_LIMIT, PoolPlan
+from spotgpu_pulumi.aws.plan import USER_DATA_LIMIT, AwsPoolPlan
 from spotgpu_pulumi.inputs import as_input
 
 #: IMDS hop limit 2: the agent (or a training container) may run one network hop
@@ -25,7 +25,7 @@ IMDS_HOP_LIMIT = 2
 def node_launch_template(
     resource_name: str,
     *,
-    plan: PoolPlan,
+    plan: AwsPoolPlan,
     template_name: str,
     user_data: str,
     links: dict[str, str],

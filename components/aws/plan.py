@@ -1,10 +1,12 @@
 """Pure planning for an AWS spot GPU pool: every decision, no resources.
 
-The components in this package are thin: they turn a :class:`PoolPlan` into
+The components in this package are thin: they turn an :class:`AwsPoolPlan` into
 resources. Everything a reviewer might question (physical names, the link tags
 the policy pack reads, the allocation strategy, the lifecycle heartbeat, the
 fleet overrides and their priorities, the bootstrap) is decided here, from the
-validated spec alone, so it can be tested without Pulumi.
+validated spec alone, so it can be tested without Pulumi. What every cloud decides
+the same way (prefix, store URL, link tags, waiver text, agent config) comes from
+:mod:`spotgpu_pulumi.planning`.
 
 Physical names are deterministic (``spotgpu-<environment>-<pool>-<role>``)
 rather than Pulumi auto-names: the bootstrap, the link tags and the EventBridge
@@ -20,12 +22,13 @@ from typing import Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from spotgpu import tags as link
-from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
+from spotgpu.agent.config import AgentConfig
+from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
 from spotgpu.config import ConfigError
 from spotgpu.gang.launch import GangLaunch
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi import planning
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.aws.rendezvous import RendezvousPlan, plan_rendezvous
 
@@ -37,9 +40,6 @@ HEARTBEAT_MIN, HEARTBEAT_MAX = 30, 7200
 TERMINATION_DELAY_MIN, TERMINATION_DELAY_MAX = 120, 7200
 #: Launch-template user data limit (bytes, before base64).
 USER_DATA_LIMIT = 16 * 1024
-
-CapacityType = Literal["spot", "on-demand"]
-
 
 class PoolPlanError(ConfigError):
     """A pool the AWS components refuse to build; the message names the field and the fix."""
@@ -183,18 +183,8 @@ class PoolNames:
         )
 
 
-def waiver_text(spec: AwsPoolSpec) -> str | None:
-    """Stated opt-outs, recorded on the pool's resources for reviewers and the policy pack."""
-    parts = []
-    if spec.opt_out.single_zone:
-        parts.append(f"single-zone: {spec.opt_out.single_zone}")
-    if spec.opt_out.single_type:
-        parts.append(f"single-type: {spec.opt_out.single_type}")
-    return "; ".join(parts) or None
-
-
 @dataclass(frozen=True)
-class PoolPlan:
+class AwsPoolPlan:
     """Everything the AWS components build for one pool, decided up front."""
 
     spec: AwsPoolSpec
@@ -203,6 +193,8 @@ class PoolPlan:
     names: PoolNames
     prefix: str
     checkpoint_store: str
+    #: the controller's state URL (drain requests, records), next to the checkpoints
+    control_store: str
     heartbeat_seconds: int
     allocation_strategy: str
     asg_overrides: list[AsgOverride]
@@ -222,33 +214,11 @@ class PoolPlan:
 
     def pool_tags(self) -> dict[str, str]:
         """Tags of a resource that belongs to the pool but plays no linked role (the node identity)."""
-        return {**self.base_tags, link.POOL: self.pool}
+        return planning.pool_tags(self.base_tags, self.pool)
 
     def role_tags(self, role: str) -> dict[str, str]:
         """Tags of a supporting resource (bucket, queue, drill, controller)."""
-        return {**self.base_tags, **link.pool_links(role=role, pool=self.pool)}
-
-
-def agent_config(
-    spec: AwsPoolSpec,
-    *,
-    capacity_type: CapacityType,
-    checkpoint_store: str,
-    interval_seconds: int,
-    group: str | None,
-) -> AgentConfig:
-    """The node agent's config; ``group`` is None for fleet instances (no lifecycle hook)."""
-    return AgentConfig(
-        provider="aws",
-        pool=spec.name,
-        capacity_type=capacity_type,
-        notice=spec.notice.model_dump(mode="json"),
-        checkpoint_store=checkpoint_store,
-        checkpoint_interval_seconds=interval_seconds,
-        lifecycle_hook=DRAIN_HOOK if group else None,
-        autoscaling_group=group,
-        control_store=control_store_url(checkpoint_store),  # drain requests in, commits out
-    )
+        return planning.role_tags(self.base_tags, self.pool, role)
 
 
 def with_aws_extra(agent_package: str) -> str:
@@ -276,57 +246,42 @@ def user_data(config: AgentConfig, agent_package: str, gang: GangLaunch | None =
     return render_bootstrap_b64(config, package, gang)
 
 
-def plan_pool(args: PoolArgs) -> PoolPlan:
+def plan_pool(args: PoolArgs) -> AwsPoolPlan:
     """Decide the whole pool from its validated args; raises :class:`PoolPlanError` on bad input."""
-    spec = args.spec
-    if not isinstance(spec, AwsPoolSpec):
-        raise PoolPlanError(
-            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools (value: {spec.cloud!r}); "
-            f"fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let spotgpu_pulumi.platform.deploy pick the class"
-        )
+    spec = planning.cloud_spec(args, AwsPoolSpec, "AWS", PoolPlanError)
     check_diversity(spec)
     names = PoolNames.for_pool(args.environment, spec)
-    prefix = (spec.checkpoint.prefix or spec.name).strip("/")
-    store = f"s3://{names.bucket}/{prefix}"
-    interval = args.interval.seconds
+    prefix = planning.checkpoint_prefix(spec)
+    store = planning.store_url("s3", names.bucket, prefix)
     heartbeat = lifecycle_heartbeat_seconds(
         spec.notice.notice_seconds, spec.notice.safety_margin_seconds, args.workload.checkpoint_write_seconds
     )
-    spot_group = names.spot_group if spec.mode == "asg" else None
-    spot_agent = agent_config(
-        spec, capacity_type="spot", checkpoint_store=store, interval_seconds=interval, group=spot_group
+    spot_group = names.spot_group if spec.mode == "asg" else None  # fleet instances have no lifecycle hook
+    spot_agent = planning.agent_config(
+        args, "spot", store, lifecycle_hook=DRAIN_HOOK if spot_group else None, autoscaling_group=spot_group
     )
-    fallback_agent = agent_config(
-        spec, capacity_type="on-demand", checkpoint_store=store, interval_seconds=interval, group=names.fallback_group
+    fallback_agent = planning.agent_config(
+        args, "on-demand", store, lifecycle_hook=DRAIN_HOOK, autoscaling_group=names.fallback_group
     )
-    waiver = waiver_text(spec)
     try:
-        rendezvous = plan_rendezvous(spec, f"spotgpu-{args.environment}-{spec.name}", {**args.base_tags, link.POOL: spec.name})
+        base = f"spotgpu-{args.environment}-{spec.name}"
+        rendezvous = plan_rendezvous(spec, base, planning.pool_tags(args.base_tags, spec.name))
     except ValueError as err:
         raise PoolPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
     gang = rendezvous.launch if rendezvous else None
 
     def links(role: str) -> dict[str, str]:
-        return link.pool_links(
-            role=role,
-            pool=spec.name,
-            checkpoint_store=store,
-            fallback_group=names.fallback_group,
-            ladder=args.ladder,
-            workload=args.workload,
-            checkpoint_interval_seconds=interval,
-            notice="aws",
-            waiver=waiver,
-            controller_waiver=link.controller_waiver(spec.controller),
-        )
+        """Both groups carry the whole map: they share the launch settings, waivers included."""
+        return planning.capacity_links(args, role, store, notice="aws", fallback_group=names.fallback_group)
 
-    return PoolPlan(
+    return AwsPoolPlan(
         spec=spec,
         pool=spec.name,
         mode=spec.mode,
         names=names,
         prefix=prefix,
         checkpoint_store=store,
+        control_store=control_store_url(store),
         heartbeat_seconds=heartbeat,
         allocation_strategy=spot_allocation_strategy(spec.ranked_types),
         asg_overrides=asg_overrides(spec.instance_types),

@@ -1,6 +1,7 @@
 """``spotgpu:aws:GpuPool``: one AWS spot GPU pool with everything that makes spot safe.
 
-The pool is a tree of thin components over :func:`spotgpu_pulumi.aws.plan.plan_pool`:
+The pool is a tree of thin components over :func:`spotgpu_pulumi.aws.plan.plan_pool` (its
+:class:`~spotgpu_pulumi.aws.plan.AwsPoolPlan`; the cloud's entry in :mod:`spotgpu_pulumi.clouds`):
 
 * ``CheckpointBucket``: where periodic checkpoints are committed (always created).
 * ``NodeIdentity``: the nodes' role, limited to the pool's prefix and drain hooks.
@@ -21,7 +22,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from spotgpu.bootstrap import control_store_url
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
@@ -142,7 +142,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 events=events.queue_url,
                 nodeIdentity=identity.role_arn,
                 controllerIdentity=fallback.controller_role_arn,
-                controllerStateUrl=control_store_url(plan.checkpoint_store),
+                controllerStateUrl=plan.control_store,
             ),
             "mode": plan.mode,
             "groupName": spot.group_name,

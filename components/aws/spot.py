@@ -26,7 +26,7 @@ from spotgpu_pulumi.aws.groups import (
     mixed_launch_template,
 )
 from spotgpu_pulumi.aws.launch import node_launch_template, template_version
-from spotgpu_pulumi.aws.plan import MaintenancePolicy, PoolPlan
+from spotgpu_pulumi.aws.plan import AwsPoolPlan, MaintenancePolicy
 from spotgpu_pulumi.inputs import as_input
 
 TOKEN = "spotgpu:aws:SpotCapacity"
@@ -34,7 +34,7 @@ TOKEN = "spotgpu:aws:SpotCapacity"
 
 @dataclass(frozen=True)
 class SpotCapacityArgs:
-    plan: PoolPlan
+    plan: AwsPoolPlan
     profile_name: pulumi.Output[str]
 
 
@@ -74,7 +74,7 @@ class SpotCapacity(pulumi.ComponentResource):
 
 
 def _spot_group(
-    resource_name: str, plan: PoolPlan, template: aws.ec2.LaunchTemplate, parent: pulumi.Resource
+    resource_name: str, plan: AwsPoolPlan, template: aws.ec2.LaunchTemplate, parent: pulumi.Resource
 ) -> aws.autoscaling.Group:
     spec = plan.spec
     return aws.autoscaling.Group(
@@ -107,7 +107,7 @@ def _spot_group(
 
 
 def _spot_fleet(
-    resource_name: str, plan: PoolPlan, template: aws.ec2.LaunchTemplate, parent: pulumi.Resource
+    resource_name: str, plan: AwsPoolPlan, template: aws.ec2.LaunchTemplate, parent: pulumi.Resource
 ) -> aws.ec2.Fleet:
     spec = plan.spec
     target = spec.capacity.target

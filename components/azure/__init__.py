@@ -6,11 +6,12 @@ and :mod:`spotgpu_pulumi.azure.roles`; the component classes only register resou
 
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
+from spotgpu_pulumi.azure.plan import AzurePoolPlan, PlanError, plan_pool
 from spotgpu_pulumi.azure.pool import GpuPool
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
 
 __all__ = [
+    "AzurePoolPlan",
     "CheckpointStorage",
     "CheckpointStorageArgs",
     "ControllerIdentity",
@@ -19,6 +20,5 @@ __all__ = [
     "OnDemandFallbackGroup",
     "OnDemandFallbackGroupArgs",
     "PlanError",
-    "PoolPlan",
     "plan_pool",
 ]

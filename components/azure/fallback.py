@@ -15,18 +15,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_azure_native.compute as compute
 
-from spotgpu.models.pools import AzurePoolSpec
-from spotgpu_pulumi.azure.plan import PoolPlan
-from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
+from spotgpu_pulumi.azure.plan import AzurePoolPlan
+from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile
 
 TOKEN = "spotgpu:azure:OnDemandFallbackGroup"
 
 
 @dataclass(frozen=True)
 class OnDemandFallbackGroupArgs:
-    spec: AzurePoolSpec
-    plan: PoolPlan
-    interval_seconds: int
+    plan: AzurePoolPlan
     identity_id: pulumi.Input[str]
     #: a gang pool's application security group (the rendezvous host admits its members); None: no group
     pool_group_id: pulumi.Input[str] | None = None
@@ -41,12 +38,11 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: OnDemandFallbackGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
-        plan = args.plan.fallback
-        data = custom_data(args.spec, args.plan, args.interval_seconds, "on-demand")
-        profile = vm_profile(args.spec, plan, data, spot=False, pool_group_id=args.pool_group_id)
+        pool, plan = args.plan, args.plan.fallback
+        profile = vm_profile(pool.spec, plan, pool.fallback_custom_data, spot=False, pool_group_id=args.pool_group_id)
         self.scale_set = compute.VirtualMachineScaleSet(
             f"{name}-{plan.key}",
-            scale_set_args(args.spec, args.plan, plan, profile, args.identity_id, spot=False),
+            scale_set_args(pool.spec, pool, plan, profile, args.identity_id, spot=False),
             # The controller owns capacity after creation; `pulumi up` must not undo a resize.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["sku.capacity"]),
         )

@@ -24,6 +24,7 @@ import re
 import uuid
 
 from spotgpu.models.refs import Ref, is_deferred
+from spotgpu_pulumi.planning import store_url
 
 MAX_SCALE_SET_NAME = 64 - len("_12345678")
 MAX_COMPUTER_NAME_PREFIX = 15
@@ -152,7 +153,7 @@ def identity_name(pool: str, environment: str, role: str) -> str:
 
 def checkpoint_store_url(account: str, container: str, prefix: str) -> str:
     """``az://account/container/prefix``: the form the checkpoint library and the tags use."""
-    return f"az://{account}/{container}/{prefix.strip('/')}"
+    return store_url("az", container, prefix, account=account)
 
 
 def check_storage_account_name(name: str) -> str:

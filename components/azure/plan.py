@@ -1,6 +1,6 @@
 """Pure planning for an Azure spot GPU pool: what to create, decided before any resource exists.
 
-The component classes only turn a :class:`PoolPlan` into resources. Everything
+The component classes only turn an :class:`AzurePoolPlan` into resources. Everything
 that can be wrong with a spec (a combination ARM would refuse, or one that
 would silently cost money) is rejected here with a message naming the field,
 the value and the fix, so a bad stack fails at ``pulumi preview`` and not
@@ -15,6 +15,9 @@ Rules and why (see docs/azure.md):
 * a priority mix needs ``singlePlacementGroup`` false;
 * no Spot on B-series or Promo sizes (ARM: AzureSpotIsNotSupportedForThisVMSize);
 * ``singlePlacementGroup`` true caps a scale set at 100 VMs.
+
+What every cloud decides the same way (prefix, store URL, link tags, waiver text,
+agent config) comes from :mod:`spotgpu_pulumi.planning`.
 """
 
 from __future__ import annotations
@@ -24,13 +27,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spotgpu import tags
+from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
 from spotgpu.config import ConfigError
-from spotgpu.models import FallbackLadder, WorkloadProfile
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
+from spotgpu_pulumi import planning
+from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure import naming
+from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
 
 if TYPE_CHECKING:
+    from spotgpu.models.gang import GangLaunch
     from spotgpu_pulumi.azure.rendezvous import AzureRendezvousPlan
 
 #: GPU families (N-series): NC (compute), ND (training), NV (visualisation), NG (gaming/VDI).
@@ -202,7 +209,8 @@ class StoragePlan:
 
 
 @dataclass(frozen=True)
-class PoolPlan:
+class AzurePoolPlan:
+    spec: AzurePoolSpec
     pool: str
     environment: str
     #: the resource group's name, or the Output of it given in the spec (passed through, never resolved here)
@@ -213,33 +221,41 @@ class PoolPlan:
     fallback: ScaleSetPlan
     fallback_max: int
     storage: StoragePlan
+    #: the controller's state URL, next to the checkpoints
+    control_store: str
+    #: base64 bootstrap of the spot and the on-demand VMs (only the agent's capacityType differs)
+    spot_custom_data: str
+    fallback_custom_data: str
     pool_identity: str
     controller_identity: str
     identity_tags: dict[str, str]
     controller_tags: dict[str, str]
+    #: the custom roles and scoped grants of the pool's and the controller's identities
+    roles: RolePlan
     #: a gang pool's rendezvous host (spotgpu_pulumi.azure.rendezvous); None renders the pool as before
-    rendezvous: AzureRendezvousPlan | None = None
+    rendezvous: AzureRendezvousPlan | None
+
+    @property
+    def checkpoint_store(self) -> str:
+        """The ``az://account/container/prefix`` URL the pool exports and its agents write to."""
+        return self.storage.url
 
 
-def _waiver(spec: AzurePoolSpec) -> str | None:
-    parts = []
-    if spec.opt_out.single_zone:
-        parts.append(f"singleZone: {spec.opt_out.single_zone}")
-    if spec.opt_out.single_type:
-        parts.append(f"singleType: {spec.opt_out.single_type}")
-    return "; ".join(parts) or None
+def custom_data(args: PoolArgs, capacity_type: planning.CapacityType, store: str, gang: GangLaunch | None) -> str:
+    """Base64 bootstrap from the one renderer every cloud uses (decoded size <= 64 KB, checked there).
+
+    The VM has a single user-assigned identity, so the agent's
+    ``ManagedIdentityCredential()`` needs no client id to reach the checkpoint store.
+    """
+    return render_bootstrap_b64(planning.agent_config(args, capacity_type, store), args.spec.agent_package, gang)
 
 
-def plan_pool(
-    spec: AzurePoolSpec,
-    *,
-    environment: str,
-    base_tags: dict[str, str],
-    ladder: FallbackLadder,
-    workload: WorkloadProfile,
-    interval_seconds: int,
-) -> PoolPlan:
-    """Validate ``spec`` and decide every name, tag and capacity of the pool."""
+def plan_pool(args: PoolArgs) -> AzurePoolPlan:
+    """Validate the pool and decide every name, tag, capacity, role and bootstrap of it.
+
+    Rejections are :class:`PlanError` (or a naming ``ValueError``); nothing is registered.
+    """
+    spec = planning.cloud_spec(args, AzurePoolSpec, "Azure", PlanError)
     sizes = check_spot_sizes(spec.vm_sizes)
     fallback_size = spec.fallback_vm_size or spec.vm_sizes[0]
     check_spot_sizes((fallback_size,), field="fallbackVmSize")
@@ -248,25 +264,14 @@ def plan_pool(
     zones = plan_zones(spec.zones)
     account = naming.check_storage_account_name(spec.storage_account_name)
 
-    pool, env = spec.name, environment
-    prefix = spec.checkpoint.prefix or pool
+    pool, env, base_tags = spec.name, args.environment, args.base_tags
+    prefix = planning.checkpoint_prefix(spec)
     url = naming.checkpoint_store_url(account, naming.CHECKPOINT_CONTAINER, prefix)
     fallback_name = naming.fallback_scale_set_name(pool, env)
 
     spot_tags = {
         **base_tags,
-        **tags.pool_links(
-            role="spot-pool",
-            pool=pool,
-            fallback_group=fallback_name,
-            workload=workload,
-            checkpoint_interval_seconds=interval_seconds,
-            notice="azure",
-            waiver=_waiver(spec),
-            controller_waiver=tags.controller_waiver(spec.controller),
-            checkpoint_store=url,
-            ladder=ladder,
-        ),
+        **planning.capacity_links(args, "spot-pool", url, notice="azure", fallback_group=fallback_name),
     }
     capacity = split_capacity(spec.capacity.target, spec.vm_sizes)
     spot = []
@@ -288,17 +293,7 @@ def plan_pool(
                 tags=check_tag_values(dict(spot_tags), name),
             )
         )
-    fallback_tags = {
-        **base_tags,
-        **tags.pool_links(
-            role="fallback",
-            pool=pool,
-            workload=workload,
-            checkpoint_interval_seconds=interval_seconds,
-            checkpoint_store=url,
-            ladder=ladder,
-        ),
-    }
+    fallback_tags = {**base_tags, **planning.capacity_links(args, "fallback", url)}
     fallback = ScaleSetPlan(
         key="ondemand",
         vm_size=fallback_size,
@@ -323,8 +318,10 @@ def plan_pool(
     if spec.gang is not None:  # imported here: it builds with the network SDK, which a plain pool never loads
         from spotgpu_pulumi.azure.rendezvous import plan_azure_rendezvous
 
-        rendezvous = plan_azure_rendezvous(spec, env, {**base_tags, tags.POOL: pool})
-    return PoolPlan(
+        rendezvous = plan_azure_rendezvous(spec, env, planning.pool_tags(base_tags, pool))
+    gang = rendezvous.launch if rendezvous is not None else None  # a gang pool's VMs start the launch
+    return AzurePoolPlan(
+        spec=spec,
         pool=pool,
         environment=env,
         resource_group=spec.resource_group_name,
@@ -334,9 +331,20 @@ def plan_pool(
         fallback=fallback,
         fallback_max=spec.capacity.fallback_limit,
         storage=storage,
+        control_store=control_store_url(url),
+        spot_custom_data=custom_data(args, "spot", url, gang),
+        fallback_custom_data=custom_data(args, "on-demand", url, gang),
         pool_identity=naming.identity_name(pool, env, "pool"),
         controller_identity=naming.identity_name(pool, env, "controller"),
-        identity_tags={**base_tags, tags.POOL: pool},
-        controller_tags={**base_tags, **tags.pool_links(role="controller", pool=pool)},
+        identity_tags=planning.pool_tags(base_tags, pool),
+        controller_tags=planning.role_tags(base_tags, pool, "controller"),
+        roles=plan_roles(
+            pool=pool,
+            environment=env,
+            resource_group=spec.resource_group_name,
+            account=account,
+            container=naming.CHECKPOINT_CONTAINER,
+            scale_sets={s.key: s.name for s in (*spot, fallback)},
+        ),
         rendezvous=rendezvous,
     )

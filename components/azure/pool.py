@@ -11,9 +11,9 @@ of the others)::
     ├─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
     └─ RendezvousHost              <pool>-rendezvous      (a gang pool only: pool group, NSG, NIC, Regular VM)
 
-All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` and
-:func:`spotgpu_pulumi.azure.roles.plan_roles`; a bad spec raises before any
-resource is registered.
+All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` (an
+:class:`~spotgpu_pulumi.azure.plan.AzurePoolPlan`, roles and bootstrap included); a bad
+spec raises before any resource is registered.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.compute as compute
 import pulumi_azure_native.managedidentity as managedidentity
 
-from spotgpu.bootstrap import control_store_url
-from spotgpu.models.pools import AzurePoolSpec
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
 from spotgpu_pulumi.azure.controller_job import (
@@ -36,44 +34,14 @@ from spotgpu_pulumi.azure.controller_job import (
     plan_azure_controller_job,
 )
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import PlanError, PoolPlan, plan_pool
-from spotgpu_pulumi.azure.profile import custom_data, scale_set_args, vm_profile
+from spotgpu_pulumi.azure.plan import plan_pool
+from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile
 from spotgpu_pulumi.azure.rendezvous import AzureRendezvousHost
-from spotgpu_pulumi.azure.roles import RolePlan, plan_roles
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
 from spotgpu_pulumi.inputs import as_input
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:azure:GpuPool"
-
-
-def plan_for(args: PoolArgs) -> tuple[AzurePoolSpec, PoolPlan, RolePlan]:
-    """Plan the pool and its roles, purely: the component builds from this and ``spotgpu preview``
-    validates with it. Rejections are :class:`PlanError` (or a naming ``ValueError``)."""
-    spec = args.spec
-    if not isinstance(spec, AzurePoolSpec):
-        raise PlanError(
-            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.azure.GpuPool builds only Azure pools "
-            f"(value: {spec.cloud!r}); fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let "
-            "spotgpu_pulumi.platform.deploy pick the class"
-        )
-    plan = plan_pool(
-        spec,
-        environment=args.environment,
-        base_tags=args.base_tags,
-        ladder=args.ladder,
-        workload=args.workload,
-        interval_seconds=args.interval.seconds,
-    )
-    roles = plan_roles(
-        pool=plan.pool,
-        environment=plan.environment,
-        resource_group=plan.resource_group,
-        account=plan.storage.account,
-        container=plan.storage.container,
-        scale_sets={s.key: s.name for s in (*plan.spot, plan.fallback)},
-    )
-    return spec, plan, roles
 
 
 class GpuPool(PoolOutputs, pulumi.ComponentResource):
@@ -90,10 +58,11 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
 
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         try:
-            spec, plan, roles = plan_for(args)
+            plan = plan_pool(args)
         except ValueError as err:  # PlanError and NamingError included
             raise pulumi.RunError(f"pool {args.spec.name}: {err}") from None
         super().__init__(TOKEN, name, None, opts)
+        spec, roles = plan.spec, plan.roles
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         subscription_id = client.subscription_id
 
@@ -121,7 +90,6 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         if plan.rendezvous is not None:  # a gang pool: its VMs join the group the host's NSG admits
             host = AzureRendezvousHost(f"{name}-rendezvous", plan.rendezvous, opts=pulumi.ResourceOptions(parent=self))
             pool_group = host.pool_group_id
-        spot_data = custom_data(spec, plan, args.interval.seconds, "spot")
         spot_sets = [
             compute.VirtualMachineScaleSet(
                 f"{name}-spot-{s.key}",
@@ -129,7 +97,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                     spec,
                     plan,
                     s,
-                    vm_profile(spec, s, spot_data, spot=True, pool_group_id=pool_group),
+                    vm_profile(spec, s, plan.spot_custom_data, spot=True, pool_group_id=pool_group),
                     identity.id,
                     spot=True,
                 ),
@@ -140,7 +108,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         ]
         fallback = OnDemandFallbackGroup(
             f"{name}-fallback",
-            OnDemandFallbackGroupArgs(spec, plan, args.interval.seconds, identity.id, pool_group),
+            OnDemandFallbackGroupArgs(plan, identity.id, pool_group),
             opts=pulumi.ResourceOptions(parent=self),
         )
         controller = ControllerIdentity(
@@ -163,7 +131,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 args.workload,
                 args.ladder,
                 subscription_id=subscription_id,
-                state_url=control_store_url(plan.storage.url),
+                state_url=plan.control_store,
                 spot_sets=[s.name for s in plan.spot],
                 fallback_set=plan.fallback.name,
                 group_types={**{s.name: (s.vm_size,) for s in plan.spot}, plan.fallback.name: (plan.fallback.vm_size,)},
@@ -184,13 +152,13 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 self,
                 cloud="azure",
                 region=plan.location,
-                checkpointStore=plan.storage.url,
+                checkpointStore=plan.checkpoint_store,
                 spotGroups=[s.name for s in plan.spot],
                 fallbackGroup=plan.fallback.name,
                 events="",  # Scheduled Events are read on each VM; there is no pool-level queue
                 nodeIdentity=identity.client_id,
                 controllerIdentity=controller.client_id,
-                controllerStateUrl=control_store_url(plan.storage.url),
+                controllerStateUrl=plan.control_store,
             ),
             "resourceGroup": as_input(plan.resource_group),
             "location": plan.location,

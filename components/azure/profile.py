@@ -8,36 +8,14 @@ checkpoint store and interval it left.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_azure_native.compute as compute
 
-from spotgpu.bootstrap import AgentConfig, control_store_url, render_bootstrap_b64
 from spotgpu.models.pools import AzurePoolSpec
-from spotgpu_pulumi.azure.plan import PoolPlan, ScaleSetPlan
+from spotgpu_pulumi.azure.plan import AzurePoolPlan, ScaleSetPlan
 from spotgpu_pulumi.inputs import as_input
-
-CapacityType = Literal["spot", "on-demand"]
-
-
-def custom_data(spec: AzurePoolSpec, plan: PoolPlan, interval_seconds: int, capacity_type: CapacityType) -> str:
-    """Base64 bootstrap from the one renderer every cloud uses (decoded size <= 64 KB, checked there).
-
-    The VM has a single user-assigned identity, so the agent's
-    ``ManagedIdentityCredential()`` needs no client id to reach the checkpoint store.
-    """
-    config = AgentConfig(
-        provider="azure",
-        pool=plan.pool,
-        capacity_type=capacity_type,
-        notice=spec.notice.model_dump(mode="json"),
-        checkpoint_store=plan.storage.url,
-        checkpoint_interval_seconds=interval_seconds,
-        control_store=control_store_url(plan.storage.url),  # drain requests in, commits out
-    )
-    gang = plan.rendezvous.launch if plan.rendezvous is not None else None  # a gang pool's VMs start the launch
-    return render_bootstrap_b64(config, spec.agent_package, gang)
 
 
 def vm_profile(
@@ -141,7 +119,7 @@ def spot_policies(spec: AzurePoolSpec) -> SpotPolicies:
 
 def scale_set_args(
     spec: AzurePoolSpec,
-    plan: PoolPlan,
+    plan: AzurePoolPlan,
     scale_set: ScaleSetPlan,
     profile: compute.VirtualMachineScaleSetVMProfileArgs,
     identity_id: pulumi.Input[str],

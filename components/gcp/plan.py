@@ -1,7 +1,10 @@
 """Pure planning for a Google Cloud spot GPU pool: what to create, decided without Pulumi resources.
 
 The components only turn these decisions into resources, so every rule here is
-tested directly (tests/gcp/test_gcp_plan.py).
+tested directly (tests/gcp/test_gcp_plan.py). :func:`plan_pool` decides the whole pool
+(a :class:`GcpPoolPlan`: names, links, bootstrap, rendezvous host, controller job)
+before the component registers anything; what every cloud decides the same way comes
+from :mod:`spotgpu_pulumi.planning`.
 
 The one non-obvious rule is how machine choices become MIGs. A MIG's instance
 flexibility policy overrides only the *machine type* of its template; the
@@ -22,11 +25,18 @@ from typing import Literal
 
 from pulumi_gcp import compute, storage
 
-from spotgpu.bootstrap import CONTROL_STORE_SUFFIX
+from spotgpu import tags
+from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
 from spotgpu.config import ConfigError
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
+from spotgpu.models.gang import GangLaunch
+from spotgpu.models.pool_types import fallback_types
 from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+from spotgpu_pulumi import planning
+from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.gcp.controller_job import GcpControllerJobPlan, plan_gcp_controller_job
 from spotgpu_pulumi.gcp.naming import PoolNames, check_name
+from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousPlan, plan_gcp_rendezvous
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
 
@@ -178,12 +188,13 @@ def notice_link(spec: GcpPoolSpec) -> str:
     return f"gcp-{spec.notice.preemption_notice_seconds}"
 
 
-def checkpoint_prefix(spec: GcpPoolSpec) -> str:
-    return spec.checkpoint.prefix or spec.name
+def labels(values: dict[str, str]) -> dict[str, str]:
+    """Tags as GCP labels: values hold only ``[a-z0-9_-]{0,63}``, so each is encoded.
 
-
-def checkpoint_store_url(bucket: str, spec: GcpPoolSpec) -> str:
-    return f"gs://{bucket}/{checkpoint_prefix(spec)}"
+    The full link map (gs:// URLs, the encoded ladder and workload) does not fit a label;
+    it rides in instance-template *metadata*, and labels carry the simple keys only.
+    """
+    return {key: tags.gcp_label_value(value) for key, value in values.items()}
 
 
 def check_bucket_name(name: str) -> str:
@@ -260,8 +271,8 @@ def controller_state_condition(bucket: str, prefix: str) -> str:
 
 
 @dataclass(frozen=True)
-class PoolLayout:
-    """Every name and grouping decision of one pool, made (and checked) before any resource exists."""
+class GcpPoolPlan:
+    """Every decision of one pool, made (and checked) before any resource exists."""
 
     spec: GcpPoolSpec
     names: PoolNames
@@ -272,24 +283,98 @@ class PoolLayout:
     node_account_id: str
     controller_account_id: str
     bucket: str
-    store_url: str
+    prefix: str
+    checkpoint_store: str
+    #: the controller's state URL: its IAM condition (:attr:`state_condition`) admits exactly this prefix
+    control_store: str
+    state_condition: str
+    log_filter: str
+    #: the full link map on each template (labels cannot hold it)
+    spot_metadata: dict[str, str]
+    fallback_metadata: dict[str, str]
+    spot_startup_script: str
+    fallback_startup_script: str
+    base_tags: dict[str, str]
+    #: a gang pool's rendezvous host (None: the pool runs no gang, and nothing of it exists)
+    rendezvous: GcpRendezvousPlan | None
+    #: the scheduled controller (None when ``controller.enabled`` is false)
+    controller_job: GcpControllerJobPlan | None
+
+    @property
+    def pool(self) -> str:
+        return self.spec.name
+
+    def labels(self, role: str) -> dict[str, str]:
+        """Base labels plus ``spotgpu-role`` and ``spotgpu-pool``."""
+        return labels(planning.role_tags(self.base_tags, self.pool, role))
+
+    def pool_labels(self) -> dict[str, str]:
+        """Base labels plus ``spotgpu-pool``, for a pool resource that plays no linked role (the rendezvous host)."""
+        return labels(planning.pool_tags(self.base_tags, self.pool))
 
 
-def plan_pool(spec: GcpPoolSpec, environment: str) -> PoolLayout:
+def startup_script(args: PoolArgs, capacity_type: planning.CapacityType, store: str, gang: GangLaunch | None) -> str:
+    """The one shared bootstrap renderer, with this pool's GCP notice contract (in the spec)."""
+    return render_bootstrap(planning.agent_config(args, capacity_type, store), args.spec.agent_package, gang)
+
+
+def plan_pool(args: PoolArgs) -> GcpPoolPlan:
     """The one GCP planning sequence: the component builds from it, ``spotgpu preview`` validates with it."""
+    spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud", GcpPlanError)
     zones = distribution_zones(spec)
     check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
     groups = group_machine_choices(spec.machine_types)
-    names = PoolNames(spec.project, spec.name, environment)
-    return PoolLayout(
+    names = PoolNames(spec.project, spec.name, args.environment)
+    spot_migs = tuple(check_name(names.spot_mig(g.key), "MIG") for g in groups)
+    fallback_mig = check_name(names.fallback_mig, "fallback MIG")
+    bucket = check_bucket_name(names.bucket)
+    prefix = planning.checkpoint_prefix(spec)
+    store = planning.store_url("gs", bucket, prefix)
+    try:
+        rendezvous = plan_gcp_rendezvous(spec, names.prefix, labels(planning.pool_tags(args.base_tags, spec.name)))
+    except ValueError as err:
+        raise GcpPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+    gang = rendezvous.launch if rendezvous else None
+    controller_job = None
+    if spec.controller.enabled:
+        controller_job = plan_gcp_controller_job(
+            spec,
+            args.workload,
+            args.ladder,
+            base_name=names.prefix,
+            state_url=control_store_url(store),
+            spot_migs=list(spot_migs),
+            fallback_mig=fallback_mig,
+            subscription=names.subscription,
+            topic=names.topic,
+            labels=labels(planning.role_tags(args.base_tags, spec.name, "controller")),
+            group_types={
+                **{mig: g.machine_types for g, mig in zip(groups, spot_migs, strict=True)},
+                fallback_mig: fallback_types(spec),
+            },
+        )
+    return GcpPoolPlan(
         spec=spec,
         names=names,
         zones=zones,
         groups=groups,
-        spot_migs=tuple(check_name(names.spot_mig(g.key), "MIG") for g in groups),
-        fallback_mig=check_name(names.fallback_mig, "fallback MIG"),
+        spot_migs=spot_migs,
+        fallback_mig=fallback_mig,
         node_account_id=check_name(names.service_account_id("vm"), "service account"),
         controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
-        bucket=check_bucket_name(names.bucket),
-        store_url=checkpoint_store_url(names.bucket, spec),
+        bucket=bucket,
+        prefix=prefix,
+        checkpoint_store=store,
+        control_store=control_store_url(store),
+        state_condition=controller_state_condition(bucket, prefix),
+        log_filter=preemption_log_filter(spec.project, names.spot_base_instance_prefix),
+        spot_metadata=planning.capacity_links(
+            args, "spot-pool", store, notice=notice_link(spec), fallback_group=fallback_mig
+        ),
+        fallback_metadata=planning.capacity_links(args, "fallback", store),
+        spot_startup_script=startup_script(args, "spot", store, gang),
+        fallback_startup_script=startup_script(args, "on-demand", store, gang),
+        base_tags=args.base_tags,
+        rendezvous=rendezvous,
+        controller_job=controller_job,
     )

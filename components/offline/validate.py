@@ -39,9 +39,9 @@ def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
             elif isinstance(spec, GcpPoolSpec):
                 from spotgpu_pulumi.gcp.plan import plan_pool as plan_gcp
 
-                plan_gcp(spec, args.environment)
+                plan_gcp(args)
             elif isinstance(spec, AzurePoolSpec):
-                from spotgpu_pulumi.azure.pool import plan_for as plan_azure
+                from spotgpu_pulumi.azure.plan import plan_pool as plan_azure
 
                 plan_azure(args)
         except ValueError as err:  # ConfigError subclasses (plan errors) and naming errors

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from azure_fixtures import pool_args, spec, unchecked
 from hypothesis import given
@@ -16,14 +18,7 @@ from spotgpu_pulumi.azure.plan import PlanError
 
 def _plan(s=None, stack: str = "prod"):  # type: ignore[no-untyped-def]
     args = pool_args(stack)
-    return plan.plan_pool(
-        s or args.spec,  # type: ignore[arg-type]
-        environment=args.environment,
-        base_tags=args.base_tags,
-        ladder=args.ladder,
-        workload=args.workload,
-        interval_seconds=args.interval.seconds,
-    )
+    return plan.plan_pool(dataclasses.replace(args, spec=s) if s is not None else args)
 
 
 def test_one_spot_scale_set_per_gpu_size_in_spec_order() -> None:
@@ -199,16 +194,15 @@ def test_storage_plan_follows_checkpoint_spec() -> None:
 
 
 def test_a_pool_of_another_cloud_is_refused_with_its_key_path() -> None:
-    """``plan_for`` is the one Azure planning entry (component and preview edge alike)."""
+    """``plan_pool(args)`` is the one Azure planning entry (component, preview edge and registry alike)."""
     from azure_fixtures import stack_raw
 
     from spotgpu.config import parse_stack_config
     from spotgpu_pulumi.args import PoolArgs
-    from spotgpu_pulumi.azure.pool import plan_for
 
     config = parse_stack_config(stack_raw("prod"))
     gcp = next(p for p in config.pools if p.cloud == "gcp")
     with pytest.raises(PlanError, match=r"spotgpu:pools\[train-gcp\]\.cloud: spotgpu_pulumi.azure.GpuPool builds only Azure pools"):
-        plan_for(PoolArgs.for_pool(config, gcp))
-    spec, planned, roles = plan_for(pool_args("prod"))
-    assert planned.pool == spec.name and roles  # the roles are planned with the pool, before any resource
+        plan.plan_pool(PoolArgs.for_pool(config, gcp))
+    planned = plan.plan_pool(pool_args("prod"))
+    assert planned.pool == planned.spec.name and planned.roles  # the roles are planned with the pool, before any resource

@@ -15,8 +15,7 @@ from azure_fixtures import REPO, pool_args, spec
 
 from spotgpu.bootstrap import GANG_UNIT, STORE_UNIT
 from spotgpu.config import ConfigError
-from spotgpu_pulumi.azure import GpuPool, PlanError, PoolPlan, plan_pool
-from spotgpu_pulumi.azure.pool import plan_for
+from spotgpu_pulumi.azure import AzurePoolPlan, GpuPool, PlanError, plan_pool
 from spotgpu_pulumi.azure.rendezvous import plan_azure_rendezvous
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.policy_harness import analyze
@@ -75,16 +74,8 @@ def digests(resources: list[RecordedResource]) -> dict[str, dict[str, str]]:
     }
 
 
-def plan_pool_of(**changes: Any) -> PoolPlan:
-    args = pool_args("prod", **changes)
-    return plan_pool(
-        spec("prod", **changes),
-        environment=args.environment,
-        base_tags=args.base_tags,
-        ladder=args.ladder,
-        workload=args.workload,
-        interval_seconds=args.interval.seconds,
-    )
+def plan_pool_of(**changes: Any) -> AzurePoolPlan:
+    return plan_pool(pool_args("prod", **changes))
 
 
 def group_id(group: RecordedResource) -> str:
@@ -99,7 +90,7 @@ def gang_pool() -> tuple[list[RecordedResource], dict[str, Any]]:
 def test_no_gang_no_host_and_no_gang_unit() -> None:
     plain = spec("prod")
     assert plain.gang is None and plan_azure_rendezvous(plain, "prod", {}) is None
-    assert plan_for(pool_args("prod"))[1].rendezvous is None
+    assert plan_pool(pool_args("prod")).rendezvous is None
     resources = index(build())
     assert not resources.get(HOST) and not resources.get(VM) and not resources.get(NIC) and not resources.get(NSG)
     assert not resources.get(ASG)
@@ -119,7 +110,7 @@ def test_no_gang_renders_exactly_what_it_rendered_before() -> None:
 
 def test_gang_plan_is_a_regular_vm_at_the_fixed_address_in_the_pools_first_zone() -> None:
     args = pool_args("prod", gang=GANG, agentPackage=PACKAGE)
-    _, plan, _ = plan_for(args)
+    plan = plan_pool(args)
     host = plan.rendezvous
     assert host is not None
     assert host.name == "train-az-prod-rendezvous" and host.private_ip == "10.0.0.10" and host.port == 29400

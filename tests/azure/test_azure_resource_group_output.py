@@ -23,7 +23,7 @@ from spotgpu.config import ConfigError, parse_stack_config
 from spotgpu.controller.config import AzureControlledPool, parse_controller_config
 from spotgpu.controller.render import CONFIG_ENV
 from spotgpu_pulumi.azure import GpuPool, naming
-from spotgpu_pulumi.azure.pool import plan_for
+from spotgpu_pulumi.azure.plan import plan_pool
 from spotgpu_pulumi.azure.roles import Scope
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource, RecordingMocks, RecordingMonitor
 
@@ -284,7 +284,8 @@ class _Later:
 
 def test_the_planner_passes_the_output_through_without_resolving_it() -> None:
     later = _Later(RG)
-    spec, plan, roles = plan_for(pool_args("prod", resourceGroupName=later))
+    plan = plan_pool(pool_args("prod", resourceGroupName=later))
+    spec, roles = plan.spec, plan.roles
     assert spec.resource_group_name is later and plan.resource_group is later
     assert {g.scope.resource_group for g in roles.grants} == {later}
     assert all(g.scope.deferred for g in roles.grants) and all(r.scope.deferred for r in roles.custom_roles)
@@ -292,13 +293,14 @@ def test_the_planner_passes_the_output_through_without_resolving_it() -> None:
     assert reader.scope.render(SUB) == f"/subscriptions/{SUB}/resourceGroups/{RG}"  # through the value's apply
     guids = [g.guid for g in roles.grants] + [r.guid for r in roles.custom_roles]
     assert all(isinstance(g, str) for g in guids) and len(set(guids)) == 9
-    elsewhere = plan_for(pool_args("prod", resourceGroupName=_Later("elsewhere")))[2]
+    elsewhere = plan_pool(pool_args("prod", resourceGroupName=_Later("elsewhere"))).roles
     assert [g.guid for g in elsewhere.grants] + [r.guid for r in elsewhere.custom_roles] == guids
 
 
 @pytest.mark.parametrize(("stack", "expected"), [("prod", PROD_GUIDS), ("dev", DEV_GUIDS)])
 def test_a_plain_name_keeps_the_released_guids(stack: str, expected: dict[str, str]) -> None:
-    _, plan, roles = plan_for(pool_args(stack))
+    plan = plan_pool(pool_args(stack))
+    roles = plan.roles
     assert isinstance(plan.resource_group, str)
     got = {g.key: g.guid for g in roles.grants} | {f"role-{r.key}": r.guid for r in roles.custom_roles}
     assert got == expected

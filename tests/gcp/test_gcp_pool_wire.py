@@ -281,7 +281,7 @@ def test_the_component_builds_exactly_what_the_pure_planner_decided(prod: dict[s
     from spotgpu_pulumi.gcp import plan
 
     args = pool_args("prod")
-    layout = plan.plan_pool(args.spec, args.environment)  # type: ignore[arg-type]
+    layout = plan.plan_pool(args)
     assert sorted(m.inputs["name"] for m in prod[MIG]) == sorted((*layout.spot_migs, layout.fallback_mig))
     accounts = {r.inputs["accountId"] for r in prod["gcp:serviceaccount/account:Account"]}
     assert {layout.node_account_id, layout.controller_account_id} <= accounts

@@ -292,6 +292,23 @@ def test_fallback_group_builds_the_pools_fallback_tree(cloud: str) -> None:
     }[cloud]  # fmt: skip
 
 
+def test_gcp_fallback_group_of_a_gang_pool_starts_the_gang_like_the_pools_own() -> None:
+    """Defect: GcpFallbackGroup rendered its startup script outside the plan, without the pool's gang launch
+    (the AWS and Azure groups had it); both now take the script from the one plan."""
+    from spotgpu.bootstrap import GANG_UNIT
+
+    raw, pool = _prod_pool("gcp")
+    pool.update(gang={"command": ["/opt/job/train.py"], "nodes": 2, "rendezvous": {"privateIp": "10.128.0.10"}},
+                agentPackage="spotgpu[gcp,torch]==0.1.0")
+    direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
+    inputs = {**_construct_inputs(raw, pool), **_pool_ids("gcp", direct)}
+    built = record(lambda: _construct("train-gcp", "GcpFallbackGroup", inputs), stack="prod")
+    root = "spotgpu:gcp:OnDemandFallbackGroup"
+    assert _tree(built, root) == _tree(direct, root)
+    template = _one(built, "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
+    assert GANG_UNIT in template.inputs["metadataStartupScript"]
+
+
 @pytest.mark.parametrize(
     ("cloud", "key", "value", "fix"),
     [

@@ -1,0 +1,128 @@
+"""What every cloud's planner decides the same way, written once.
+
+Each cloud's ``plan.py`` decides its own names, shapes and limits; the facts that
+must read the same on every cloud live here: the pool's spec check, its checkpoint
+prefix and store URL, the link tags the policy pack, the agent and the controller
+read, the waiver text, and the node agent's config. A cloud that differs says so in
+its own planner instead of bending these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, TypeVar
+
+from spotgpu import tags
+from spotgpu.agent.config import AgentConfig
+from spotgpu.bootstrap import control_store_url
+from spotgpu.config import ConfigError
+from spotgpu.contract.store_url import StoreUrl
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+from spotgpu_pulumi.args import PoolArgs
+
+AnySpec = AwsPoolSpec | GcpPoolSpec | AzurePoolSpec
+Spec = TypeVar("Spec", AwsPoolSpec, GcpPoolSpec, AzurePoolSpec)
+CapacityType = Literal["spot", "on-demand"]
+
+
+def cloud_spec(args: PoolArgs, spec_type: type[Spec], title: str, error: type[ConfigError]) -> Spec:
+    """``args.spec`` if it is this cloud's, else one line naming the class that builds it.
+
+    ``deploy`` picks the class from the registry; a program that builds a cloud's
+    ``GpuPool`` by hand with another cloud's pool is refused before anything exists.
+    """
+    spec = args.spec
+    if not isinstance(spec, spec_type):
+        cloud = spec_type.model_fields["cloud"].default
+        raise error(
+            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.{cloud}.GpuPool builds only {title} pools "
+            f"(value: {spec.cloud!r}); fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let "
+            "spotgpu_pulumi.platform.deploy pick the class"
+        )
+    return spec
+
+
+def checkpoint_prefix(spec: AnySpec) -> str:
+    """Where the pool's checkpoints live in its store: ``checkpoint.prefix``, else the pool's name.
+
+    Slashes at the ends are dropped on every cloud: the URL, the IAM conditions and the
+    lifecycle filters all append ``/...`` to it, so ``teams/llm/`` must not become ``teams/llm//``.
+    """
+    return (spec.checkpoint.prefix or spec.name).strip("/")
+
+
+def store_url(scheme: str, bucket: str, prefix: str, account: str | None = None) -> str:
+    """The pool's checkpoint store URL in the contract's one dialect per cloud, as every part opens it.
+
+    ``s3://BUCKET/PREFIX``, ``gs://BUCKET/PREFIX``, ``az://ACCOUNT/CONTAINER/PREFIX`` (``bucket`` is the
+    container there): :attr:`spotgpu.contract.store_url.StoreUrl.text`, which the parser reads back.
+    """
+    return StoreUrl(scheme=scheme, bucket=bucket, prefix=prefix.strip("/"), account=account).text
+
+
+def waiver_text(spec: AnySpec) -> str | None:
+    """The stated opt-outs, as the ``spotgpu-waiver`` link records them, keyed as the config writes them."""
+    reasons = [
+        f"{key}: {reason}"
+        for key, reason in (("singleZone", spec.opt_out.single_zone), ("singleType", spec.opt_out.single_type))
+        if reason
+    ]
+    return "; ".join(reasons) or None
+
+
+def role_tags(base: Mapping[str, str], pool: str, role: str) -> dict[str, str]:
+    """Tags of a supporting resource (store, queue, drill, controller): base tags, role and pool."""
+    return {**base, **tags.pool_links(role=role, pool=pool)}
+
+
+def pool_tags(base: Mapping[str, str], pool: str) -> dict[str, str]:
+    """Tags of a resource that belongs to the pool but plays no linked role (an identity, the rendezvous host)."""
+    return {**base, tags.POOL: pool}
+
+
+def capacity_links(
+    args: PoolArgs, role: str, store: str, *, notice: str | None = None, fallback_group: str | None = None
+) -> dict[str, str]:
+    """The link map a capacity group carries (its template, group or scale set).
+
+    Every group names its store, ladder, workload and interval. A group given the
+    ``notice`` contract (every spot group; AWS's fallback group too, which shares the
+    spot group's launch settings) also names the fallback group and the stated waivers.
+    """
+    spec = args.spec
+    noticed = notice is not None
+    return tags.pool_links(
+        role=role,
+        pool=spec.name,
+        checkpoint_store=store,
+        fallback_group=fallback_group,
+        ladder=args.ladder,
+        workload=args.workload,
+        checkpoint_interval_seconds=args.interval.seconds,
+        notice=notice,
+        waiver=waiver_text(spec) if noticed else None,
+        controller_waiver=tags.controller_waiver(spec.controller) if noticed else None,
+    )
+
+
+def agent_config(
+    args: PoolArgs,
+    capacity_type: CapacityType,
+    store: str,
+    *,
+    lifecycle_hook: str | None = None,
+    autoscaling_group: str | None = None,
+) -> AgentConfig:
+    """The node agent's config on every VM of the pool; only AWS adds its lifecycle hook and group."""
+    spec = args.spec
+    return AgentConfig(
+        provider=spec.cloud,
+        pool=spec.name,
+        capacity_type=capacity_type,
+        notice=spec.notice.model_dump(mode="json"),
+        checkpoint_store=store,
+        checkpoint_interval_seconds=args.interval.seconds,
+        lifecycle_hook=lifecycle_hook,
+        autoscaling_group=autoscaling_group,
+        control_store=control_store_url(store),  # drain requests in, committed checkpoints out
+    )
