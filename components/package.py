@@ -31,6 +31,7 @@ from spotgpu_pulumi.package_args import (
     LadderStepArgs,
     PricesArgs,
     WorkloadArgs,
+    plan_error,
     pool_args_from,
 )
 from spotgpu_pulumi.package_fallback import AwsFallbackGroup, AzureFallbackGroup, GcpFallbackGroup
@@ -152,7 +153,8 @@ class AzureGpuPoolArgs(TypedDict):
 
 
 class _PackagedPool(pulumi.ComponentResource):
-    """Shared body: build the Python GpuPool as the only child, expose its common outputs.
+    """Shared body: build the pool's cloud's ``GpuPool`` (from :data:`spotgpu_pulumi.clouds.CLOUDS`) as the
+    only child, expose its common outputs.
 
     The output annotations are repeated on each class below (the SDK's analyzer
     reads attribute docstrings from the class's own source only); a test keeps
@@ -162,14 +164,16 @@ class _PackagedPool(pulumi.ComponentResource):
     _cloud = ""
 
     def _build(self, name: str, args: Any, opts: pulumi.ResourceOptions | None) -> None:
-        import importlib
+        from spotgpu_pulumi.clouds import CLOUDS
 
-        from spotgpu_pulumi.platform import CLOUD_MODULES
-
+        cloud = CLOUDS[self._cloud]
         pool_args = pool_args_from(name, self._cloud, args)
+        try:  # before registering, as the fallback groups do: a bad pool is one line keyed by this resource
+            cloud.plan(pool_args)
+        except ValueError as err:
+            raise plan_error(name, pool_args.spec.name, err) from None
         super().__init__(f"{PACKAGE_NAME}:index:{type(self).__name__}", name, None, opts)
-        module = importlib.import_module(CLOUD_MODULES[self._cloud])
-        pool = module.GpuPool(pool_args.spec.name, pool_args, pulumi.ResourceOptions(parent=self))
+        pool = cloud.component(pool_args.spec.name, pool_args, pulumi.ResourceOptions(parent=self))
         outputs: dict[str, Any] = {}
         for key in COMMON_KEYS:
             attribute = "".join("_" + c.lower() if c.isupper() else c for c in key)

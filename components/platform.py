@@ -3,12 +3,12 @@
 ``load_config()`` reads the ``spotgpu:`` config namespace whatever the Pulumi
 project is called (``pulumi.Config()`` would read the project's own namespace,
 so a project named anything but ``spotgpu`` found no keys); ``deploy()`` creates
-one ``GpuPool`` per configured pool.
+one ``GpuPool`` per configured pool, with the class the pool's cloud registers in
+:data:`spotgpu_pulumi.clouds.CLOUDS`.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pulumi
@@ -17,9 +17,7 @@ from pulumi.runtime.config import CONFIG, get_config_env
 from spotgpu.config import ConfigError
 from spotgpu.models import StackConfig
 from spotgpu_pulumi.args import PoolArgs
-
-#: cloud -> module exporting ``GpuPool(name, args: PoolArgs, opts)``
-CLOUD_MODULES = {"aws": "spotgpu_pulumi.aws", "gcp": "spotgpu_pulumi.gcp", "azure": "spotgpu_pulumi.azure"}
+from spotgpu_pulumi.clouds import CLOUDS
 
 #: The config namespace spotgpu keys live in unless a program names another.
 DEFAULT_NAMESPACE = "spotgpu"
@@ -43,9 +41,8 @@ def load_config(namespace: str = DEFAULT_NAMESPACE) -> StackConfig:
 
 
 def deploy(config: StackConfig, opts: pulumi.ResourceOptions | None = None) -> dict[str, Any]:
-    """Create one GpuPool per configured pool, keyed by pool name (stable URNs)."""
-    pools: dict[str, Any] = {}
-    for spec in config.pools:
-        module = importlib.import_module(CLOUD_MODULES[spec.cloud])
-        pools[spec.name] = module.GpuPool(spec.name, PoolArgs.for_pool(config, spec), opts)
-    return pools
+    """Create one GpuPool per configured pool, keyed by pool name (stable URNs); each plans before it registers."""
+    return {
+        spec.name: CLOUDS[spec.cloud].component(spec.name, PoolArgs.for_pool(config, spec), opts)
+        for spec in config.pools
+    }

@@ -3,7 +3,8 @@
 ``spotgpu preview`` runs this before it starts Pulumi's mock runtime, so every
 config, YAML, model and plan problem surfaces as one :class:`~spotgpu.config.ConfigError`
 line (exit 2) instead of a traceback from inside a component. The planners run
-here are the same pure functions the components call; nothing is registered.
+here are the same pure functions the components call (each cloud's ``plan`` in
+:data:`spotgpu_pulumi.clouds.CLOUDS`); nothing is registered.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from pathlib import Path
 
 from spotgpu.config import ConfigError, read_stack_file, stack_config_from_engine
 from spotgpu.models import StackConfig
-from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.clouds import CLOUDS
 
 
 def _restyle(namespace: str, pool: str, message: str) -> str:
@@ -28,22 +29,11 @@ def _restyle(namespace: str, pool: str, message: str) -> str:
 
 
 def plan_all(config: StackConfig, namespace: str = "spotgpu") -> None:
-    """Run every pool's pure planner; the first rejection becomes a ConfigError line."""
+    """Run every pool's pure planner (its cloud's, from the registry); the first rejection becomes a ConfigError line."""
     for spec in config.pools:
         args = PoolArgs.for_pool(config, spec)
         try:
-            if isinstance(spec, AwsPoolSpec):
-                from spotgpu_pulumi.aws.plan import plan_pool as plan_aws
-
-                plan_aws(args)
-            elif isinstance(spec, GcpPoolSpec):
-                from spotgpu_pulumi.gcp.plan import plan_pool as plan_gcp
-
-                plan_gcp(args)
-            elif isinstance(spec, AzurePoolSpec):
-                from spotgpu_pulumi.azure.plan import plan_pool as plan_azure
-
-                plan_azure(args)
+            CLOUDS[spec.cloud].plan(args)
         except ValueError as err:  # ConfigError subclasses (plan errors) and naming errors
             raise ConfigError(_restyle(namespace, spec.name, str(err))) from None
 

@@ -216,6 +216,45 @@ def test_construct_reports_bad_input_with_the_key() -> None:
         record(lambda: provider.construct("train-aws", "spotgpu:index:AwsGpuPool", inputs, pulumi.ResourceOptions()))
 
 
+@pytest.mark.parametrize(("cloud", "component"), [("gcp", "GcpGpuPool"), ("azure", "AzureGpuPool")])
+def test_construct_plans_and_builds_through_the_cloud_registry(
+    cloud: str, component: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packaged pools reach a cloud through spotgpu_pulumi.clouds.CLOUDS, and plan before they register."""
+    from spotgpu_pulumi.clouds import CLOUDS, Cloud
+    from spotgpu_pulumi.offline.mocks import RecordingMocks, RecordingMonitor
+
+    real, calls = CLOUDS[cloud], []
+
+    def plan(args: PoolArgs) -> Any:
+        calls.append("plan")
+        if args.spec.name == "refused":
+            raise real.error("spotgpu:pools[refused].capacity.max: is refused (value: 2); fix: use 1")
+        return real.plan(args)
+
+    def build(name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None) -> Any:
+        calls.append("component")
+        return real.component(name, args, opts)
+
+    monkeypatch.setitem(CLOUDS, cloud, Cloud(name=cloud, plan=plan, component=build, error=real.error))
+    raw, pool = _prod_pool(cloud)
+    provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
+    inputs = _construct_inputs(raw, pool)
+    built = record(lambda: provider.construct(pool["name"], f"spotgpu:index:{component}", inputs,
+                                              pulumi.ResourceOptions()).state, stack="prod")
+    assert calls == ["plan", "component"]
+    assert any(r.type == f"spotgpu:{cloud}:GpuPool" for r in built)
+
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="spotgpu", stack="prod", preview=False, monitor=monitor)
+    refused = {**inputs, "poolName": "refused"}
+    with pytest.raises(Exception, match=r"refused\.capacity\.max: is refused \(value: 2\); fix: use 1"):
+        pulumi.runtime.test(lambda: provider.construct("refused", f"spotgpu:index:{component}", refused,
+                                                       pulumi.ResourceOptions()))()
+    assert [r.type for r in monitor.recorded if r.type != "pulumi:pulumi:Stack"] == []  # not even the wrapper
+
+
 def test_standalone_checkpoint_store_is_the_pool_bucket_component() -> None:
     from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
 

@@ -1,0 +1,107 @@
+"""The registry of clouds: every part that works per cloud looks the cloud up here.
+
+A cloud is one folder, ``spotgpu_pulumi/<name>/``, whose ``cloud.py`` defines
+``CLOUD = Cloud(name, plan, component)``: its pure planner and its ``GpuPool``.
+``platform.deploy``, the preview edge (``offline.validate.plan_all``) and the
+package provider (``package._PackagedPool``) find a pool's cloud in :data:`CLOUDS`
+by the config's ``cloud:`` value, so adding a cloud adds a folder and edits none of them.
+
+A cloud's package is imported the first time it is looked up, so a stack of one
+cloud never imports the other providers' SDKs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import pulumi
+
+from spotgpu.config import ConfigError
+from spotgpu_pulumi.args import PoolArgs
+
+
+class CloudPoolPlan(Protocol):
+    """What any cloud's pool plan tells, whatever else it decides."""
+
+    @property
+    def pool(self) -> str: ...
+
+    @property
+    def checkpoint_store(self) -> str:
+        """The store URL the pool exports and its agents write to."""
+        ...
+
+    @property
+    def control_store(self) -> str:
+        """The controller's state URL, next to the checkpoints."""
+        ...
+
+
+class PoolComponent(Protocol):
+    """A built ``GpuPool``: what the stack exports for it (the common keys of ``outputs.py`` and the cloud's own)."""
+
+    exports: dict[str, Any]
+
+
+Plan = TypeVar("Plan", bound=CloudPoolPlan)
+
+
+@dataclass(frozen=True)
+class Cloud(Generic[Plan]):
+    """One cloud: the same pure planner signature and the component that builds from it."""
+
+    name: str
+    """The config's ``cloud:`` value and the middle of the type token ``spotgpu:<name>:GpuPool``."""
+    plan: Callable[[PoolArgs], Plan]
+    """Pure: decides the whole pool, registers nothing; raises ``error`` (a ConfigError) on bad input."""
+    component: Callable[[str, PoolArgs, pulumi.ResourceOptions | None], PoolComponent]
+    """The ``GpuPool`` class: calls ``plan`` before it registers anything."""
+    error: type[ConfigError]
+    """What ``plan`` raises for a pool it refuses."""
+
+
+class CloudRegistry(MutableMapping[str, "Cloud[Any]"]):
+    """Cloud name -> :class:`Cloud`, filled from the folders that hold a ``cloud.py``, imported on first use.
+
+    Mutable so a test (or a program's own cloud) can register one more; the shipped clouds need no line here.
+    """
+
+    def __init__(self, package: str, folder: Path) -> None:
+        self._package = package
+        self._entries: dict[str, str | Cloud[Any]] = {
+            entry.parent.name: f"{package}.{entry.parent.name}.cloud" for entry in sorted(folder.glob("*/cloud.py"))
+        }
+
+    def __getitem__(self, name: str) -> Cloud[Any]:
+        try:
+            entry = self._entries[name]
+        except KeyError:
+            raise KeyError(f"no cloud {name!r} in {self._package} (clouds: {', '.join(self._entries)})") from None
+        if isinstance(entry, str):
+            entry = importlib.import_module(entry).CLOUD
+            if not isinstance(entry, Cloud) or entry.name != name:
+                raise TypeError(f"{self._package}.{name}.cloud.CLOUD is not the Cloud named {name!r}")
+            self._entries[name] = entry
+        return entry
+
+    def __setitem__(self, name: str, cloud: Cloud[Any]) -> None:
+        if cloud.name != name:
+            raise ValueError(f"cloud {cloud.name!r} registered as {name!r}")
+        self._entries[name] = cloud
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: Every cloud, by the config's ``cloud:`` value.
+CLOUDS = CloudRegistry(__name__.rpartition(".")[0], Path(__file__).parent)
