@@ -70,6 +70,8 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
                 "file": workload.measured_profile,
                 "figures": {k: measured[k] for k in MEASURED_FIELDS},
             }
+            if workload.gpu is not None and workload.gpu.relative_throughput:
+                pools[pool.name]["measuredProfile"]["relativeThroughputInUse"] = dict(workload.gpu.relative_throughput)
         warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
                     f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
                     for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
@@ -129,6 +131,9 @@ def render_economics(report: dict[str, Any]) -> str:
         if "measuredProfile" in p:
             figures = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["figures"].items())
             lines.append(f"      measured figures from {p['measuredProfile']['file']}: {figures}")
+            if "relativeThroughputInUse" in p["measuredProfile"]:
+                speeds = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["relativeThroughputInUse"].items())
+                lines.append(f"      GPU speeds in use (measured over typed): {speeds}")
         lines.extend(f"      WARNING: {w}" for w in p.get("warnings", []))
         if "speeds" in p:
             lines.append(f"      speed: {p['speeds']['line']}")

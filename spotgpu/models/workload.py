@@ -256,14 +256,23 @@ def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str
         raise FieldProblem(f"cannot be read as YAML: {what}", at="measuredProfile", value=raw, fix=fix) from None
     if not isinstance(doc, dict):
         raise FieldProblem("does not hold a profile mapping", at="measuredProfile", value=raw, fix=fix)
-    return {**data, **{k: doc[k] for k in MEASURED_FIELDS if k in doc}}
+    out = {**data, **{k: doc[k] for k in MEASURED_FIELDS if k in doc}}
+    speeds = (doc.get("gpu") or {}).get("relativeThroughput") if isinstance(doc.get("gpu"), dict) else None
+    gpu = data.get("gpu")
+    if isinstance(speeds, dict) and speeds and isinstance(gpu, dict):
+        # measured speeds per GPU model win over typed ones; the rest of the gpu block stays as typed
+        typed = gpu.get("relativeThroughput", gpu.get("relative_throughput")) or {}
+        key = "relativeThroughput" if "relative_throughput" not in gpu else "relative_throughput"
+        out["gpu"] = {**gpu, key: {**typed, **speeds}}
+    return out
 
 
 class WorkloadProfile(SpotModel):
     measured_profile: str | None = Field(
         default=None,
         description="A file written by `spotgpu profile fit --out` (relative to the project directory): its "
-        "measured figures (" + ", ".join(MEASURED_FIELDS) + ") replace the ones typed here.",
+        "measured figures (" + ", ".join(MEASURED_FIELDS) + ") replace the ones typed here, and its measured "
+        "gpu.relativeThroughput entries replace those typed in this workload's gpu block (when it has one).",
         json_schema_extra=fix_hint("give the path `spotgpu profile fit --out` wrote, e.g. measured/llm-finetune.yaml"),
     )
     checkpoint_bytes: int = Field(

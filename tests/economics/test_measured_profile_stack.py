@@ -84,3 +84,23 @@ def test_the_controller_config_carries_the_figures_not_the_path(tmp_path: Path) 
     )  # fmt: skip
     workload = rendered.workloads["llm-finetune"]
     assert workload.measured_profile is None and workload.interruptions_per_hour == FIGURES["interruptionsPerHour"]
+
+
+def test_measured_gpu_speeds_replace_the_typed_ones_model_by_model(tmp_path: Path) -> None:
+    """The measured ``gpu.relativeThroughput`` that ``profile fit --out`` writes reaches the stack's workload:
+    each measured model's speed wins, the others stay as typed, the rest of the gpu block is the stack's."""
+    typed = {"gpusPerNode": 1, "worldSizes": [8], "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6}}
+
+    def edit(config: dict[str, Any]) -> None:
+        config["spotgpu:workloads"]["llm-finetune"].update(measuredProfile="measured/llm-finetune.yaml", gpu=typed)
+
+    project = _project(tmp_path, "g", edit)
+    (project / "measured").mkdir()
+    (project / "measured" / "llm-finetune.yaml").write_text(yaml.safe_dump(
+        {**FIGURES, "gpu": {"gpusPerNode": 8, "relativeThroughput": {"A10G": 1.0, "L4": 0.45}}}))
+    done = _cli("cost", "--stack", "g", "--program", str(project), "--pool", "train-aws", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["measuredProfile"]["relativeThroughputInUse"] == {"A10G": 1.0, "L4": 0.45, "L40S": 1.6}
+    g6 = next(t for r in doc["rungs"] for t in r["types"] if t["type"] == "g6.12xlarge")  # 4 x L4
+    assert (g6["gpus"], g6["speed"]) == (4, 0.45)  # the stack's gpusPerNode-independent catalogue count, measured speed
