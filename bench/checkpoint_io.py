@@ -48,7 +48,7 @@ import numpy as np
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.checkpoint.crashtest import run_trials
-from spotgpu.checkpoint.local_store import LocalStore
+from spotgpu.storage.local_store import LocalStore
 
 GIB = 1 << 30
 

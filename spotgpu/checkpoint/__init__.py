@@ -31,8 +31,8 @@ from spotgpu.checkpoint.policies import (
 )
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.store import ObjectInfo, Store, open_store
-from spotgpu.contract.store_url import StoreUrl, parse_store_url, redact_url
+from spotgpu.storage.store import ObjectInfo, Store, open_store
+from spotgpu.storage.urls import StoreUrl, parse_store_url, redact_url
 
 __all__ = [
     "AnyRetention",

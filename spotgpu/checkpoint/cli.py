@@ -54,7 +54,7 @@ def store_url(text: str) -> str:
     A local store that does not exist is an error rather than an empty listing: it is
     almost always a typo, and ``gc`` on it would silently do nothing.
     """
-    from spotgpu.contract.store_url import parse_store_url, redact_url
+    from spotgpu.storage.urls import parse_store_url, redact_url
 
     try:
         where = parse_store_url(text)
@@ -73,7 +73,7 @@ def _store_errors(url: str) -> Iterator[None]:
     """Bad URLs and refused or unreachable stores as one line (exit 2), not a traceback."""
     from obstore.exceptions import BaseError as ObstoreError
 
-    from spotgpu.contract.store_url import redact_url
+    from spotgpu.storage.urls import redact_url
 
     try:
         yield

@@ -39,7 +39,7 @@ from spotgpu.checkpoint.dcp_storage import (
 )
 from spotgpu.checkpoint.hashing import DEFAULT_HASH
 from spotgpu.checkpoint.results import FinalSaveResult, GenerationInfo, RestoreResult
-from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.storage.store import Store, open_store
 
 __all__ = [
     "COMMITTING",

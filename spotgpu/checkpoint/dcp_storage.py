@@ -53,8 +53,8 @@ from spotgpu.checkpoint.errors import CheckpointError, CommitConflictError, Obje
 from spotgpu.checkpoint.hashing import DEFAULT_HASH, digest
 from spotgpu.checkpoint.manifest import CommitRecord, ObjectEntry
 from spotgpu.checkpoint.snapshot import Item
-from spotgpu.checkpoint.store import Store, open_store
 from spotgpu.checkpoint.torch import check_tensor, tensor_bytes, tensor_from_bytes
+from spotgpu.storage.store import Store, open_store
 
 METADATA_KEY = "dcp.metadata"
 

@@ -6,17 +6,23 @@ They are few and specific so callers can tell "someone else committed first" fro
 
 from __future__ import annotations
 
+from spotgpu.storage.errors import ObjectExistsError, ObjectMissingError, StoreError
 
-class CheckpointError(Exception):
-    """Base class for every error raised by ``spotgpu.checkpoint``."""
+#: Base class for every error raised by ``spotgpu.checkpoint``, the store's included: it is
+#: the storage layer's base error, so ``ObjectMissingError`` and ``ObjectExistsError`` (raised
+#: by the store below this library) are ``CheckpointError``s as they always were.
+CheckpointError = StoreError
 
-
-class ObjectExistsError(CheckpointError):
-    """A create-only write found the object already present (the loser of a commit race)."""
-
-
-class ObjectMissingError(CheckpointError):
-    """The object is not in the store."""
+__all__ = [
+    "CheckpointError",
+    "CommitConflictError",
+    "CommitTimeoutError",
+    "LeaseLostError",
+    "ObjectExistsError",
+    "ObjectMissingError",
+    "VerificationError",
+    "WorldSizeMismatch",
+]
 
 
 class CommitConflictError(CheckpointError):

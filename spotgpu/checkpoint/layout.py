@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotgpu.storage.local_store import TMP_PREFIX  # local stores write every object to a hidden temporary first
+
 GENERATIONS = "generations"
 COMMITS = "commits"
 FAILED = "failed"
@@ -86,10 +88,6 @@ def lease_path(generation: str, rank: int) -> str:
 
 def is_lease_path(path: str) -> bool:
     return _LEASE_RE.match(path) is not None
-
-
-#: Local stores write every object to a hidden temporary first (see LocalStore).
-TMP_PREFIX = ".tmp-"
 
 
 def shows_a_live_writer(path: str) -> bool:

@@ -1,6 +1,6 @@
 """CheckpointManager: the one object a training loop (or the node agent) talks to.
 
-It ties the pieces together: a :class:`~spotgpu.checkpoint.store.Store` opened from a
+It ties the pieces together: a :class:`~spotgpu.storage.store.Store` opened from a
 URL, the commit protocol (:mod:`.writer`), verified restore (:mod:`.reader`), async
 snapshots (:mod:`.async_save`) and retention (:mod:`.policies`, :mod:`.retention`).
 """
@@ -32,8 +32,8 @@ from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
 from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
-from spotgpu.checkpoint.store import Store, open_store
-from spotgpu.contract.store_url import parse_store_url, redact_url
+from spotgpu.storage.store import Store, open_store
+from spotgpu.storage.urls import parse_store_url, redact_url
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from spotgpu.checkpoint.manifest import (
     decode_verdict,
 )
 from spotgpu.checkpoint.snapshot import rebuild
-from spotgpu.checkpoint.store import Store
+from spotgpu.storage.store import Store
 
 #: Objects read concurrently (file reads and xxh3 both release the GIL). On the 2-vCPU
 #: benchmark VM 4 beat 1 and 2 by ~10% for a cold 1 GiB restore; 8 was no better.

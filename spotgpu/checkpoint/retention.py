@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from spotgpu.checkpoint import layout
 from spotgpu.checkpoint.policies import DebrisPolicy, RetentionPolicy
-from spotgpu.checkpoint.store import ObjectInfo
+from spotgpu.storage.store import ObjectInfo
 
 
 @dataclass(frozen=True)

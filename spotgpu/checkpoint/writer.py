@@ -48,7 +48,7 @@ from spotgpu.checkpoint.manifest import (
     encode,
 )
 from spotgpu.checkpoint.snapshot import Item, chunk_views
-from spotgpu.checkpoint.store import Store
+from spotgpu.storage.store import Store
 
 #: Yields the chunks of item ``i``; the chunk is consumed once the generator resumes.
 ChunkSource = Callable[[int, Item], Iterator[memoryview]]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spotgpu.checkpoint.store import Store
+from spotgpu.storage.store import Store
 
 #: A collective that waits longer than this fails the rank instead of hanging it.
 COLLECTIVE_TIMEOUT = dt.timedelta(seconds=30)

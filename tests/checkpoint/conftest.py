@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from spotgpu.checkpoint.object_store import ObjectStore
-from spotgpu.checkpoint.store import Store, open_store
+from spotgpu.storage.object_store import ObjectStore
+from spotgpu.storage.store import Store, open_store
 
 
 def memory_gcs_store(prefix: str) -> Store:

@@ -10,7 +10,7 @@ import pytest
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.checkpoint.snapshot import HostBudget
-from spotgpu.checkpoint.store import open_store
+from spotgpu.storage.store import open_store
 
 
 class SlowStore:

@@ -117,7 +117,7 @@ def test_final_save_over_budget_is_abandoned_and_names_the_phase(tmp_path, slow_
     from ckpt_gloo import SlowStore
 
     from spotgpu.checkpoint.dcp import DCPCheckpointManager
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     url = tmp_path.as_uri()
     DCPCheckpointManager(url).save(4, _small_state(4))
@@ -156,7 +156,7 @@ def _final_worker(rank: int, world: int, root: str) -> None:
     from torch.distributed.tensor import Shard, distribute_tensor
 
     from spotgpu.checkpoint.dcp import DCPCheckpointManager
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     url = Path(root).as_uri()
     mesh = init_device_mesh("cpu", (world,))
@@ -222,7 +222,7 @@ def _diverging_worker(rank: int, world: int, root: str) -> None:
     from ckpt_gloo import MissingOnThisRank, write_result
 
     from spotgpu.checkpoint.dcp import DCPCheckpointManager, load_verified
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     url = Path(root).as_uri()
     mgr = DCPCheckpointManager(url)

@@ -20,7 +20,7 @@ def test_gc_at_grace_zero_never_deletes_a_dcp_save_in_progress(tmp_path: Path) -
 
     from spotgpu.checkpoint import CheckpointManager, GracePeriod
     from spotgpu.checkpoint.dcp import GenerationWriter
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     url = tmp_path.as_uri()
     paused, go = threading.Event(), threading.Event()

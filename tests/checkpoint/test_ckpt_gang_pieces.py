@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from spotgpu.checkpoint import CheckpointError, CheckpointManager, WorldSizeMismatch
-from spotgpu.checkpoint.store import open_store
+from spotgpu.storage.store import open_store
 
 
 def two_rank_generation(root: Path) -> None:

@@ -21,7 +21,7 @@ from spotgpu.checkpoint import (
     SavePolicy,
 )
 from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
-from spotgpu.checkpoint.store import ObjectInfo
+from spotgpu.storage.store import ObjectInfo
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 

@@ -24,7 +24,7 @@ from spotgpu.checkpoint import writer as writer_mod
 from spotgpu.checkpoint.errors import VerificationError
 from spotgpu.checkpoint.layout import LEASE_TTL_SECONDS
 from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
-from spotgpu.checkpoint.store import ObjectInfo
+from spotgpu.storage.store import ObjectInfo
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 GEN = "000000000002-writer"
@@ -48,7 +48,7 @@ class _PauseBeforeMarker:
 
 def _paused_writer(url: str, paused: object, go: object, result: object) -> None:
     """A writer that stops between its objects (and part) and its commit marker."""
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     store = _PauseBeforeMarker(open_store(url), paused, go)
     mgr = CheckpointManager(url, session="writer", store=store)  # type: ignore[arg-type]
@@ -148,7 +148,7 @@ def test_plan_keeps_generations_with_a_live_lease_whatever_the_grace() -> None:
 
 
 def test_the_lease_is_refreshed_while_a_save_runs(tmp_path: Path) -> None:
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     store = open_store(tmp_path.as_uri())
     with writer_mod.WriteLease(store, GEN, 0, refresh_seconds=0.05) as lease:

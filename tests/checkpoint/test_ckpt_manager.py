@@ -195,7 +195,7 @@ def test_multi_rank_needs_a_shared_session(tmp_path, monkeypatch):
 
 
 def test_commit_rejects_a_part_from_another_generation(tmp_path):
-    from spotgpu.checkpoint.store import open_store
+    from spotgpu.storage.store import open_store
 
     store = open_store(tmp_path.as_uri())
     items = normalize({"x": b"1"})

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
-from spotgpu.checkpoint.store import open_store
+from spotgpu.checkpoint.errors import CheckpointError, ObjectExistsError, ObjectMissingError
+from spotgpu.storage.errors import VersionMismatchError
+from spotgpu.storage.store import open_store
 
 
 def test_put_get_head_range_list_delete(store_factory):
@@ -42,6 +43,45 @@ def test_put_if_absent_is_create_only(store_factory):
     assert bytes(store.get("commits/1.json")) == b"first"
 
 
+def test_put_if_is_create_only_then_update_if_unchanged(store_factory):
+    """The controller record's and the lease's primitive: the ETag on S3 and Azure, the generation
+    on GCS, a digest checked under flock locally. One writer of two racing on a version wins."""
+    _url, store, _ = store_factory()
+    with pytest.raises(ObjectMissingError):
+        store.get_versioned("controller/lease.json")
+    first = store.put_if("controller/lease.json", b'{"token":1}', None)
+    with pytest.raises(VersionMismatchError, match="exists"):
+        store.put_if("controller/lease.json", b'{"token":9}', None)
+    body, seen = store.get_versioned("controller/lease.json")
+    assert body == b'{"token":1}' and seen == first  # a read reports what the write returned
+    second = store.put_if("controller/lease.json", b'{"token":2}', seen)
+    assert second != first
+    with pytest.raises(VersionMismatchError, match="changed since it was read"):
+        store.put_if("controller/lease.json", b'{"token":3}', first)
+    assert store.get_versioned("controller/lease.json") == (b'{"token":2}', second)
+    store.delete("controller/lease.json")
+    with pytest.raises(VersionMismatchError):
+        store.put_if("controller/lease.json", b'{"token":3}', second)  # vanished since it was read
+    assert [i.path for i in store.list("controller/")] == []
+
+
+def test_put_versioned_is_unconditional_and_moves_the_version(store_factory):
+    _url, store, _ = store_factory()
+    mine = store.put_versioned("agents/vm.json", b"1")
+    assert store.get_versioned("agents/vm.json") == (b"1", mine)
+    theirs = store.put_versioned("agents/vm.json", b"22")  # another writer, blind
+    with pytest.raises(VersionMismatchError):
+        store.put_if("agents/vm.json", b"3", mine)
+    assert store.put_if("agents/vm.json", b"3", theirs) != theirs
+    assert bytes(store.get("agents/vm.json")) == b"3"
+
+
+def test_store_errors_stay_checkpoint_errors():
+    """``except CheckpointError`` around a read (verify, the DCP reader, the framework callbacks) must
+    still catch the store's errors now that they come from the storage layer."""
+    assert issubclass(ObjectMissingError, CheckpointError) and issubclass(ObjectExistsError, CheckpointError)
+
+
 def test_put_overwrites_atomically(store_factory):
     _url, store, _ = store_factory()
     store.put("x", b"old")
@@ -70,7 +110,7 @@ def test_precondition_error_maps_to_exists(monkeypatch):
     from obstore.exceptions import PreconditionError
     from obstore.store import MemoryStore
 
-    from spotgpu.checkpoint import object_store
+    from spotgpu.storage import object_store
 
     def refuse(*_args, **_kwargs):
         raise PreconditionError("412 Precondition Failed")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spotgpu.checkpoint import CheckpointManager, local_store
+from spotgpu.checkpoint import CheckpointManager
 from spotgpu.checkpoint.errors import VerificationError
 from spotgpu.checkpoint.reader import read_object_into
-from spotgpu.checkpoint.store import open_store
+from spotgpu.storage import local_store
+from spotgpu.storage.store import open_store
 
 SMALL_CHUNK = 4096
 

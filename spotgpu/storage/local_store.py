@@ -6,20 +6,28 @@ fsynced. ``link`` fails with EEXIST if the name is taken, so two writers racing 
 same commit marker can never both win, even across processes or NFS clients with
 POSIX link semantics. Temporaries left by a crash start with ``.tmp-`` and are
 ordinary debris for GC.
+
+A local directory has no conditional update, so ``put_if`` and ``put_versioned`` check
+and write under an exclusive ``flock`` on a sidecar lock file (``.locks/<path>.lock``):
+safe between processes on one host, which is all a local directory is for. The
+version is a digest of the content, so no file-system timestamp or reused inode can
+make a stale version look current.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
+import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from spotgpu.checkpoint.errors import ObjectExistsError, ObjectMissingError
-from spotgpu.checkpoint.layout import TMP_PREFIX
-from spotgpu.checkpoint.store import ObjectInfo, Payload, iter_chunks
+from spotgpu.storage.errors import ObjectExistsError, ObjectMissingError, VersionMismatchError
+from spotgpu.storage.payload import Payload, iter_chunks
+from spotgpu.storage.store import ObjectInfo, Version
 
 #: Write size for one os.write call: large enough to stream at disk speed, small
 #: enough that a single call never copies a huge slice.
@@ -28,6 +36,10 @@ WRITE_CHUNK = 32 << 20
 #: cache (L3 here is 32 MiB) when ``on_chunk`` hashes it, large enough that syscalls
 #: are noise next to the copy.
 READ_CHUNK = 4 << 20
+#: Every write goes to a hidden temporary named like this first (GC treats it as debris).
+TMP_PREFIX = ".tmp-"
+#: Sidecar lock files of the conditional writes, under the store's root.
+LOCKS_DIR = ".locks"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -178,6 +190,47 @@ class LocalStore:
                     continue  # deleted while listing
                 yield ObjectInfo(rel, st.st_size, dt.datetime.fromtimestamp(st.st_mtime, dt.UTC))
 
+    def get_versioned(self, path: str) -> tuple[bytes, Version]:
+        data = bytes(self.get(path))
+        return data, _content_version(data)
+
+    def put_if(self, path: str, data: bytes, expected: Version | None) -> Version:
+        target = self._path(path)
+        lost = f"{self.url}/{path} {'exists' if expected is None else 'changed since it was read'}"
+        with self._locked(path):
+            if expected is None:
+                try:
+                    self.put_if_absent(path, data)  # link(2): create-only even against unlocked writers
+                except ObjectExistsError:
+                    raise VersionMismatchError(f"{lost}; another writer got there first") from None
+                return _content_version(data)
+            try:
+                current: Version | None = _content_version(target.read_bytes())
+            except FileNotFoundError:
+                current = None
+            if current != expected:
+                raise VersionMismatchError(f"{lost}; another writer got there first")
+            self.put(path, data)
+        return _content_version(data)
+
+    def put_versioned(self, path: str, data: bytes) -> Version:
+        with self._locked(path):  # never lands between another writer's check and its write
+            self.put(path, data)
+        return _content_version(data)
+
+    @contextlib.contextmanager
+    def _locked(self, path: str) -> Iterator[None]:
+        """Hold the exclusive ``flock`` of ``path`` (one sidecar file per object, kept)."""
+        self._path(path)  # validate before creating anything
+        lock = self.root / LOCKS_DIR / (path.replace("/", "__") + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def delete(self, path: str) -> None:
         target = self._path(path)
         with contextlib.suppress(FileNotFoundError):
@@ -190,3 +243,7 @@ class LocalStore:
             except OSError:
                 break
             parent = parent.parent
+
+
+def _content_version(data: bytes) -> Version:
+    return Version(e_tag=hashlib.blake2b(data, digest_size=16).hexdigest())
