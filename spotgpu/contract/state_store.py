@@ -1,36 +1,29 @@
-"""A tiny JSON object store over obstore: the controller record, leases, drain requests, agent commits.
+"""JSON documents in the pool's object store: the controller record, leases, drain requests, agent commits.
 
 The controller keeps its record in the pool's checkpoint store (``file://`` in
-tests, ``s3://``/``gs://``/``az://`` in production) so it needs no database. Writes
-use the previous ETag as a precondition where the backend supports it, so two
-controllers that raced on the same record fail loudly instead of silently
-overwriting each other. Both the ETag and the object version are kept, because
-backends differ in which one a conditional update checks (GCS: the generation,
-passed as ``version``; S3 and Azure: the ETag).
+tests, ``s3://``/``gs://``/``az://`` in production) so it needs no database. This module
+is only the JSON codec and the remembered versions; the storage itself is the same
+:class:`~spotgpu.storage.store.Store` the checkpoint library writes through, opened by
+:func:`~spotgpu.storage.store.open_store` from the same URL forms.
 
+Writes use the version last read (or written) as a precondition, so two controllers
+that raced on the same record fail loudly instead of silently overwriting each other.
 :meth:`ObjectJsonStore.read` / :meth:`ObjectJsonStore.write_if` expose the same
 conditional writes explicitly (create-only, or update-if-unchanged) for the
-controller's lease (``lease.py``). ``file://`` has no conditional update in
-obstore, so there the check and the write happen under an exclusive ``flock`` on
-a sidecar lock file: safe between processes on one host, which is all a local
-directory is for.
+controller's lease (``lease.py``). How each backend checks a version (ETag, GCS
+generation, a digest under ``flock`` on ``file://``) is the store's business.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-import obstore
-from obstore.store import from_url
-
-from spotgpu.contract.store_url import parse_store_url
+from spotgpu.storage.errors import ObjectMissingError, VersionMismatchError
+from spotgpu.storage.store import Store, Version, open_store
+from spotgpu.storage.urls import parse_store_url
 
 
 class JsonStore(Protocol):
@@ -71,14 +64,12 @@ def _decode(url: str, key: str, blob: bytes) -> dict[str, Any]:
     return doc
 
 
-def open_json_store(url: str, **options: Any) -> Any:
-    """The obstore store a state URL names, parsed by the checkpoint library's one parser
-    (:func:`spotgpu.checkpoint.store.parse_store_url`): the same forms as a checkpoint store,
-    Azure as ``az://ACCOUNT/CONTAINER/PREFIX`` (or the blob endpoint URL), credentials refused."""
+def open_json_store(url: str, **options: Any) -> Store:
+    """The store a state URL names: :func:`~spotgpu.storage.store.open_store` (the checkpoint
+    store's forms, Azure as ``az://ACCOUNT/CONTAINER/PREFIX`` or the blob endpoint URL,
+    credentials refused), after refusing the old ``az://CONTAINER/PREFIX`` form: an
+    account configured apart from the URL's first segment is that mistake, named in one line."""
     where = parse_store_url(url)
-    if where.path is not None:
-        return from_url(where.path.as_uri(), mkdir=True, **options)
-    location, config = where.obstore_location()
     if where.account is not None:
         given = options.get("account_name") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
         if given and given != where.account:
@@ -87,98 +78,72 @@ def open_json_store(url: str, **options: Any) -> Any:
                 f"(account_name or AZURE_STORAGE_ACCOUNT_NAME); fix: the URL's first segment is the account: "
                 + f"az://{given}/{where.account}/{where.bucket}/{where.prefix}".rstrip("/")
             )
-        options = {k: v for k, v in options.items() if k != "account_name"}
-    prefixed = f"{location}/{where.prefix}" if where.prefix else location
-    return from_url(prefixed, **{**config, **options})
+    return open_store(url, **options)
+
+
+def _as_store(url: str, store: Any) -> Store:
+    """An injected store: a :class:`Store`, or a bare obstore store (wrapped, keys unprefixed)."""
+    if isinstance(store, Store):
+        return store
+    from spotgpu.storage.object_store import ObjectStore
+
+    return ObjectStore(url, store, "")
 
 
 class ObjectJsonStore:
-    """JsonStore on any obstore URL; remembers the ETag of what it read."""
+    """JsonStore on any store URL; remembers the version of what it last read or wrote."""
 
     def __init__(self, url: str, store: Any = None, **options: Any) -> None:
         self.url = url
-        self._store = store if store is not None else open_json_store(url, **options)
+        self._store = _as_store(url, store) if store is not None else open_json_store(url, **options)
         self._etags: dict[str, dict[str, str]] = {}  # key -> obstore UpdateVersion (e_tag, version)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            result = obstore.get(self._store, key)
-        except FileNotFoundError:
+        found = self.read(key)
+        if found is None:
             self._etags.pop(key, None)
             return None
-        self._remember(key, result.meta)
-        return _decode(self.url, key, bytes(result.bytes()))
+        self._remember(key, found.version)
+        return found.doc
 
     def put(self, key: str, doc: dict[str, Any]) -> None:
-        blob = _encode(doc)
-        etag = self._etags.get(key)
+        blob, seen = _encode(doc), self._etags.get(key)
         try:
-            if etag is None:
-                result = obstore.put(self._store, key, blob)
+            if seen is None:  # never read: nothing to be conditional on
+                version = self._store.put_versioned(key, blob)
             else:
-                result = obstore.put(self._store, key, blob, mode=etag)  # type: ignore[arg-type]
-        except obstore.exceptions.PreconditionError as err:
-            raise StaleRecordError(f"{self.url}/{key} changed since it was read; another controller is running") from err
-        except (obstore.exceptions.NotSupportedError, NotImplementedError):
-            result = obstore.put(self._store, key, blob)  # backend has no conditional put (local files)
-        self._remember(key, result)
+                version = self._store.put_if(key, blob, _version(seen))
+        except VersionMismatchError as err:
+            stale = f"{self.url}/{key} changed since it was read; another controller is running"
+            raise StaleRecordError(stale) from err
+        self._remember(key, version.as_dict())
 
-    def _remember(self, key: str, meta: Any) -> None:
-        seen = {k: str(meta[k]) for k in ("e_tag", "version") if meta.get(k)}
-        if seen:
-            self._etags[key] = seen
+    def _remember(self, key: str, version: dict[str, str]) -> None:
+        if version:
+            self._etags[key] = version
 
     def read(self, key: str) -> Versioned | None:
         try:
-            result = obstore.get(self._store, key)
-        except FileNotFoundError:
+            blob, version = self._store.get_versioned(key)
+        except ObjectMissingError:
             return None
-        meta = result.meta
-        version = {k: str(meta[k]) for k in ("e_tag", "version") if meta.get(k)}
-        return Versioned(_decode(self.url, key, bytes(result.bytes())), version)
+        return Versioned(_decode(self.url, key, blob), version.as_dict())
 
     def write_if(self, key: str, doc: dict[str, Any], expected: Versioned | None) -> Versioned:
-        blob = _encode(doc)
-        if self._local_root is not None:
-            with self._local_lock(key):
-                return self._write_if_locked(key, doc, blob, expected)
-        mode: Any = "create" if expected is None else expected.version
         try:
-            result = obstore.put(self._store, key, blob, mode=mode)
-        except (obstore.exceptions.PreconditionError, obstore.exceptions.AlreadyExistsError) as err:
+            version = self._store.put_if(key, _encode(doc), None if expected is None else _version(expected.version))
+        except VersionMismatchError as err:
             state = "exists" if expected is None else "changed since it was read"
             raise StaleRecordError(f"{self.url}/{key} {state}; another writer got there first") from err
-        return Versioned(doc, {k: str(result[k]) for k in ("e_tag", "version") if result.get(k)})  # type: ignore[literal-required]
-
-    def _write_if_locked(self, key: str, doc: dict[str, Any], blob: bytes, expected: Versioned | None) -> Versioned:
-        current = self.read(key)
-        if (current is None) != (expected is None) or (current and expected and current.version != expected.version):
-            raise StaleRecordError(f"{self.url}/{key} changed since it was read; another writer got there first")
-        result = obstore.put(self._store, key, blob)
-        return Versioned(doc, {k: str(result[k]) for k in ("e_tag", "version") if result.get(k)})  # type: ignore[literal-required]
-
-    @property
-    def _local_root(self) -> Path | None:
-        try:
-            return parse_store_url(self.url).path
-        except ValueError:  # an injected store under a name of the caller's own
-            return None
-
-    @contextlib.contextmanager
-    def _local_lock(self, key: str) -> Iterator[None]:
-        root = self._local_root
-        assert root is not None
-        lock = root / ".locks" / (key.replace("/", "__") + ".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        return Versioned(doc, version.as_dict())
 
     def list(self, prefix: str) -> list[str]:
-        return sorted(str(m["path"]) for batch in obstore.list(self._store, prefix=prefix) for m in batch)
+        """Keys under ``prefix``; hidden names (a local store's temporaries and lock files) are not keys."""
+        return sorted(i.path for i in self._store.list(prefix) if not any(p.startswith(".") for p in i.path.split("/")))
+
+
+def _version(tokens: dict[str, str]) -> Version:
+    return Version(e_tag=tokens.get("e_tag"), version=tokens.get("version"))
 
 
 class MemoryJsonStore:

@@ -114,6 +114,22 @@ def test_two_takers_racing_on_the_same_version_exactly_one_wins() -> None:
         store.write_if(LEASE_KEY, {"holder": "y", "token": 1, "expiresAt": 0}, seen)
 
 
+def test_a_stale_put_on_a_file_store_fails_loudly_instead_of_overwriting(tmp_path: Path) -> None:
+    """Defect: on file:// ``put`` fell back to an unconditional write (obstore's local store has no
+    conditional update), so a controller that read the record before another one wrote it silently
+    overwrote that write; on S3, GCS and Azure the same put is refused."""
+    mine, theirs = ObjectJsonStore(tmp_path.as_uri()), ObjectJsonStore(tmp_path.as_uri())
+    mine.put(RECORD, {"n": 1})
+    assert theirs.get(RECORD) == {"n": 1}
+    mine.put(RECORD, {"n": 2})  # conditional on its own last write: still current
+    with pytest.raises(StaleRecordError):
+        theirs.put(RECORD, {"n": 0})  # read before mine's second write
+    assert mine.get(RECORD) == {"n": 2}
+    assert theirs.get(RECORD) == {"n": 2}
+    theirs.put(RECORD, {"n": 3})  # after reading again, the write goes through
+    assert ObjectJsonStore(tmp_path.as_uri()).get(RECORD) == {"n": 3}
+
+
 def test_file_store_has_a_real_compare_and_swap(tmp_path: Path) -> None:
     store = ObjectJsonStore(tmp_path.as_uri())
     first = store.write_if("k.json", {"v": 1}, None)

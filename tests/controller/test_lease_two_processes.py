@@ -1,4 +1,4 @@
-"""Two controller processes on one record, on moto's S3 and on Azurite, started at the same time.
+"""Two controller processes on one record, on a local directory, moto's S3 and Azurite, started at the same time.
 
 Each runs 200 ticks with random pauses (see ``lease_worker``). What must hold:
 
@@ -71,6 +71,12 @@ def _check(entries: list[dict[str, Any]], record: dict[str, Any]) -> None:
     assert {e["name"] for e in acted} == {"a", "b"}
     assert {e["name"] for e in entries if e["outcome"] == "refused"} == {"a", "b"}
     assert len(holders) > 10
+
+
+def test_two_controllers_on_a_local_directory(tmp_path: Path) -> None:
+    """file:// goes through the same store layer as the checkpoints: compare-and-write under flock."""
+    entries, record = _race((tmp_path / "store" / "_controller").as_uri(), {}, tmp_path)
+    _check(entries, record)
 
 
 def test_two_controllers_on_moto_s3(s3_server: dict[str, Any], tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The controller's state store takes the same URL forms as a checkpoint store (issue 24: one
-fact, one place): one parser (``spotgpu.checkpoint.store.parse_store_url``), Azure as
+fact, one place): one parser (``spotgpu.storage.urls.parse_store_url``), Azure as
 ``az://ACCOUNT/CONTAINER/PREFIX``. Defect: the controller read ``az://X/...`` as container X
 with the account from the environment, the checkpoint library as account X."""
 
