@@ -9,7 +9,10 @@ imports ``spotgpu.controller.twin`` while the controller imports ``spotgpu.econo
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = ["spotgpu/agent", "spotgpu/checkpoint", "spotgpu/gang", "spotgpu/integrations", "spotgpu/bootstrap.py"]
@@ -54,6 +57,36 @@ def test_the_vm_runtime_never_imports_the_controller() -> None:
 def test_the_contract_imports_no_part() -> None:
     """Defect: the contract's state store parsed URLs with the checkpoint library's parser."""
     assert offenders(["spotgpu/contract"], PARTS) == []
+
+
+def test_the_storage_layer_imports_nothing_of_spotgpu_but_itself() -> None:
+    """One object-store layer for checkpoints, controller records and leases, below the contract and the
+    checkpoint library. Defect: there were two (the checkpoint library's and the contract's state store,
+    with two ``file://`` implementations), the state store parsing URLs with the checkpoint library's parser."""
+    assert spotgpu_imports_outside(["spotgpu/storage"], ("spotgpu.storage",)) == []
+
+
+def test_the_checkpoint_library_imports_only_storage_and_the_contract_of_the_parts() -> None:
+    assert offenders(["spotgpu/checkpoint"], tuple(p for p in PARTS if p != "spotgpu.checkpoint")) == []
+
+
+def spotgpu_imports_outside(roots: list[str], allowed: tuple[str, ...]) -> list[str]:
+    """Every import of a ``spotgpu`` module that is not in one of the ``allowed`` packages."""
+    return [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in files(*roots)
+        for name in sorted(modules_imported(path))
+        if name.split(".")[0] == "spotgpu" and not any(name == a or name.startswith(a + ".") for a in allowed)
+    ]
+
+
+def test_the_storage_check_catches_an_import_pointing_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = tmp_path / "spotgpu" / "storage" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("import spotgpu.storage.urls\ndef f():\n    from spotgpu.contract.store_url import parse_store_url\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    found = spotgpu_imports_outside(["spotgpu/storage"], ("spotgpu.storage",))
+    assert found == ["spotgpu/storage/probe.py imports spotgpu.contract.store_url"]
 
 
 def test_the_catalogue_is_data_below_the_models() -> None:
