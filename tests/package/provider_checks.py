@@ -142,7 +142,8 @@ def _tree(resources: list[RecordedResource], root_type: str) -> set[tuple[str, s
 def _per_work(raw: dict[str, Any]) -> None:
     """A gpu block with speeds per GPU model (names with spaces, kept as written) and a per work-hour rung."""
     raw["workloads"]["llm-finetune"]["gpu"] = {
-        "gpusPerNode": 4, "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100 40GB": 2.0, "H100": 3.0}}
+        "gpusPerNode": 1, "worldSizes": [8], "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100 40GB": 2.0,
+                                                          "H100": 3.0}}
     raw["ladders"]["training"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
                                               "costCeilingPerWorkHour": 1.5}
 
