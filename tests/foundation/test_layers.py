@@ -1,9 +1,10 @@
 """Layers point one way (issue 24, item 3): a test fails on an import that points the wrong way.
 
 The VM runtime (agent, checkpoint library, gang, framework callbacks, bootstrap) never imports
-the controller; the contract package imports no part at all. Imports inside functions count
-too: a lazy import is still a dependency. Not checked yet (issue 24, open): ``spotgpu.economics``
-imports ``spotgpu.controller.twin`` while the controller imports ``spotgpu.economics``.
+the controller; the contract package imports no part at all; the economics import neither the
+controller nor the simulations, and the controller not the simulations (which import both);
+and no two packages of ``spotgpu`` import each other, directly or round a longer circle.
+Imports inside functions count too: a lazy import is still a dependency.
 """
 
 from __future__ import annotations
@@ -98,3 +99,70 @@ def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from spotgpu.controller.plan import reconcile\n    import spotgpu.economics.cost\n")
     assert modules_imported(probe) == {"spotgpu.controller.plan", "spotgpu.economics.cost"}
+
+
+def test_the_economics_and_the_controller_never_import_the_simulations() -> None:
+    """Defect: the economics imported the twin (``spotgpu.controller.twin``) while the controller imported
+    the economics; the twin and the trace replays now live in ``spotgpu.simulation``, above both."""
+    assert offenders(["spotgpu/economics"], ("spotgpu.controller", "spotgpu.simulation")) == []
+    assert offenders(["spotgpu/controller"], ("spotgpu.simulation",)) == []
+
+
+def package_of(module: str) -> str | None:
+    """``spotgpu.economics.cost`` -> ``spotgpu.economics``; top-level modules are their own package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "spotgpu" and len(parts) >= 2 else None
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in files("spotgpu"):
+        rel = path.relative_to(REPO).with_suffix("")
+        own = package_of(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+        if own is None or own == "spotgpu.__main__":
+            continue
+        for name in modules_imported(path):
+            other = package_of(name)
+            if other is not None and other != own and other != "spotgpu.__init__":
+                graph.setdefault(own, set()).add(other)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more packages (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                top = stack.pop()
+                members.append(top)
+                if top == node:
+                    break
+            if len(members) > 1:
+                out.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def test_no_two_packages_import_each_other() -> None:
+    assert circles(package_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
