@@ -16,8 +16,8 @@ from spotgpu import tags
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import control_store_url
 from spotgpu.config import ConfigError
-from spotgpu.contract.store_url import StoreUrl
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+from spotgpu.storage.urls import StoreUrl
 from spotgpu_pulumi.args import PoolArgs
 
 AnySpec = AwsPoolSpec | GcpPoolSpec | AzurePoolSpec
@@ -55,7 +55,7 @@ def store_url(scheme: str, bucket: str, prefix: str, account: str | None = None)
     """The pool's checkpoint store URL in the contract's one dialect per cloud, as every part opens it.
 
     ``s3://BUCKET/PREFIX``, ``gs://BUCKET/PREFIX``, ``az://ACCOUNT/CONTAINER/PREFIX`` (``bucket`` is the
-    container there): :attr:`spotgpu.contract.store_url.StoreUrl.text`, which the parser reads back.
+    container there): :attr:`spotgpu.storage.urls.StoreUrl.text`, which the parser reads back.
     """
     return StoreUrl(scheme=scheme, bucket=bucket, prefix=prefix.strip("/"), account=account).text
 

@@ -37,7 +37,7 @@ def control_store_url(checkpoint_store: str) -> str:
     spotgpu version's state store opens, old ones included; ``az://ACCOUNT/CONTAINER/PREFIX``
     names the same place.
     """
-    from spotgpu.contract.store_url import parse_store_url
+    from spotgpu.storage.urls import parse_store_url
 
     try:
         where = parse_store_url(checkpoint_store.rstrip("/"))

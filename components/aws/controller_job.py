@@ -30,7 +30,7 @@ from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
 from spotgpu.models import FallbackLadder, WorkloadProfile
-from spotgpu.models.stack import fallback_types
+from spotgpu.models.pool_types import fallback_types
 from spotgpu_pulumi.aws.documents import assume_role_policy, document
 from spotgpu_pulumi.aws.plan import AwsPoolPlan
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from spotgpu.contract.store_url import parse_store_url as parse
+from spotgpu.storage.urls import parse_store_url as parse
 from spotgpu_guard import aws, aws_s3, azure, gcp
 from spotgpu_guard.inventory import Inventory
 from spotgpu_guard.model import Group, SpotPool, Store
@@ -15,7 +15,7 @@ _STORAGE = (aws_s3, gcp, azure)
 def parse_store_url(url: str) -> tuple[str, str] | None:
     """``s3://b/p`` -> ("aws", "b"); ``gs://``, ``az://ACCOUNT/...`` and blob https URLs likewise: the cloud and
     the resource that holds the data (bucket, or Azure storage account), read by the one parser
-    (:func:`spotgpu.contract.store_url.parse_store_url`); None for anything that is not a cloud store URL."""
+    (:func:`spotgpu.storage.urls.parse_store_url`); None for anything that is not a cloud store URL."""
     try:
         where = parse(url.strip())
     except ValueError:

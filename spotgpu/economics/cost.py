@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 HOURS_PER_MONTH = 730.0
-#: Multipart part size of the checkpoint library (``spotgpu.checkpoint.object_store.PART_SIZE``,
+#: Multipart part size of the checkpoint library (``spotgpu.storage.object_store.PART_SIZE``,
 #: kept equal by a test); it sets the write-request count per checkpoint.
 UPLOAD_PART_BYTES = 16 << 20
 #: Manifest and commit marker: two extra writes per committed generation.

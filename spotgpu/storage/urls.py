@@ -4,7 +4,7 @@ The checkpoint library, the controller's state store, the node agent, the bootst
 the policy pack all read a pool's ``spotgpu-checkpoint-store`` link through
 :func:`parse_store_url`, so an Azure URL means the same account, container and prefix
 everywhere (``az://ACCOUNT/CONTAINER/PREFIX``). It lives with the stores that open the URLs;
-the contract re-exports it as :mod:`spotgpu.contract.store_url` (the name the parts import).
+the parts import it from here.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.cli import main
-from spotgpu.contract.store_url import parse_store_url, redact_url
+from spotgpu.storage.urls import parse_store_url, redact_url
 
 SECRETS = ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI", "hunter2")
 

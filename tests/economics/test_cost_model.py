@@ -71,8 +71,8 @@ def test_no_interruptions_costs_compute_plus_checkpoints() -> None:
 
 
 def test_part_size_matches_the_checkpoint_library() -> None:
-    from spotgpu.checkpoint.object_store import PART_SIZE
     from spotgpu.economics.cost import UPLOAD_PART_BYTES
+    from spotgpu.storage.object_store import PART_SIZE
 
     assert UPLOAD_PART_BYTES == PART_SIZE
 
