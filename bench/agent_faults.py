@@ -34,7 +34,7 @@ from typing import Any
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 PROVIDERS = ("aws", "gcp", "azure")
 FAULTS = ("none", "hang", "500", "malformed", "reset")
@@ -107,7 +107,7 @@ def one_sample(provider: str, fault: str, timings: Timings, seed: int) -> float:
         telemetry_port=0,
         runtime=timings.runtime(fake.url),
     )
-    agent = Agent(config, telemetry=Telemetry(None)).start()
+    agent = Agent(config, telemetry=AgentTelemetry(None)).start()
     try:
         phase = timings.plain_read_seconds if provider == "gcp" else timings.poll_interval_seconds
         time.sleep(timings.settle_seconds + rng.uniform(0, phase))

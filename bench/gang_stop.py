@@ -131,12 +131,12 @@ def main() -> int:
 
     from spotgpu.agent.daemon import Agent
     from spotgpu.agent.fakes import FakeGcpMetadata
-    from spotgpu.agent.telemetry import Telemetry
+    from spotgpu.agent.telemetry import AgentTelemetry
 
     latencies, finals, periodics, committed = [], [], [], 0
     for drill in range(args.drills):
         fakes = [FakeGcpMetadata(timeout_delay=1.0).start() for _ in range(args.ranks)]
-        agents = [Agent(fast_config("gcp", f.url), telemetry=Telemetry(None)).start() for f in fakes]
+        agents = [Agent(fast_config("gcp", f.url), telemetry=AgentTelemetry(None)).start() for f in fakes]
         put(work / f"drill-{drill}.json", json.dumps([a.control.url for a in agents]))
         for rank in range(args.ranks):
             wait_file(work / f"ready-{drill}-{rank}")

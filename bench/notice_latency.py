@@ -28,7 +28,7 @@ from spotgpu.agent.client import AgentClient
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 #: Targets from the brief: polled sources at the default 1 s interval, and GCP's hanging GET.
 TARGET_P99 = {"aws": 1.1, "azure": 1.1, "gcp": 0.100}
@@ -72,7 +72,7 @@ def one_sample(provider: str, interval: float, seed: int) -> Sample:
             metadata_url=fake.url, poll_interval_seconds=interval, telemetry_host=None, events_log=None
         ),
     )
-    agent = Agent(config, telemetry=Telemetry(None)).start()
+    agent = Agent(config, telemetry=AgentTelemetry(None)).start()
     try:
         client = AgentClient(agent.control.url, register=False)
         learned: dict[str, Any] = {}

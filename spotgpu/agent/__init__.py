@@ -8,6 +8,7 @@ injectable base URL, one monitor per notice source, one normalized
 """
 
 from spotgpu.agent.client import AgentClient, Notice
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent
+from spotgpu.contract.interruptions import InterruptionKind
 
-__all__ = ["AgentClient", "EventKind", "InterruptionEvent", "Notice"]
+__all__ = ["AgentClient", "InterruptionEvent", "InterruptionKind", "Notice"]

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import iso8601
+from spotgpu.contract.interruptions import InterruptionKind
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
 TOKEN_PATH = "/latest/api/token"
@@ -128,7 +129,7 @@ class SpotInterruptionMonitor:
         return [
             InterruptionEvent(
                 event_id=f"{action}@{when}",
-                kind=EventKind.PREEMPT,
+                kind=InterruptionKind.PREEMPT,
                 source=self.source,
                 detected_at=now,
                 raw=doc,
@@ -166,7 +167,7 @@ class RebalanceMonitor:
         return [
             InterruptionEvent(
                 event_id=f"rebalance@{doc.get('noticeTime')}",
-                kind=EventKind.REBALANCE,
+                kind=InterruptionKind.REBALANCE,
                 source=self.source,
                 detected_at=now,
                 raw=doc,

@@ -14,10 +14,11 @@ import json
 import logging
 import time
 
-from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import rfc1123
+from spotgpu.contract.interruptions import InterruptionKind
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
 EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
@@ -33,11 +34,11 @@ FIRST_CALL_TIMEOUT_SECONDS = 120.0
 log = logging.getLogger(__name__)
 
 EVENT_KINDS = {
-    "Preempt": EventKind.PREEMPT,
-    "Terminate": EventKind.TERMINATE,
-    "Freeze": EventKind.MAINTENANCE,
-    "Reboot": EventKind.MAINTENANCE,
-    "Redeploy": EventKind.MAINTENANCE,
+    "Preempt": InterruptionKind.PREEMPT,
+    "Terminate": InterruptionKind.TERMINATE,
+    "Freeze": InterruptionKind.MAINTENANCE,
+    "Reboot": InterruptionKind.MAINTENANCE,
+    "Redeploy": InterruptionKind.MAINTENANCE,
 }
 
 

@@ -30,11 +30,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.state import CheckpointReport
-from spotgpu.agent.telemetry import Telemetry
-from spotgpu.contract.drain import DrainChannel
+from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.contract.drain import DrainChannel, vm_key
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.state_store import ObjectJsonStore
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,8 @@ BOOT_SKEW_SECONDS = 60.0
 
 
 def controller_vm_id(identity: VmIdentity, vm_name: str | None = None) -> str:
-    """The id the controller knows this VM by; empty until the identity is known."""
-    if identity.provider == "aws":
-        return identity.instance_id
-    if identity.provider == "azure":
-        return vm_name or identity.name  # Flexible members: deleteInstances takes the VM name
-    return identity.name  # GCP: listManagedInstances names instances, deleteInstances takes their URLs
+    """The id the controller knows this VM by (the contract's rule, :func:`spotgpu.contract.drain.vm_key`)."""
+    return vm_key(identity.provider, identity.instance_id, identity.name, vm_name)
 
 
 def open_channel(url: str, region: str = "") -> DrainChannel:
@@ -90,7 +87,7 @@ class ControllerLink:
         url: str,
         pool: str,
         identity: Callable[[], VmIdentity],
-        telemetry: Telemetry,
+        telemetry: AgentTelemetry,
         stop: threading.Event,
         *,
         vm_name: str | None = None,
@@ -207,7 +204,7 @@ class DrainMonitor:
         return [
             InterruptionEvent(
                 event_id=f"drain@{requested:.3f}",
-                kind=EventKind.DRAIN,
+                kind=InterruptionKind.DRAIN,
                 source=DRAIN_SOURCE,
                 detected_at=now,
                 raw={"requestedAt": requested, "store": self.link.url},

@@ -18,14 +18,15 @@ from spotgpu.agent import actions, aws, azure, gcp
 from spotgpu.agent.config import AgentConfig
 from spotgpu.agent.control import ControlServer, ThroughputSample
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
-from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
 from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
 from spotgpu.agent.state import WorkloadState
-from spotgpu.agent.telemetry import Telemetry, seconds_since_boot
+from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
+from spotgpu.contract.interruptions import InterruptionKind
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +115,14 @@ class Agent:
         self,
         config: AgentConfig,
         wiring: CloudWiring | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: AgentTelemetry | None = None,
         control_address: str | None = None,
     ) -> None:
         rt = config.effective_runtime()
         self.config = config
         self.contract = contract_from_config(config.provider, config.notice)
         self.wiring = wiring or wire_cloud(config)
-        self.telemetry = telemetry or Telemetry(rt.events_log)
+        self.telemetry = telemetry or AgentTelemetry(rt.events_log)
         self.state = WorkloadState()
         self.events: queue.Queue[InterruptionEvent | NoticeWithdrawn | None] = queue.Queue()  # None: stop
         self.stop_event = threading.Event()
@@ -229,7 +230,7 @@ class Agent:
         Not when a PID-file workload exists: it cannot report, and its work may not be saved.
         """
         idle = outcome == "no-workload" and self.config.effective_runtime().workload_pid_file is None
-        if self.link is not None and event.kind is EventKind.DRAIN and idle:
+        if self.link is not None and event.kind is InterruptionKind.DRAIN and idle:
             self.link.commit(time.time(), basis="no-workload")
 
     def _on_clean(self, source: str) -> None:

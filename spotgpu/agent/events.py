@@ -13,11 +13,6 @@ from dataclasses import dataclass, field
 
 from spotgpu.contract.interruptions import InterruptionKind
 
-#: What the notice means for the VM, not what the cloud called it: the contract's one vocabulary
-#: (:class:`spotgpu.contract.interruptions.InterruptionKind`); the agent produces its
-#: ``NOTICE_KINDS`` (rebalance, maintenance, preempt, terminate, drain; ``.terminal`` for the last three).
-EventKind = InterruptionKind
-
 
 @dataclass(frozen=True)
 class InterruptionEvent:
@@ -30,7 +25,10 @@ class InterruptionEvent:
     """
 
     event_id: str
-    kind: EventKind
+    #: What the notice means for the VM, not what the cloud called it: the contract's one vocabulary; the
+    #: agent produces its ``NOTICE_KINDS`` (rebalance, maintenance, preempt, terminate, drain; ``.terminal``
+    #: for the last three).
+    kind: InterruptionKind
     source: str
     detected_at: float
     raw: object

@@ -17,9 +17,10 @@ import time
 from dataclasses import replace
 from urllib.parse import urlencode
 
-from spotgpu.agent.events import EventKind, InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
+from spotgpu.contract.interruptions import InterruptionKind
 
 DEFAULT_BASE_URL = "http://metadata.google.internal"
 PREFIX = "/computeMetadata/v1/"
@@ -129,7 +130,7 @@ class PreemptedMonitor(_HangingGetMonitor):
         if value != "TRUE":
             raise MetadataError("malformed", f"instance/preempted: unexpected value {value!r}")
         # The server gives no timestamp: the deadline comes from the contract.
-        return InterruptionEvent("preempted", EventKind.PREEMPT, self.source, time.time(), value)
+        return InterruptionEvent("preempted", InterruptionKind.PREEMPT, self.source, time.time(), value)
 
 
 class MaintenanceMonitor(_HangingGetMonitor):
@@ -144,7 +145,7 @@ class MaintenanceMonitor(_HangingGetMonitor):
         if value not in ("MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE_ON_HOST_MAINTENANCE"):
             raise MetadataError("malformed", f"instance/maintenance-event: unexpected value {value!r}")
         etag = resp.headers.get("etag", "")
-        return InterruptionEvent(f"{value}@{etag}", EventKind.MAINTENANCE, self.source, time.time(), value)
+        return InterruptionEvent(f"{value}@{etag}", InterruptionKind.MAINTENANCE, self.source, time.time(), value)
 
 
 def fetch_identity(client: GcpMetadataClient) -> VmIdentity:

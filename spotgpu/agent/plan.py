@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, NoticeContract
 
 Contract = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
@@ -20,7 +21,7 @@ Contract = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
 #: treated as clock skew, not as a gift of extra time.
 #: preempt: 120 s (AWS 2-minute notice, GCP 120 s); terminate: Azure terminate
 #: notifications are configurable up to 15 min; maintenance: GCP gives GPU VMs 1 h.
-MAX_DOCUMENTED_LEAD = {EventKind.PREEMPT: 120.0, EventKind.TERMINATE: 900.0, EventKind.MAINTENANCE: 3600.0}
+MAX_DOCUMENTED_LEAD = {InterruptionKind.PREEMPT: 120.0, InterruptionKind.TERMINATE: 900.0, InterruptionKind.MAINTENANCE: 3600.0}
 
 #: A cloud deadline this far in the past at detection cannot be real (the VM is
 #: still running), so the clocks disagree.
@@ -68,16 +69,16 @@ def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
     we are demonstrably still running, means the VM clock and the cloud's clock
     disagree, and the contract's notice (counted from detection) is used instead.
     """
-    if event.kind is EventKind.REBALANCE:
+    if event.kind is InterruptionKind.REBALANCE:
         return Deadline(None, "none")
-    if event.kind is EventKind.DRAIN:
+    if event.kind is InterruptionKind.DRAIN:
         # No cloud is reclaiming the VM: the budget is ours, set by the drain monitor.
         at = event.cloud_deadline if event.cloud_deadline is not None else event.detected_at + DEFAULT_DRAIN_BUDGET
         return Deadline(max(at, event.detected_at), "controller")
     if event.unparsed_time is not None:
         # The cloud said when, but not readably: assume the least time the contract allows.
         return Deadline(event.detected_at + contract.notice_seconds, "unparseable")
-    fallback_lead = contract.notice_seconds if event.kind is EventKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
+    fallback_lead = contract.notice_seconds if event.kind is InterruptionKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
     fallback = event.detected_at + fallback_lead
     if event.cloud_deadline is None:
         return Deadline(fallback, "contract")
@@ -117,10 +118,10 @@ def plan_response(event: InterruptionEvent, contract: Contract) -> ResponsePlan:
     same way but has no cloud event to acknowledge: the controller removes the VM
     once the agent reports the commit.
     """
-    if event.kind is EventKind.DRAIN:
+    if event.kind is InterruptionKind.DRAIN:
         return ResponsePlan(True, True, "final", True, False, "drain: the controller gives this VM back")
     if event.kind.terminal:
         return ResponsePlan(True, True, "final", True, True, f"{event.kind}: the VM is going away")
-    if event.kind is EventKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:
+    if event.kind is InterruptionKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:
         return ResponsePlan(False, False, None, False, False, "rebalance ignored: contract has watchRebalance=false")
     return ResponsePlan(True, True, "early", False, False, f"{event.kind}: elevated risk, checkpoint early")

@@ -19,7 +19,7 @@ from spotgpu.agent import actions
 from spotgpu.agent.events import EventStore, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.plan import Contract, budget_seconds, plan_response, resolve_deadline
 from spotgpu.agent.state import Phase, WorkloadState
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class WorkloadHooks:
 class Responder:
     contract: Contract
     state: WorkloadState
-    telemetry: Telemetry
+    telemetry: AgentTelemetry
     acknowledgers: Sequence[Acknowledger] = ()
     hooks: WorkloadHooks = field(default_factory=WorkloadHooks)
     #: How long a workload must have been silent before we stop waiting for it.

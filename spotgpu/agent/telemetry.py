@@ -29,7 +29,7 @@ LEAD_BUCKETS = (0.0, 5.0, 15.0, 30.0, 60.0, 90.0, 120.0, 300.0, 900.0, 3600.0)
 CHECKPOINT_BUCKETS = (1.0, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0)
 
 
-class Telemetry:
+class AgentTelemetry:
     def __init__(self, log_path: str | None = "-", registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry

@@ -20,6 +20,21 @@ from typing import Any, Protocol
 from spotgpu.contract.state_store import JsonStore
 
 
+def vm_key(provider: str, instance_id: str, name: str, vm_name: str | None = None) -> str:
+    """The id the controller knows a VM by, in its observations and in the drain channel's keys.
+
+    What each cloud's group API lists, so the agent on the VM and the controller's adapter name
+    it alike: AWS the instance id; GCP the instance name (``listManagedInstances`` names
+    instances, ``deleteInstances`` takes their URLs); Azure the VM name (a Flexible scale set's
+    ``deleteInstances`` takes it; ``vm_name`` overrides what IMDS says). Empty until known.
+    """
+    if provider == "aws":
+        return instance_id
+    if provider == "azure":
+        return vm_name or name
+    return name
+
+
 class SchedulerHook(Protocol):
     def defer(self, pool: str, reason: str, at: float) -> None: ...
     def resume(self, pool: str, at: float) -> None: ...

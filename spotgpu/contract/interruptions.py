@@ -16,7 +16,7 @@ from enum import StrEnum
 
 
 class InterruptionKind(StrEnum):
-    # What a node agent's notice means for its VM (spotgpu.agent.events.EventKind is this enum).
+    # What a node agent's notice means for its VM (the kind of spotgpu.agent.events.InterruptionEvent).
     REBALANCE = "rebalance"  # elevated risk, no deadline (AWS rebalance recommendation); also observed by the controller
     MAINTENANCE = "maintenance"  # host maintenance ahead (GCP maintenance-event, Azure Freeze/Reboot/Redeploy)
     PREEMPT = "preempt"  # spot capacity reclaimed (AWS instance-action, GCP preempted, Azure Preempt)

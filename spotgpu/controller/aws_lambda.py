@@ -31,7 +31,7 @@ from spotgpu.controller.config import ControllerConfig, parse_controller_config
 from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.render import CONFIG_ENV
 from spotgpu.controller.runner import CloudAdapter, Controller
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 
 #: Test and emulator hook: an endpoint URL for every boto3 client and for the S3 state store.
 ENDPOINT_ENV = "SPOTGPU_AWS_ENDPOINT_URL"
@@ -106,7 +106,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     lease = Lease(store, config.lease_ttl_seconds, config.lease.max_clock_skew_seconds)
     shims: list[EventFirstSqs] = []
     adapters = _clients(config, records, shims)
-    controller = Controller(config, adapters, store, Telemetry(json_lines=sys.stdout), lease=lease)
+    controller = Controller(config, adapters, store, ControllerTelemetry(json_lines=sys.stdout), lease=lease)
     lost = ""
     try:
         results = controller.tick(time.time())

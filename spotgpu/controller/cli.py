@@ -35,7 +35,7 @@ from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
 from spotgpu.controller.state import RECORD_VERSION, ControllerRecord
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 
 
 def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledPool, *, peek: bool = False) -> CloudAdapter:
@@ -79,7 +79,7 @@ class DryRun:
         return None
 
 
-class _WouldPrinter(Telemetry):
+class _WouldPrinter(ControllerTelemetry):
     """A dry run's telemetry: each "would" action as one readable line (plus JSON lines).
 
     The lines go to stdout, or to stderr under ``--json`` (stdout then holds one JSON document).
@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
         stream = sys.stderr if report else sys.stdout
     elif spec.json_lines:
         stream = open(spec.json_lines, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
-    telemetry = (_WouldPrinter if args.dry_run else Telemetry)(json_lines=stream)
+    telemetry = (_WouldPrinter if args.dry_run else ControllerTelemetry)(json_lines=stream)
     if isinstance(telemetry, _WouldPrinter) and report:
         telemetry.would_stream = sys.stderr
     if spec.prometheus_port and not args.once:

@@ -32,7 +32,7 @@ from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, deadline, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
 from spotgpu.controller.strategies import make_strategy
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.economics.interval import choose_interval
 from spotgpu.models.notice import default_notice
 
@@ -94,7 +94,7 @@ class Controller:
         config: ControllerConfig,
         adapters: Mapping[str, CloudAdapter],
         store: JsonStore,
-        telemetry: Telemetry | None = None,
+        telemetry: ControllerTelemetry | None = None,
         scheduler: SchedulerHook | None = None,
         *,
         dry_run: bool = False,
@@ -118,7 +118,7 @@ class Controller:
         self.store = store
         self.drains = DrainChannel(store)
         self.scheduler = scheduler or StoreSchedulerHook(store)
-        self.telemetry = telemetry or Telemetry()
+        self.telemetry = telemetry or ControllerTelemetry()
         self.dry_run = dry_run
         #: pool -> why it could not be observed on the last tick (one line each).
         self.unobserved: dict[str, str] = {}

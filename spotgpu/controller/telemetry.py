@@ -19,7 +19,7 @@ from spotgpu.models.ladder import StepKind
 REACQUISITION_BUCKETS = (30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
 
 
-class Telemetry:
+class ControllerTelemetry:
     def __init__(self, registry: CollectorRegistry | None = None, json_lines: IO[str] | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.json_lines = json_lines

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from spotgpu.economics.telemetry import LOSS_NOTICES, TelemetryRecord
+from spotgpu.contract.interruptions import LOSS_NOTICES
+from spotgpu.economics.telemetry import TelemetryRecord
 from spotgpu.models import WorkloadProfile
 
 #: Two-sided confidence of the interruption-rate interval.

@@ -3,7 +3,7 @@
 The cost model is fed from what the fleet measured. Three producers write JSON lines
 today, each in its own shape, and the reader takes all three as they are:
 
-* the node agent's events log (``spotgpu.agent.telemetry.Telemetry.log``):
+* the node agent's events log (``spotgpu.agent.telemetry.AgentTelemetry.log``):
   ``{"ts", "record": "started" | "identity" | "ready" | "notice" | "final-checkpoint" | "throughput" | ...}``;
   the VM's pool, id, type, zone and capacity come from its ``started`` and ``identity``
   records, so the reader keeps a small context per stream (file, or log stream of an export);
@@ -30,11 +30,13 @@ from typing import Any, BinaryIO, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
+from spotgpu.contract.interruptions import LOSS_KINDS, LOSS_NOTICES, TELEMETRY_NOTICE_KINDS, InterruptionKind
 from spotgpu.models.base import SpotModel
 
 SCHEMA_VERSION = 1
 
-EventKind = Literal[
+#: What a record says happened (its ``event``): the schema's own vocabulary, one per fact the fit reads.
+RecordEvent = Literal[
     "node_started",
     "node_stopped",
     "node_ready",
@@ -48,25 +50,13 @@ EventKind = Literal[
     "throughput",
 ]
 
-NoticeKind = Literal[
-    # the agent's own kinds (spotgpu.agent.events.EventKind)
-    "rebalance", "maintenance", "preempt", "terminate", "drain",
-    # the clouds' names, accepted in v1 records from other emitters
-    "instance-action", "preempted", "scheduled-event",
-]  # fmt: skip
-
-#: Notice kinds that mean the provider is taking the VM (an interruption of spot capacity).
-LOSS_NOTICES = frozenset({"preempt", "instance-action", "preempted"})
-#: Controller interruption types that are a lost VM (``spotgpu.controller.plan.LOSS_KINDS``, kept equal by a test).
-CONTROLLER_LOSS_TYPES = frozenset({"interruption", "preempted", "evicted", "terminated"})
-
 
 class TelemetryRecord(SpotModel):
     """Schema v1: one measured fact about one pool (camelCase keys, unknown keys rejected)."""
 
     v: Literal[1] = 1
     ts: float = Field(description="Epoch seconds (ISO-8601 strings with a timezone are converted).")
-    event: EventKind
+    event: RecordEvent
     pool: str = Field(min_length=1)
     node: str | None = None
     capacity: Literal["spot", "on_demand"] | None = None
@@ -74,7 +64,7 @@ class TelemetryRecord(SpotModel):
     zone: str | None = None
     sku: str | None = None
     step: str | None = None
-    notice_kind: NoticeKind | None = None
+    notice_kind: InterruptionKind | None = None
     reason: Literal["quota", "capacity", "price", "other"] | None = None
     seconds: float | None = Field(default=None, ge=0)
     bytes: int | None = Field(default=None, ge=0)
@@ -85,6 +75,15 @@ class TelemetryRecord(SpotModel):
     @classmethod
     def _epoch(cls, value: object) -> object:
         return parse_ts(value)
+
+    @field_validator("notice_kind")
+    @classmethod
+    def _a_notice(cls, kind: InterruptionKind | None) -> InterruptionKind | None:
+        """A notice's kind is one the agent or a cloud names (``TELEMETRY_NOTICE_KINDS``), not a controller event."""
+        if kind is not None and kind not in TELEMETRY_NOTICE_KINDS:
+            known = ", ".join(sorted(TELEMETRY_NOTICE_KINDS))
+            raise ValueError(f"{kind.value!r} is not a notice kind; use one of {known}")
+        return kind
 
     @field_validator("seconds")
     @classmethod
@@ -218,7 +217,7 @@ def from_controller_event(obj: dict[str, Any]) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"v": 1, "ts": obj.get("at"), "event": event, "pool": obj.get("pool")}
     if event == "interrupted":
-        if obj.get("type") not in CONTROLLER_LOSS_TYPES or obj.get("stale"):
+        if obj.get("type") not in LOSS_KINDS or obj.get("stale"):
             return None  # a rebalance hint, or an event from before this incarnation: no VM was lost
         if obj.get("vm"):
             out["node"] = obj["vm"]

@@ -28,6 +28,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.state_store import JsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.observe import (
@@ -352,7 +353,7 @@ class TwinCloud:
         fits = self.notice_seconds > 0 and self.job.write_seconds <= self.notice_seconds
         if fits and vm.id in self.run.gang:
             self.run.noticed(notice_at)
-        self._events.append(Interruption(f"{vm.id}-int", vm.id, "interruption", max(notice_at, vm.launched_at)))
+        self._events.append(Interruption(f"{vm.id}-int", vm.id, InterruptionKind.INTERRUPTION, max(notice_at, vm.launched_at)))
         self._remove(group, vm, t)
 
     # --- CloudAdapter ----------------------------------------------------------

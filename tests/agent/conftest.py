@@ -10,7 +10,7 @@ import pytest
 from spotgpu.agent.config import AgentConfig
 from spotgpu.agent.daemon import Agent, wire_cloud
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def agents() -> Iterator[Callable[..., Agent]]:
 
     def make(config: AgentConfig, autoscaling_client: Any = None, **kw: Any) -> Agent:
         wiring = wire_cloud(config, autoscaling_client) if autoscaling_client else None
-        agent = Agent(config, wiring=wiring, telemetry=kw.pop("telemetry", Telemetry(None)), **kw).start()
+        agent = Agent(config, wiring=wiring, telemetry=kw.pop("telemetry", AgentTelemetry(None)), **kw).start()
         started.append(agent)
         return agent
 

@@ -16,12 +16,13 @@ from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.controller_link import ControllerLink, DrainMonitor, commit_time, controller_vm_id
-from spotgpu.agent.events import EventKind, InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.plan import plan_response, resolve_deadline
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.bootstrap import control_store_url
 from spotgpu.contract.drain import DrainChannel
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.state_store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.models.notice import default_notice
 
@@ -75,7 +76,7 @@ def test_control_store_url_is_the_checkpoint_store_plus_controller_prefix() -> N
 
 
 def test_a_controller_drain_is_a_final_checkpoint_and_drain_without_acknowledgement() -> None:
-    event = InterruptionEvent("drain@1", EventKind.DRAIN, "controller/drain", 100.0, {}, cloud_deadline=400.0)
+    event = InterruptionEvent("drain@1", InterruptionKind.DRAIN, "controller/drain", 100.0, {}, cloud_deadline=400.0)
     plan = plan_response(event, default_notice("aws"))
     assert (plan.act, plan.stop_new_work, plan.checkpoint, plan.drain, plan.acknowledge) == (
         True,
@@ -107,7 +108,7 @@ def test_a_drain_request_older_than_the_vm_is_ignored() -> None:
     assert monitor.check() == []
     DrainChannel(store).request("pool", "pool-abcd", 1500.0)
     [event] = monitor.check()
-    assert (event.kind, event.event_id, event.published_at) == (EventKind.DRAIN, "drain@1500.000", 1500.0)
+    assert (event.kind, event.event_id, event.published_at) == (InterruptionKind.DRAIN, "drain@1500.000", 1500.0)
     assert event.cloud_deadline is not None and event.cloud_deadline - event.detected_at == pytest.approx(60.0)
 
 
@@ -129,7 +130,7 @@ def test_commit_reports_are_retried_and_never_move_backwards() -> None:
         return Flaky(store)
 
     ident = VmIdentity("aws", "i-1", "g5.xlarge", "us-east-1a", "us-east-1", "on-demand")
-    stop, telemetry = threading.Event(), Telemetry(None)
+    stop, telemetry = threading.Event(), AgentTelemetry(None)
     link = ControllerLink("mem://", "pool", lambda: ident, telemetry, stop, retry_seconds=0.02, channel_factory=factory)
     link.start()
     try:

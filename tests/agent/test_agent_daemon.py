@@ -19,7 +19,7 @@ import pytest
 from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent.client import AgentClient
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 
 class FakeAutoscaling:
@@ -204,7 +204,7 @@ def test_signal_hook_prometheus_and_json_log(fakes: Any, agents: Any, tmp_path: 
                 "events_log": str(events_log),
             },
         )
-        agent = agents(config, telemetry=Telemetry(str(events_log)))
+        agent = agents(config, telemetry=AgentTelemetry(str(events_log)))
         time.sleep(0.3)
         fake.raise_preempted()
         wait_until(got_signal.exists)

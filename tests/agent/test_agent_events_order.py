@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from agent_testkit import fast_config, wait_until
 
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 
-class SlowStart(Telemetry):
+class SlowStart(AgentTelemetry):
     """Writes ``started`` late, as a loaded host may: every other thread gets to write first."""
 
     def log(self, record: str, **fields: object) -> None:

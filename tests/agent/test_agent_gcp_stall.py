@@ -10,8 +10,8 @@ import pytest
 from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent import gcp
-from spotgpu.agent.events import EventKind
 from spotgpu.agent.http import MetadataError, MetadataHttp
+from spotgpu.contract.interruptions import InterruptionKind
 
 
 @pytest.mark.timeout(60)
@@ -23,7 +23,7 @@ def test_a_preemption_behind_a_stalled_hanging_get_is_seen_within_seconds(fakes:
     raised = fake.raise_preempted()
     wait_until(lambda: agent.state.phase != "running", timeout=15)
     [event] = agent.responder.store.all()
-    assert event.kind is EventKind.PREEMPT
+    assert event.kind is InterruptionKind.PREEMPT
     assert event.detected_at - raised < 3.0  # the plain read every 2 s, not the 65 s client timeout
 
 
@@ -48,7 +48,7 @@ def test_plain_reads_see_the_value_without_waiting_for_a_change(fakes: Any) -> N
     assert all("wait_for_change" not in path for _, _, path in fake.requests)
     fake.raise_preempted()
     [event] = plain.check()
-    assert event.kind is EventKind.PREEMPT and event.since_last_clean_poll is None  # the runner sets last_clean
+    assert event.kind is InterruptionKind.PREEMPT and event.since_last_clean_poll is None  # the runner sets last_clean
 
 
 def test_a_spoiled_answer_to_a_change_keeps_the_old_etag(fakes: Any) -> None:
@@ -61,5 +61,5 @@ def test_a_spoiled_answer_to_a_change_keeps_the_old_etag(fakes: Any) -> None:
         monitor.check()
     started = time.monotonic()
     [event] = monitor.check()  # the change is answered at once, not after timeout_sec
-    assert event.kind is EventKind.PREEMPT
+    assert event.kind is InterruptionKind.PREEMPT
     assert time.monotonic() - started < 1.0

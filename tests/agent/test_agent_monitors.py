@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from spotgpu.agent import aws, azure, gcp
-from spotgpu.agent.events import EventKind
 from spotgpu.agent.http import MetadataError, MetadataHttp
+from spotgpu.contract.interruptions import InterruptionKind
 
 
 def imds(fake: Any, ttl: int = 21600) -> aws.ImdsV2Client:
@@ -30,7 +30,7 @@ def test_aws_instance_action_becomes_a_preempt_with_the_cloud_deadline(fakes: An
     fake = fakes("aws")
     fake.raise_spot("stop", lead=120)
     [ev] = aws.SpotInterruptionMonitor(imds(fake)).check()
-    assert ev.kind is EventKind.PREEMPT
+    assert ev.kind is InterruptionKind.PREEMPT
     assert ev.raw == {"action": "stop", "time": fake.instance_action["time"]}
     assert ev.cloud_deadline == pytest.approx(time.time() + 120, abs=2)
     assert ev.published_at == pytest.approx(time.time(), abs=2)
@@ -40,7 +40,7 @@ def test_aws_rebalance_recommendation(fakes: Any) -> None:
     fake = fakes("aws")
     fake.raise_rebalance()
     [ev] = aws.RebalanceMonitor(imds(fake)).check()
-    assert ev.kind is EventKind.REBALANCE
+    assert ev.kind is InterruptionKind.REBALANCE
     assert ev.event_id.startswith("rebalance@")
 
 
@@ -53,7 +53,7 @@ def test_aws_token_is_reused_then_refetched_after_a_401(fakes: Any) -> None:
     assert client.token_fetches == 1
     fake.expire_tokens()  # IMDS forgot the token: the next read gets 401
     fake.raise_spot()
-    assert monitor.check()[0].kind is EventKind.PREEMPT
+    assert monitor.check()[0].kind is InterruptionKind.PREEMPT
     assert client.token_fetches == 2
 
 
@@ -82,7 +82,7 @@ def test_aws_faults_raise_metadata_errors_then_recover(fakes: Any, mode: str, re
     with pytest.raises(MetadataError) as err:
         monitor.check()
     assert err.value.reason == reason
-    assert monitor.check()[0].kind is EventKind.PREEMPT
+    assert monitor.check()[0].kind is InterruptionKind.PREEMPT
 
 
 def test_aws_token_failure_is_a_metadata_error(fakes: Any) -> None:
@@ -123,7 +123,7 @@ def test_gcp_first_read_then_hanging_get_returns_on_change(fakes: Any) -> None:
     threading.Timer(0.3, fake.raise_preempted).start()
     started = time.monotonic()
     [ev] = monitor.check()
-    assert ev.kind is EventKind.PREEMPT
+    assert ev.kind is InterruptionKind.PREEMPT
     assert 0.2 < time.monotonic() - started < 1.5  # returned on change, not at timeout_sec
     assert "wait_for_change=true" in fake.requests[-1][2]
 
@@ -134,7 +134,7 @@ def test_gcp_change_between_requests_is_not_missed(fakes: Any) -> None:
     monitor.check()
     fake.raise_preempted()  # while no request is in flight
     started = time.monotonic()
-    assert monitor.check()[0].kind is EventKind.PREEMPT
+    assert monitor.check()[0].kind is InterruptionKind.PREEMPT
     assert time.monotonic() - started < 0.5  # last_etag differs: answered at once
 
 
@@ -153,7 +153,7 @@ def test_gcp_failed_request_keeps_the_etag_so_the_change_is_seen(fakes: Any) -> 
     with pytest.raises(MetadataError):
         monitor.check()
     fake.raise_preempted()
-    assert monitor.check()[0].kind is EventKind.PREEMPT
+    assert monitor.check()[0].kind is InterruptionKind.PREEMPT
 
 
 def test_gcp_unexpected_value_is_malformed(fakes: Any) -> None:
@@ -169,7 +169,7 @@ def test_gcp_maintenance_event(fakes: Any) -> None:
     assert monitor.check() == []
     fake.set_value("instance/maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
     [ev] = monitor.check()
-    assert ev.kind is EventKind.MAINTENANCE
+    assert ev.kind is InterruptionKind.MAINTENANCE
 
 
 def test_gcp_requests_carry_the_metadata_flavor_header(fakes: Any) -> None:
@@ -202,7 +202,7 @@ def test_azure_own_preempt_with_not_before_as_deadline(fakes: Any) -> None:
     assert monitor.check() == []
     eid = fake.raise_event("Preempt", not_before_in=30)
     [ev] = monitor.check()
-    assert (ev.event_id, ev.kind, ev.acknowledge_ids) == (eid, EventKind.PREEMPT, (eid,))
+    assert (ev.event_id, ev.kind, ev.acknowledge_ids) == (eid, InterruptionKind.PREEMPT, (eid,))
     assert ev.cloud_deadline == pytest.approx(time.time() + 30, abs=2)
     assert monitor.vm_name == "gpupool_3"  # matched against IMDS compute.name
 
@@ -236,7 +236,7 @@ def test_azure_malformed_entries_are_skipped_not_fatal(fakes: Any) -> None:
     fake.events.append({"EventId": 7, "EventType": "Preempt"})
     fake.raise_event("Freeze", not_before_in=900)
     [ev] = monitor.check()
-    assert ev.kind is EventKind.MAINTENANCE
+    assert ev.kind is InterruptionKind.MAINTENANCE
     assert monitor.skipped_malformed == 1
 
 

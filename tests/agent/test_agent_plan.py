@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from spotgpu.agent.events import EventKind, EventStore, InterruptionEvent
+from spotgpu.agent.events import EventStore, InterruptionEvent
 from spotgpu.agent.plan import (
     budget_seconds,
     contract_from_config,
     plan_response,
     resolve_deadline,
 )
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, default_notice
 
 T0 = 1_800_000_000.0
 
 
-def event(kind: EventKind = EventKind.PREEMPT, cloud: float | None = None, **kw: object) -> InterruptionEvent:
+def event(kind: InterruptionKind = InterruptionKind.PREEMPT, cloud: float | None = None, **kw: object) -> InterruptionEvent:
     return InterruptionEvent("e1", kind, "test/source", T0, {}, cloud_deadline=cloud, **kw)  # type: ignore[arg-type]
 
 
@@ -75,7 +76,7 @@ def test_slightly_past_deadline_is_now_not_skew() -> None:
 
 
 def test_azure_terminate_may_give_fifteen_minutes() -> None:
-    d = resolve_deadline(event(EventKind.TERMINATE, cloud=T0 + 600), AzureNoticeContract())
+    d = resolve_deadline(event(InterruptionKind.TERMINATE, cloud=T0 + 600), AzureNoticeContract())
     assert (d.at, d.basis) == (T0 + 600, "cloud")
 
 
@@ -87,7 +88,7 @@ def test_hibernate_contract_leaves_no_time() -> None:
 
 
 def test_rebalance_has_no_deadline() -> None:
-    assert resolve_deadline(event(EventKind.REBALANCE), AwsNoticeContract()).basis == "none"
+    assert resolve_deadline(event(InterruptionKind.REBALANCE), AwsNoticeContract()).basis == "none"
 
 
 def test_budget_is_deadline_minus_now_minus_margin_never_negative() -> None:
@@ -97,7 +98,7 @@ def test_budget_is_deadline_minus_now_minus_margin_never_negative() -> None:
 
 
 def test_plan_rebalance_is_an_early_checkpoint_without_drain() -> None:
-    plan = plan_response(event(EventKind.REBALANCE), AwsNoticeContract())
+    plan = plan_response(event(InterruptionKind.REBALANCE), AwsNoticeContract())
     assert (plan.act, plan.stop_new_work, plan.checkpoint, plan.drain, plan.acknowledge) == (
         True,
         True,
@@ -108,24 +109,24 @@ def test_plan_rebalance_is_an_early_checkpoint_without_drain() -> None:
 
 
 def test_plan_rebalance_ignored_when_the_contract_says_so() -> None:
-    assert not plan_response(event(EventKind.REBALANCE), AwsNoticeContract(watch_rebalance=False)).act
+    assert not plan_response(event(InterruptionKind.REBALANCE), AwsNoticeContract(watch_rebalance=False)).act
 
 
-@pytest.mark.parametrize("kind", [EventKind.PREEMPT, EventKind.TERMINATE])
-def test_plan_terminal_is_final_checkpoint_drain_and_acknowledge(kind: EventKind) -> None:
+@pytest.mark.parametrize("kind", [InterruptionKind.PREEMPT, InterruptionKind.TERMINATE])
+def test_plan_terminal_is_final_checkpoint_drain_and_acknowledge(kind: InterruptionKind) -> None:
     plan = plan_response(event(kind), AzureNoticeContract())
     assert (plan.checkpoint, plan.drain, plan.acknowledge) == ("final", True, True)
 
 
 def test_plan_maintenance_is_early() -> None:
-    assert plan_response(event(EventKind.MAINTENANCE), GcpNoticeContract()).checkpoint == "early"
+    assert plan_response(event(InterruptionKind.MAINTENANCE), GcpNoticeContract()).checkpoint == "early"
 
 
 def test_event_store_deduplicates_by_source_and_id() -> None:
     store = EventStore()
     assert store.add(event())
     assert not store.add(event(cloud=T0 + 5))
-    assert store.add(InterruptionEvent("e1", EventKind.PREEMPT, "other/source", T0, {}))
+    assert store.add(InterruptionEvent("e1", InterruptionKind.PREEMPT, "other/source", T0, {}))
 
 
 def test_detection_latency_takes_the_tighter_bound() -> None:

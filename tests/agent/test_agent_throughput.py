@@ -21,7 +21,7 @@ from spotgpu.agent.client import AgentClient
 from spotgpu.agent.control import ControlServer
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.state import WorkloadState
-from spotgpu.agent.telemetry import Telemetry, gpu_model_of
+from spotgpu.agent.telemetry import AgentTelemetry, gpu_model_of
 
 REPO = Path(__file__).resolve().parents[2]
 MARKER = "<!-- tested: tests/agent/test_agent_throughput.py"
@@ -97,7 +97,7 @@ def test_the_agent_logs_the_step_time_with_its_own_gpu_model(fakes: Any, agents:
     fake = fakes("aws")
     fake.identity["instance-type"] = "g5.12xlarge"
     log = tmp_path / "events.jsonl"
-    agent = agents(fast_config("aws", fake.url), telemetry=Telemetry(str(log)))
+    agent = agents(fast_config("aws", fake.url), telemetry=AgentTelemetry(str(log)))
     wait_until(lambda: agent.identity.instance_type == "g5.12xlarge")
     client = AgentClient(agent.control.url, register=False)
     client.report_throughput(0.75, steps=200)
@@ -133,7 +133,7 @@ def test_the_documented_loop_reports_once_a_window_from_local_rank_0(
 ) -> None:
     fake = fakes("gcp")  # its machine type, g2-standard-8, carries one L4
     log = tmp_path / "events.jsonl"
-    agent = agents(fast_config("gcp", fake.url), telemetry=Telemetry(str(log)))
+    agent = agents(fast_config("gcp", fake.url), telemetry=AgentTelemetry(str(log)))
     wait_until(lambda: agent.identity.instance_type)
     script = tmp_path / "train.py"
     script.write_text(docs_example())

@@ -11,10 +11,10 @@ import pytest
 from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent import aws, azure
-from spotgpu.agent.events import EventKind
 from spotgpu.agent.http import MetadataHttp
 from spotgpu.agent.plan import contract_from_config, resolve_deadline
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.contract.interruptions import InterruptionKind
 
 UNREADABLE = ["garbage", "2026-12-02T18:00:00Z", 1764698400, {"at": 1}]
 
@@ -25,7 +25,7 @@ def test_azure_event_with_an_unreadable_not_before_is_kept(fakes: Any, not_befor
     eid = fake.raise_event("Preempt", not_before=not_before)
     monitor = azure.ScheduledEventsMonitor(azure.AzureImdsClient(MetadataHttp(fake.url, timeout=0.5)))
     [event] = monitor.check()
-    assert (event.event_id, event.kind, event.acknowledge_ids) == (eid, EventKind.PREEMPT, (eid,))
+    assert (event.event_id, event.kind, event.acknowledge_ids) == (eid, InterruptionKind.PREEMPT, (eid,))
     assert event.unparsed_time == repr(not_before)
     deadline = resolve_deadline(event, contract_from_config("azure", {}))
     assert deadline.basis == "unparseable"
@@ -36,7 +36,7 @@ def test_azure_event_with_an_unreadable_not_before_is_kept(fakes: Any, not_befor
 def test_azure_unreadable_not_before_drains_and_approves_at_once(fakes: Any, agents: Any, tmp_path: Path) -> None:
     fake = fakes("azure")
     log = tmp_path / "events.jsonl"
-    agent = agents(fast_config("azure", fake.url), telemetry=Telemetry(str(log)))
+    agent = agents(fast_config("azure", fake.url), telemetry=AgentTelemetry(str(log)))
     eid = fake.raise_event("Preempt", not_before="Tuesday-ish")
     wait_until(lambda: fake.acks[eid], timeout=10)  # no workload: drained and approved at once
     notice = agent.state.snapshot()["notice"]
@@ -50,7 +50,7 @@ def test_aws_instance_action_with_an_unreadable_time_is_a_preempt_now(fakes: Any
     fake.instance_action = {"action": "terminate", "time": "soon"}
     monitor = aws.SpotInterruptionMonitor(aws.ImdsV2Client(MetadataHttp(fake.url, timeout=0.5)))
     [event] = monitor.check()
-    assert event.kind is EventKind.PREEMPT and event.unparsed_time == "'soon'"
+    assert event.kind is InterruptionKind.PREEMPT and event.unparsed_time == "'soon'"
     assert event.cloud_deadline is None and event.published_at is None
     deadline = resolve_deadline(event, contract_from_config("aws", {}))
     assert (deadline.basis, deadline.at) == ("unparseable", pytest.approx(event.detected_at + 120))

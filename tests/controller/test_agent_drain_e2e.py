@@ -17,7 +17,7 @@ from spotgpu.agent.client import AgentClient
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.config import ControllerConfig
@@ -92,7 +92,7 @@ def test_the_vm_is_removed_only_after_the_agent_reports_a_later_commit(tmp_path:
                 drain_budget_seconds=10,
             ),
         ),
-        telemetry=Telemetry(None),
+        telemetry=AgentTelemetry(None),
     ).start()
     try:
         workload_client = AgentClient(agent.control.url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from spotgpu.agent.events import EventKind
+from spotgpu.agent.events import InterruptionEvent
 from spotgpu.contract.interruptions import LOSS_KINDS, NOTICE_KINDS, OBSERVED_KINDS, InterruptionKind
 from spotgpu.contract.sources import (
     AWS_GONE_KIND,
@@ -65,10 +65,11 @@ def test_the_queue_the_controller_assumes_is_the_queue_the_component_sets() -> N
 
 
 def test_one_vocabulary_of_interruption_kinds() -> None:
-    assert EventKind is InterruptionKind
-    assert {k for k in InterruptionKind if k.terminal} == {EventKind.PREEMPT, EventKind.TERMINATE, EventKind.DRAIN}
+    """The agent's events, the controller's adapters and the planner's loss set are the contract's one enum."""
+    assert InterruptionEvent.__dataclass_fields__["kind"].type in ("InterruptionKind", InterruptionKind)
+    assert {k for k in InterruptionKind if k.terminal} == {InterruptionKind.PREEMPT, InterruptionKind.TERMINATE,
+                                                           InterruptionKind.DRAIN}  # fmt: skip
     adapters = {*AWS_INTERRUPTIONS.values(), AWS_GONE_KIND, *GCP_INTERRUPTIONS.values(), InterruptionKind.EVICTED}
     assert adapters == OBSERVED_KINDS and LOSS_KINDS <= OBSERVED_KINDS
     assert not NOTICE_KINDS & LOSS_KINDS
-    # spotgpu/controller/plan.py still spells its LOSS_KINDS out (issue 24: to import the contract's).
-    assert controller_plan.LOSS_KINDS == LOSS_KINDS
+    assert controller_plan.LOSS_KINDS is LOSS_KINDS  # the planner imports the contract's set, no copy

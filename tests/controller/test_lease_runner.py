@@ -13,7 +13,7 @@ from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.lease import FENCE_FIELD, Lease
 from spotgpu.controller.runner import RECORD_KEY, Controller
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 
 
 def _config() -> ControllerConfig:
@@ -39,7 +39,7 @@ class _Unreachable:
 def _controller(store: MemoryJsonStore, holder: str) -> tuple[Controller, _Unreachable, io.StringIO]:
     out, cloud = io.StringIO(), _Unreachable()
     lease = Lease(store, ttl_seconds=60, max_clock_skew_seconds=5, holder=holder)
-    return Controller(_config(), {"pool-a": cloud}, store, Telemetry(json_lines=out), lease=lease), cloud, out
+    return Controller(_config(), {"pool-a": cloud}, store, ControllerTelemetry(json_lines=out), lease=lease), cloud, out
 
 
 def _events(out: io.StringIO) -> list[dict[str, object]]:

@@ -9,7 +9,7 @@ from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resu
 from spotgpu.controller.observe import FailureReason, GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
 from spotgpu.controller.plan import PoolPlan, reconcile
 from spotgpu.controller.state import PoolState
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 
 Factory = Callable[..., PoolPlan]
@@ -160,7 +160,7 @@ def test_commits_without_a_step_are_reported_once_as_unreported_progress(plan_fa
         blind = PoolObservation(blind.pool, now, blind.groups, commits={"spot-a-r0": now - 30})
         seen += [e for e in reconcile(plan, blind, state).events if e.kind == "progress_unreported"]
     assert len(seen) == 1 and seen[0].data["commits"] == 1 and "step=" in seen[0].data["why"]
-    telemetry = Telemetry()
+    telemetry = ControllerTelemetry()
     telemetry.emit(seen[0])
     assert telemetry.registry.get_sample_value("spotgpu_progress_unreported", {"pool": plan.name}) == 1
     assert state.work_done_hours == 0.0  # nothing to count it from

@@ -13,7 +13,7 @@ from spotgpu.contract.state_store import MemoryJsonStore, ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import load_group
 
@@ -110,7 +110,7 @@ def test_a_repeated_tick_changes_nothing(tmp_path: Path) -> None:
 
 def test_telemetry_json_lines_and_prometheus(tmp_path: Path) -> None:
     lines = io.StringIO()
-    telemetry = Telemetry(json_lines=lines)
+    telemetry = ControllerTelemetry(json_lines=lines)
     store = MemoryJsonStore()
     cloud = _Recording(_sim(store))
     controller = Controller(_config(f"file://{tmp_path}"), {"pool-a": cloud}, store, telemetry)
@@ -142,7 +142,7 @@ def test_no_capacity_anywhere_defers_through_the_scheduler_hook(tmp_path: Path) 
     config = _config(f"file://{tmp_path}")
     zeros = np.zeros(1000, dtype=np.int16)
     sim = _sim(store, {"spot-a": zeros, "spot-b": zeros, "spot-sku": zeros, "od": zeros}, 195)
-    telemetry = Telemetry()
+    telemetry = ControllerTelemetry()
     controller = Controller(config, {"pool-a": _Recording(sim)}, store, telemetry)
     for i in range(100):  # 100 min > 300 * 3 s of spot + 3600 s on on-demand
         controller.tick(i * 60.0)

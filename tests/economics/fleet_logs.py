@@ -27,10 +27,10 @@ from controller_factories import aws_controller_config, workload  # noqa: E402
 
 from spotgpu.agent.daemon import Agent  # noqa: E402
 from spotgpu.agent.fakes import FakeAwsImds  # noqa: E402
-from spotgpu.agent.telemetry import Telemetry as AgentTelemetry  # noqa: E402
+from spotgpu.agent.telemetry import AgentTelemetry  # noqa: E402
 from spotgpu.contract.state_store import MemoryJsonStore  # noqa: E402
 from spotgpu.controller.runner import Controller, build_plans  # noqa: E402
-from spotgpu.controller.telemetry import Telemetry as ControllerTelemetry  # noqa: E402
+from spotgpu.controller.telemetry import ControllerTelemetry  # noqa: E402
 from spotgpu.simulation.twin import TwinCloud, twin_job_for  # noqa: E402
 
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from fleet_logs import agent_log, controller_log
 
-from spotgpu.controller.plan import LOSS_KINDS
 from spotgpu.economics.fit import FitAccumulator, poisson_interval
-from spotgpu.economics.telemetry import CONTROLLER_LOSS_TYPES
 from spotgpu.economics.telemetry_files import read_files, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,8 +120,21 @@ def test_cloud_exports_give_the_same_fit_as_the_raw_logs(agent_events: Path, con
     _same_fit([agent_events], [_log_analytics(agent_events, tmp_path / "a.rest.json", rest=True)])
 
 
-def test_controller_loss_kinds_are_the_controllers() -> None:
-    assert CONTROLLER_LOSS_TYPES == LOSS_KINDS
+def test_the_reader_speaks_the_contracts_one_vocabulary_of_interruption_kinds() -> None:
+    """Defect (issue 24): the reader kept its own copies of the loss and notice kinds, held equal by a test; it
+    reads the contract's now: each observed kind counts as a loss exactly when the contract says so, and a
+    notice record may carry only a notice kind."""
+    from pydantic import ValidationError
+
+    from spotgpu.contract.interruptions import LOSS_KINDS, OBSERVED_KINDS
+    from spotgpu.economics.telemetry import TelemetryRecord, from_controller_event
+
+    for kind in OBSERVED_KINDS:
+        doc = from_controller_event({"kind": "interruption", "pool": "p", "at": 1.0, "vm": "i-1", "type": kind.value})
+        assert (doc is not None) == (kind in LOSS_KINDS), kind
+    TelemetryRecord.model_validate({"ts": 1, "event": "notice", "pool": "p", "noticeKind": "instance-action"})
+    with pytest.raises(ValidationError, match="'evicted' is not a notice kind; use one of drain, instance-action"):
+        TelemetryRecord.model_validate({"ts": 1, "event": "notice", "pool": "p", "noticeKind": "evicted"})
 
 
 def test_poisson_interval_matches_known_values() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agent"))
 from agent_testkit import fast_config, wait_until
@@ -126,7 +126,7 @@ class Cluster:
         nodes = []
         for provider in providers:
             fake = FAKES[provider](timeout_delay=1.0).start()
-            agent = Agent(fast_config(provider, fake.url, **config), telemetry=Telemetry(None)).start()
+            agent = Agent(fast_config(provider, fake.url, **config), telemetry=AgentTelemetry(None)).start()
             nodes.append(Node(provider, fake, agent))
         self.nodes.extend(nodes)
         return nodes

@@ -14,13 +14,13 @@ from gang_testkit import fast_config, wait_until
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[Agent]:
     fake = FakeAwsImds(timeout_delay=1.0).start()
-    running = Agent(fast_config("aws", fake.url), telemetry=Telemetry(str(tmp_path / "events.jsonl"))).start()
+    running = Agent(fast_config("aws", fake.url), telemetry=AgentTelemetry(str(tmp_path / "events.jsonl"))).start()
     yield running
     running.stop()
     fake.stop()

@@ -18,7 +18,7 @@ from typing import Any
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeGcpMetadata
-from spotgpu.agent.telemetry import Telemetry
+from spotgpu.agent.telemetry import AgentTelemetry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def nodes(count: int) -> Iterator[list[Node]]:
                 telemetry_port=0,
                 runtime=runtime,
             )
-            started.append(Node(fake, Agent(config, telemetry=Telemetry(None)).start()))
+            started.append(Node(fake, Agent(config, telemetry=AgentTelemetry(None)).start()))
         yield started
     finally:
         for node in started:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from spotgpu.agent.config import AgentConfig, AgentRuntime
-from spotgpu.agent.telemetry import Telemetry as AgentTelemetry
-from spotgpu.controller.telemetry import Telemetry as ControllerTelemetry
+from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 from spotgpu.observability import alerts_text, dashboard, dashboard_expressions
 from spotgpu.observability.scrape import AGENT_HOST, AGENT_PORT, CLOUDS, agent_files

@@ -37,7 +37,7 @@ from spotgpu.agent.fakes import FakeAzureImds
 from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.runner import Controller, build_plans
-from spotgpu.controller.telemetry import Telemetry
+from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.observability import AGENT_JOB, CONTROLLER_JOB, alerts_text, dashboard_expressions
 from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import load_group
@@ -173,7 +173,7 @@ def test_prometheus_scrapes_agent_and_controller_and_every_panel_has_data(
         sim = TwinCloud(plan, twin_job_for(plan.workload, plan.checkpoint_interval_seconds),
                         {"spot-a": traces[0].data * 2, "spot-b": traces[1].data * 2, "spot-sku": traces[2].data * 2},
                         traces[0].gap_seconds, 0.0, drain_store=store)  # fmt: skip
-        telemetry = Telemetry()
+        telemetry = ControllerTelemetry()
         controller = Controller(cfg, {"pool-a": TwinAdapter(sim)}, store, telemetry)
         controller_port = free_port()
         server, thread = start_http_server(controller_port, addr="127.0.0.1", registry=telemetry.registry)
