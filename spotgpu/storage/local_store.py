@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from spotgpu.storage.errors import ObjectExistsError, ObjectMissingError, VersionMismatchError
+from spotgpu.storage.objects import ObjectInfo, Version
 from spotgpu.storage.payload import Payload, iter_chunks
-from spotgpu.storage.store import ObjectInfo, Version
 
 #: Write size for one os.write call: large enough to stream at disk speed, small
 #: enough that a single call never copies a huge slice.

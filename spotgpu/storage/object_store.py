@@ -20,8 +20,8 @@ from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionEr
 from obstore.store import from_url
 
 from spotgpu.storage.errors import ObjectExistsError, ObjectMissingError, VersionMismatchError
+from spotgpu.storage.objects import ObjectInfo, Version
 from spotgpu.storage.payload import Payload, iter_chunks, join
-from spotgpu.storage.store import ObjectInfo, Version
 from spotgpu.storage.urls import StoreUrl, parse_store_url
 
 #: Multipart part size: 5 MiB is S3's minimum; 16 MiB cuts request count 3x.

@@ -17,47 +17,14 @@ over obstore. Two kinds of writers share it:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from spotgpu.storage.objects import ObjectInfo, Version
 from spotgpu.storage.payload import Payload
 from spotgpu.storage.urls import SCHEME_CLOUDS, bad_url, parse_store_url
 
 CLOUD_SCHEMES = tuple(SCHEME_CLOUDS)
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """What ``head``/``list`` report about one object (path is relative to the store root)."""
-
-    path: str
-    size: int
-    last_modified: dt.datetime
-
-
-@dataclass(frozen=True)
-class Version:
-    """Which write of an object a reader saw: what :meth:`Store.put_if` checks.
-
-    Backends differ in which token a conditional update checks, so both are kept
-    (obstore's ``UpdateVersion``): S3 and Azure check ``e_tag``, GCS checks the
-    generation, which obstore reports as ``version``. The local store puts a digest of
-    the content in ``e_tag``.
-    """
-
-    e_tag: str | None = None
-    version: str | None = None
-
-    def as_dict(self) -> dict[str, str]:
-        """The tokens that are set (obstore's ``UpdateVersion`` shape)."""
-        return {k: v for k, v in (("e_tag", self.e_tag), ("version", self.version)) if v}
-
-    @classmethod
-    def of(cls, meta: Any) -> Version:
-        """From obstore's object metadata or put result (any mapping with ``e_tag``/``version``)."""
-        return cls(*(str(meta[k]) if meta.get(k) else None for k in ("e_tag", "version")))
 
 
 @runtime_checkable
