@@ -572,7 +572,10 @@ def plan_group(plan: PoolPlan, name: str) -> GroupSpec:
 def _allowed(plan: PoolPlan, group: GroupSpec, step: LadderStep, state: PoolState, now: float) -> bool:
     if group.role is not step.kind:
         return False  # each rung asks only its own groups; earlier rungs keep what they got
-    if not step.allows(plan.price(group), plan.work_rate(group)):
+    per_node = step.cost_ceiling_per_hour  # the usual unit: no work rate needed
+    if per_node is not None and plan.price(group) > per_node:
+        return False
+    if per_node is None and not step.allows(plan.price(group), plan.work_rate(group)):
         return False
     backoff = state.backoff.get(group.name)
     return not (backoff and backoff.blocked(now))

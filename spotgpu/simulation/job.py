@@ -85,9 +85,13 @@ class AgentChannel:
 
     def read(self, live: Iterable[str], now: float) -> dict[str, Report]:
         """The reports the controller reads at ``now`` (those of VMs that left since the last read, then live ones)."""
-        reports = self.reports
-        seen = {**self.departed, **{vm: reports[vm] for vm in live if vm in reports}}
-        self.departed = {}
+        reports, departed = self.reports, self.departed
+        if not reports and not departed:
+            return {}
+        seen = {vm: reports[vm] for vm in live if vm in reports}
+        if departed:
+            seen = {**departed, **seen}
+            self.departed = {}
         return {vm: r for vm, r in seen.items() if r[0] <= now + _EPS}
 
     def requested_at(self, vm_id: str) -> float | None:
