@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spotgpu import tags
 from spotgpu.config import ConfigError
 from spotgpu.economics.interval import IntervalDecision, choose_interval
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
@@ -41,7 +42,7 @@ class PoolArgs:
     @property
     def base_tags(self) -> dict[str, str]:
         """Tags every child carries (the link tags come from :mod:`spotgpu.tags`)."""
-        return {"spotgpu-environment": self.environment, "spotgpu-owner": self.owner, "managed-by": "spotgpu"}
+        return {tags.ENVIRONMENT: self.environment, tags.OWNER: self.owner, "managed-by": "spotgpu"}
 
     @classmethod
     def for_pool(cls, config: StackConfig, spec: PoolSpec) -> PoolArgs:

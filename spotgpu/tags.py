@@ -42,7 +42,12 @@ WAIVER = "spotgpu-waiver"
 #: Why no controller job in the stack grows this pool's fallback group (``controller: {enabled: false, waiver}``).
 CONTROLLER_WAIVER = "spotgpu-controller-waiver"
 
+#: The roles (``ROLE``'s values); a spot pool and a drill are named by the parts that look them up.
 ROLES = ("spot-pool", "fallback", "checkpoint-store", "events", "drill", "controller")
+SPOT_POOL_ROLE, DRILL_ROLE = "spot-pool", "drill"
+#: Tags every resource of a stack carries besides the links (who owns it, which environment).
+ENVIRONMENT = "spotgpu-environment"
+OWNER = "spotgpu-owner"
 
 #: Marker every bootstrap script contains; the policy pack looks for it.
 AGENT_MARKER = "spotgpu-agent.service"

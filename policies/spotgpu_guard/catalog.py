@@ -8,6 +8,7 @@ from functools import cached_property
 from spotgpu.storage.urls import parse_store_url as parse
 from spotgpu_guard import aws, aws_s3, azure, gcp
 from spotgpu_guard.inventory import Inventory
+from spotgpu_guard.links import POOL
 from spotgpu_guard.model import Group, SpotPool, Store
 
 _COMPUTE = (aws, gcp, azure)
@@ -47,5 +48,5 @@ class Catalog:
 
     def pool_key(self, pool: SpotPool) -> str:
         """Pools group by their ``spotgpu-pool`` link; an untagged resource is its own pool."""
-        value = pool.links.get("spotgpu-pool")
+        value = pool.links.get(POOL)
         return value if isinstance(value, str) else pool.res.urn

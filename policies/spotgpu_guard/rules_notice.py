@@ -19,9 +19,9 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import AGENT_MARKER, decode_workload
+from spotgpu.tags import AGENT_MARKER
 from spotgpu_guard.catalog import Catalog
-from spotgpu_guard.links import CHECKPOINT_INTERVAL, NOTICE, WORKLOAD, describe_missing
+from spotgpu_guard.links import CHECKPOINT_INTERVAL, NOTICE, POOL, WORKLOAD, describe_missing, read_workload
 from spotgpu_guard.model import Contract, SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
 from spotgpu_guard.values import UNKNOWN, as_number
@@ -51,7 +51,7 @@ def _bootstrap_problem(pool: SpotPool) -> str | None:
 
 def _waived(pool: SpotPool, config: Mapping[str, Any]) -> bool:
     waivers = config.get("zeroNoticeWaivers") or {}
-    keys = {pool.res.name, pool.links.get("spotgpu-pool")}
+    keys = {pool.res.name, pool.links.get(POOL)}
     return any(isinstance(k, str) and isinstance(waivers.get(k), str) and len(waivers[k].strip()) >= 10 for k in keys)
 
 
@@ -88,10 +88,10 @@ def _lost_work_problem(pool: SpotPool, interval: float) -> str | None:
     if raw is None or raw is UNKNOWN:
         return (f"{describe_missing(WORKLOAD, pool.links)}, so the lost-work bound cannot be checked; fix: set "
                 f"{WORKLOAD}=spotgpu.tags.encode_workload(profile) (at least w=<write seconds>;b=<bound seconds>)")
-    try:
-        figures = decode_workload(str(raw))
-    except ValueError as err:
-        return f"{WORKLOAD} is malformed ({err}); fix: write it with spotgpu.tags.encode_workload"
+    decoded = read_workload(pool.links)
+    figures = decoded.value
+    if figures is None:
+        return f"{WORKLOAD} is malformed ({decoded.error}); fix: write it with spotgpu.tags.encode_workload"
     write = figures.get("checkpoint_write_seconds")
     if write is None:
         return f"{WORKLOAD} {raw!r} has no w=<checkpoint write seconds>; fix: encode the measured write time"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
-from spotgpu.tags import POOL
+from spotgpu.tags import DRILL_ROLE, POOL, ROLE
 
 #: FIS experiment states that never change again.
 TERMINAL = frozenset({"completed", "stopped", "failed", "cancelled"})
@@ -109,7 +109,7 @@ def start_experiment(fis: Any, template_id: str, pool: str) -> str:
     response = fis.start_experiment(
         clientToken=str(uuid.uuid4()),
         experimentTemplateId=template_id,
-        tags={POOL: pool, "spotgpu-role": "drill"},
+        tags={POOL: pool, ROLE: DRILL_ROLE},
     )
     return str(response["experiment"]["id"])
 

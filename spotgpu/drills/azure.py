@@ -28,12 +28,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from spotgpu import tags
 from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
+from spotgpu.tags import SPOT_POOL_ROLE
 
 __all__ = ["Drill", "DrillError", "DrillFailed", "run"]
 
-POOL_TAG = "spotgpu-pool"
-ROLE_TAG = "spotgpu-role"
+POOL_TAG, ROLE_TAG = tags.POOL, tags.ROLE
 RUNNING = "running"
 
 
@@ -64,7 +65,7 @@ def pool_scale_sets(client: Any, resource_group: str, pool: str) -> dict[str, st
     found = {}
     for vmss in client.virtual_machine_scale_sets.list(resource_group):
         tags = _tags(vmss)
-        if tags.get(POOL_TAG) == pool and tags.get(ROLE_TAG) == "spot-pool":
+        if tags.get(POOL_TAG) == pool and tags.get(ROLE_TAG) == SPOT_POOL_ROLE:
             found[_lower(vmss.id)] = vmss.name
     return found
 
