@@ -10,6 +10,7 @@ from typing import Any
 from spotgpu.cliutil import add_deprecated_alias, add_json_flag, camel_keys
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import estimate_from_traces
+from spotgpu.economics.fit import nest
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
@@ -21,8 +22,9 @@ from spotgpu.traces import load_group
 
 def cmd_cost_stack(args: argparse.Namespace) -> int:
     """``cost --stack S --pool P``: the pool's own prices, notice and ladder, by the preview's code path."""
-    if args.profile or args.ladder or args.telemetry or args.trace_group:
-        raise CliError("--stack prices a pool of the stack; leave out --profile, --ladder, --telemetry and --trace-group")
+    if args.profile or args.ladder or args.telemetry or args.trace_group or args.sku:
+        raise CliError("--stack prices a pool of the stack; leave out --profile, --ladder, --telemetry, --sku and "
+                       "--trace-group (a stack takes measured figures from its workload's measuredProfile)")
     if not args.pool:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
     report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
@@ -45,22 +47,29 @@ def cmd_cost(args: argparse.Namespace) -> int:
         hazard = estimate_from_traces(load_group(args.trace_group), nodes=1).run_survival
     samples = None
     measured: dict[str, Any] = {}
+    updates: dict[str, float] = {}
+    why: dict[str, str] = {}
+    if args.sku and not args.telemetry:
+        raise CliError("--sku picks a spot price from the telemetry; add --telemetry PRICES.json (a price export)")
     if args.telemetry:
-        fitted = fit_files(args.telemetry, args.pool, args.format)
+        fitted = fit_files(args.telemetry, args.pool, args.format, args.sku)
         profile = measured_profile(profile, fitted.fit)
         samples = fitted.fit.reacquisition_seconds or None
         updates, why = fitted.fit.profile_updates()
-        measured = {"telemetry": {"files": list(args.telemetry), "measured": updates, "notMeasured": why}}
+        measured = {"telemetry": {"files": list(args.telemetry), "measured": nest(updates), "notMeasured": nest(why),
+                                  "notes": fitted.stats.notes}}  # fmt: skip
     decision = choose_interval(profile, notice, hazard=hazard)
     bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
                           reacquisition_samples=samples)  # fmt: skip
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
            "reasons": list(decision.reasons)}, **bill.to_dict(), **measured}  # fmt: skip
     if measured and not args.json:
-        fields = ", ".join(f"{k} {v:g}" for k, v in measured["telemetry"]["measured"].items()) or "none"
+        fields = ", ".join(f"{k} {v:g}" for k, v in updates.items()) or "none"
         print(f"measured from telemetry: {fields}")
-        for k, v in measured["telemetry"]["notMeasured"].items():
+        for k, v in why.items():
             print(f"  kept {k} from the profile: {v}")
+        for note in measured["telemetry"]["notes"]:
+            print(f"  - {note}")
     if args.json:
         print(json.dumps(camel_keys(doc, legacy=True), indent=2, sort_keys=True, allow_nan=False))
         return 0

@@ -11,7 +11,10 @@ with the number of lines, and returns a :class:`ProfileFit`:
   capacity: quota needs a ticket, not the ladder), notice lead times, checkpoint write/load
   p90 and size, boot-to-ready;
 * each GPU model's median step time and its speed against the reference model
-  (:class:`GpuSpeeds`, what ``gpu.relativeThroughput`` states by hand).
+  (:class:`GpuSpeeds`, what ``gpu.relativeThroughput`` states by hand);
+* each SKU's spot price (:class:`SkuPrices`): median, min and max over the observations, the
+  zones they came from. A price is per SKU, not per pool, so the profile takes one only when the
+  caller names the SKU (``--sku``): a fleet of two types has no one spot price to guess.
 
 An interruption is counted once per VM (the agent's preempt notice and the controller's
 interruption event of the same VM are one loss). The rate counts only VMs whose lifetime
@@ -23,14 +26,16 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from statistics import NormalDist
 from typing import Any
 
 from spotgpu.contract.interruptions import LOSS_NOTICES
-from spotgpu.economics.telemetry import TelemetryRecord
+from spotgpu.economics.telemetry import TelemetryRecord, list_price
 from spotgpu.models import WorkloadProfile
 
 #: Two-sided confidence of the interruption-rate interval.
@@ -161,6 +166,9 @@ class FitAccumulator:
     step_pools: set[str] = field(default_factory=set)
     pools: set[str] = field(default_factory=set)
     providers: set[str] = field(default_factory=set)
+    #: SKU -> its spot price observations; and the pools v1 price records named
+    prices: dict[str, _PriceSamples] = field(default_factory=dict)
+    price_pools: set[str] = field(default_factory=set)
 
     def add_all(self, records: Iterable[TelemetryRecord]) -> FitAccumulator:
         for r in records:
@@ -168,21 +176,25 @@ class FitAccumulator:
         return self
 
     def add(self, r: TelemetryRecord) -> None:
-        if self.pool is not None and r.pool != self.pool:
+        if r.event == "spot_price":  # a market's fact: it moves neither the end of the logs nor the provider
+            self._price(r)
             return
-        self.pools.add(r.pool)
+        pool = r.pool
+        if pool is None or (self.pool is not None and pool != self.pool):
+            return  # validation lets only a spot_price leave out its pool
+        self.pools.add(pool)
         if r.provider:
             self.providers.add(r.provider)
         self.last_ts = max(self.last_ts, r.ts)
         ev = r.event
-        node = self._node(r) if r.node else None
+        node = self._node(r, pool) if r.node else None
         if ev == "node_started" and node is not None:
             node.start = r.ts if node.start is None else min(node.start, r.ts)
             node.capacity = r.capacity or node.capacity
         elif ev == "node_stopped" and node is not None:
             node.end = r.ts if node.end is None else min(node.end, r.ts)
         elif ev == "interrupted":
-            self._loss(r, node)
+            self._loss(r, pool, node)
         elif ev == "notice":
             if r.seconds is not None:
                 self.notice_lead[r.notice_kind or "unknown"].append(r.seconds)
@@ -190,9 +202,9 @@ class FitAccumulator:
                 node.noticed_at = r.ts  # lead measured against the loss below
         elif ev == "replacement_ready":
             if r.seconds is not None:
-                self._measured_ready[r.pool].append((r.ts, r.seconds))  # the controller's, from the loss it saw
+                self._measured_ready[pool].append((r.ts, r.seconds))  # the controller's, from the loss it saw
             else:
-                self._ready_by_pool[r.pool].append(r.ts)
+                self._ready_by_pool[pool].append(r.ts)
         elif ev == "launch_failed":
             self.launch_failures[r.reason or "other"] += 1
             self.launch_failures_by_zone[f"{r.reason or 'other'}@{r.zone or '?'}"] += 1
@@ -206,32 +218,45 @@ class FitAccumulator:
             self.boot.append(r.seconds)
         elif ev == "throughput" and r.seconds is not None:
             self.step_times[r.gpu_model].append((r.seconds, r.steps or 1))
-            self.step_nodes[r.gpu_model].add(f"{r.pool}/{r.node or '?'}")
-            self.step_pools.add(r.pool)
+            self.step_nodes[r.gpu_model].add(f"{pool}/{r.node or '?'}")
+            self.step_pools.add(pool)
 
-    def _node(self, r: TelemetryRecord) -> _Node:
-        key = (r.pool, str(r.node))
+    def _price(self, r: TelemetryRecord) -> None:
+        if r.pool is not None and self.pool is not None and r.pool != self.pool:
+            return  # a price one emitter saw for another pool; a price without a pool holds for any
+        if r.pool is not None:
+            self.price_pools.add(r.pool)
+        if r.sku is None or r.usd_per_hour is None:  # validation requires both
+            return
+        samples = self.prices.get(r.sku)
+        if samples is None:
+            samples = self.prices[r.sku] = _PriceSamples()
+        samples.add(r.usd_per_hour, r)
+
+    def _node(self, r: TelemetryRecord, pool: str) -> _Node:
+        key = (pool, str(r.node))
         node = self.nodes.get(key)
         if node is None:
-            node = self.nodes[key] = _Node(r.pool)
+            node = self.nodes[key] = _Node(pool)
         node.zone = r.zone or node.zone
         node.sku = r.sku or node.sku
         return node
 
-    def _loss(self, r: TelemetryRecord, node: _Node | None) -> None:
+    def _loss(self, r: TelemetryRecord, pool: str, node: _Node | None) -> None:
         if node is None:
-            self.unattributed_losses[r.pool] += 1
-            self._losses_by_pool[r.pool].append(r.ts)
+            self.unattributed_losses[pool] += 1
+            self._losses_by_pool[pool].append(r.ts)
             return
         if node.lost_at is not None:  # the same VM seen by the agent and the controller: one loss
             node.lost_at = min(node.lost_at, r.ts)
             return
         node.lost_at = r.ts
-        self._losses_by_pool[r.pool].append(r.ts)
+        self._losses_by_pool[pool].append(r.ts)
         if node.noticed_at is not None:
             self.notice_lead["derived"].append(max(0.0, r.ts - node.noticed_at))
 
-    def result(self, now: float | None = None) -> ProfileFit:
+    def result(self, now: float | None = None, price_sku: str | None = None) -> ProfileFit:
+        """The fit; ``price_sku`` names the SKU whose median spot price becomes ``prices.spotPerHour``."""
         end_of_logs = now if now is not None else self.last_ts
         cells: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         lost_without_lifetime: Counter[str] = Counter(self.unattributed_losses)
@@ -269,7 +294,84 @@ class FitAccumulator:
             step_times={m: list(v) for m, v in self.step_times.items()},
             step_nodes={m: len(v) for m, v in self.step_nodes.items()},
             step_pools=sorted(self.step_pools),
+            spot_prices={sku: v.freeze(sku) for sku, v in sorted(self.prices.items())},
+            price_sku=price_sku,
         )
+
+
+@dataclass
+class _PriceSamples:
+    """One SKU's spot price observations while the records stream by (a few per zone and day)."""
+
+    prices: list[float] = field(default_factory=list)
+    zones: set[str] = field(default_factory=set)
+    providers: set[str] = field(default_factory=set)
+    first: float = math.inf
+    last: float = -math.inf
+
+    def add(self, usd_per_hour: float, r: TelemetryRecord) -> None:
+        self.prices.append(usd_per_hour)
+        self.zones.add(r.zone or "?")
+        if r.provider:
+            self.providers.add(r.provider)
+        self.first, self.last = min(self.first, r.ts), max(self.last, r.ts)
+
+    def freeze(self, sku: str) -> SkuPrices:
+        return SkuPrices(sku, tuple(sorted(self.prices)), tuple(sorted(self.zones)), tuple(sorted(self.providers)),
+                         self.first, self.last)  # fmt: skip
+
+
+_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
+
+
+def region_of(zone: str) -> str:
+    """The region of an AWS or GCP zone (``us-east-1a`` -> ``us-east-1``); an Azure price's zone is its region."""
+    m = _AWS_ZONE.match(zone) or _GCP_ZONE.match(zone)
+    return m.group(1) if m else zone
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class SkuPrices:
+    """One SKU's spot price over the telemetry's window: each observation (an AWS price change, an Azure
+    quote, a v1 record) counts once, since exports say when a price began, not how long it held."""
+
+    sku: str
+    prices: tuple[float, ...]  # sorted
+    zones: tuple[str, ...]
+    providers: tuple[str, ...]
+    first: float
+    last: float
+
+    @property
+    def median(self) -> float:
+        return percentile(list(self.prices), 0.5)
+
+    def notes(self) -> list[str]:
+        out = []
+        if len(self.prices) < FEW_SAMPLES:
+            azure = " (an Azure page quotes each region once)" if "azure" in self.providers else ""
+            out.append(f"few samples ({len(self.prices)}): the median is one of them, not a market's middle{azure}")
+        regions = sorted({region_of(z) for z in self.zones})
+        if len(regions) > 1:
+            out.append(f"prices from {len(regions)} regions ({', '.join(regions)}): the median mixes them; export "
+                       "the pool's region only")  # fmt: skip
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        quote = list_price(self.sku)
+        out: dict[str, Any] = {
+            "sku": self.sku, "providers": list(self.providers), "samples": len(self.prices),
+            "medianUsdPerHour": round(self.median, 6), "minUsdPerHour": self.prices[0],
+            "maxUsdPerHour": self.prices[-1], "zones": list(self.zones), "window": [_iso(self.first), _iso(self.last)],
+            "onDemandListUsdPerHour": quote.usd_per_hour if quote else None,
+        }  # fmt: skip
+        notes = self.notes()
+        return {**out, "note": "; ".join(notes)} if notes else out
 
 
 #: A measured reacquisition answers a loss seen up to this long before its latency began (a tick or two).
@@ -323,6 +425,23 @@ class ProfileFit:
     step_times: dict[str | None, list[tuple[float, int]]] = field(default_factory=dict)
     step_nodes: dict[str | None, int] = field(default_factory=dict)
     step_pools: list[str] = field(default_factory=list)
+    spot_prices: dict[str, SkuPrices] = field(default_factory=dict)
+    price_sku: str | None = None
+
+    def spot_price(self) -> tuple[float | None, str]:
+        """The ``prices.spotPerHour`` the telemetry gives (the median of ``price_sku``), and how, or None and why not."""
+        priced = ", ".join(self.spot_prices)
+        if not self.spot_prices:
+            return None, ("too little data: no spot price in the telemetry (pass an AWS describe-spot-price-history "
+                          "or Azure retail prices export, or v1 spot_price records)")  # fmt: skip
+        if self.price_sku is None:
+            return None, (f"listed, not applied: pass --sku NAME (priced: {priced}) to make that SKU's median spot "
+                          "price the profile's")  # fmt: skip
+        cell = self.spot_prices.get(self.price_sku)
+        if cell is None:
+            return None, f"no spot price of --sku {self.price_sku} in the telemetry (priced: {priced})"
+        return round(cell.median, 6), (f"the median of {self.price_sku}'s {len(cell.prices)} price(s) in "
+                                       f"{len(cell.zones)} zone(s), {_iso(cell.first)} to {_iso(cell.last)}")  # fmt: skip
 
     def gpu_speeds(self, base: WorkloadProfile | None = None) -> GpuSpeeds:
         """Each GPU model's speed against the base profile's reference model (else the most sampled one)."""
@@ -370,6 +489,11 @@ class ProfileFit:
             out["checkpointBytes"] = max(self.checkpoint_bytes)
         else:
             why["checkpointBytes"] = "too little data: no committed checkpoint carried its size"
+        price, how = self.spot_price()
+        if price is None:
+            why["prices.spotPerHour"] = how
+        else:
+            out["prices.spotPerHour"] = price
         return out, why
 
     def to_dict(self, base: WorkloadProfile | None = None) -> dict[str, Any]:
@@ -390,9 +514,29 @@ class ProfileFit:
             "checkpointBytes": summary([float(b) for b in self.checkpoint_bytes]),
             "bootToReadySeconds": summary(self.boot_to_ready_seconds),
             "gpuSpeeds": self.gpu_speeds(base).to_dict(),
-            "measuredProfile": updates,
-            "notMeasured": why,
+            "spotPrices": self.spot_prices_dict(),
+            "measuredProfile": nest(updates),
+            "notMeasured": nest(why),
         }
+
+
+    def spot_prices_dict(self) -> dict[str, Any]:
+        """Each SKU's prices, and which (if any) became ``prices.spotPerHour``."""
+        price, how = self.spot_price()
+        applied = None if price is None else {"sku": self.price_sku, "usdPerHour": price, "basis": how}
+        out: dict[str, Any] = {"skus": [c.to_dict() for c in self.spot_prices.values()], "applied": applied}
+        return out if applied else {**out, "note": how}
+
+
+def nest(fields: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Profile fields by name laid into a document (``into``, else a new one): a dotted name such as
+    ``prices.spotPerHour`` is a key of a block, so JSON keys stay camelCase and a profile takes the result."""
+    out = dict(into or {})
+    for name, value in fields.items():
+        head, _, rest = name.partition(".")
+        block = out.get(head)
+        out[head] = nest({rest: value}, block if isinstance(block, dict) else None) if rest else value
+    return out
 
 
 def weighted_median(samples: list[tuple[float, int]]) -> float:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from spotgpu.config import format_error
 from spotgpu.economics.cost import effective_cost
-from spotgpu.economics.fit import FitAccumulator, ProfileFit
+from spotgpu.economics.fit import FitAccumulator, ProfileFit, nest
 from spotgpu.economics.interval import AnyNotice, choose_interval
 from spotgpu.economics.telemetry import ReadStats
 from spotgpu.economics.telemetry_files import read_files
@@ -28,17 +28,30 @@ class Fitted:
     stats: ReadStats
 
 
-def fit_files(paths: Sequence[str], pool: str | None = None, fmt: str = "auto") -> Fitted:
+def fit_files(paths: Sequence[str], pool: str | None = None, fmt: str = "auto", sku: str | None = None) -> Fitted:
+    """The fit of every file; ``sku`` names the SKU whose median spot price the measured profile takes."""
     stats = ReadStats()
     acc = FitAccumulator(pool=pool).add_all(read_files(paths, fmt, stats))
-    if pool is not None and pool not in acc.pools:
+    if pool is not None and pool not in acc.pools | acc.price_pools:
         raise ValueError(f"--pool {pool!r}: no record of that pool in the telemetry; pools seen: "
                          f"{', '.join(sorted(_pools_in(paths, fmt))) or 'none'}")  # fmt: skip
-    return Fitted(acc.result(), stats)
+    if sku is not None and sku not in acc.prices:
+        priced = ", ".join(sorted(acc.prices)) or "none"
+        raise ValueError(f"--sku {sku!r}: no spot price of that SKU in the telemetry (priced: {priced}); fix: name a "
+                         "priced SKU, or add its price export (aws ec2 describe-spot-price-history, Azure retail "
+                         "prices) to --telemetry")  # fmt: skip
+    return Fitted(acc.result(price_sku=sku), stats)
 
 
 def _pools_in(paths: Sequence[str], fmt: str) -> set[str]:
-    return {r.pool for r in read_files(paths, fmt)}
+    return {r.pool for r in read_files(paths, fmt) if r.pool is not None}
+
+
+def _get(doc: dict[str, Any], name: str) -> Any:
+    """The base's value of a measured field, a dotted name reaching into its block (None: not set)."""
+    head, _, rest = name.partition(".")
+    value = doc.get(head)
+    return _get(value, rest) if rest and isinstance(value, dict) else (None if rest else value)
 
 
 def measured_profile(base: WorkloadProfile, fit: ProfileFit) -> WorkloadProfile:
@@ -47,7 +60,7 @@ def measured_profile(base: WorkloadProfile, fit: ProfileFit) -> WorkloadProfile:
     The measured GPU speeds merge into ``gpu.relativeThroughput`` (measured wins per model, the
     reference stays 1.0) only when the base names the reference model (:class:`GpuSpeeds`)."""
     updates, _ = fit.profile_updates()
-    doc = {**base.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"}), **updates}
+    doc = nest(updates, base.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"}))
     speeds = fit.gpu_speeds(base)
     if speeds.applies and speeds.speeds and base.gpu is not None:
         doc["gpu"] = {**doc["gpu"], "relativeThroughput": speeds.table_over(base.gpu.relative_throughput)}
@@ -79,7 +92,7 @@ def field_diff(base: WorkloadProfile, fit: ProfileFit) -> list[dict[str, Any]]:
     doc = base.model_dump(by_alias=True)
     rows = []
     for name in sorted({*updates, *why}):
-        old = doc.get(name)
+        old = _get(doc, name)
         new = updates.get(name)
         rows.append({"field": name, "base": old, "measured": new, "change": _change(old, new),
                      **({"note": why[name]} if name in why else {})})  # fmt: skip

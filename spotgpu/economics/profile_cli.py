@@ -18,11 +18,11 @@ from spotgpu.models.ladder import default_ladder
 
 def cmd_fit(args: argparse.Namespace) -> int:
     base: WorkloadProfile | None = load_model(args.profile, WorkloadProfile, "profile") if args.profile else None
-    fitted = fit_files(args.telemetry, args.pool, args.format)
+    fitted = fit_files(args.telemetry, args.pool, args.format, args.sku)
     fit = fitted.fit
     doc: dict[str, Any] = {
         "read": {"lines": fitted.stats.lines, "records": fitted.stats.records,
-                 "skipped": dict(sorted(fitted.stats.skipped.items()))},
+                 "skipped": dict(sorted(fitted.stats.skipped.items())), "notes": fitted.stats.notes},
         **fit.to_dict(base),
     }
     if base is not None:
@@ -65,7 +65,7 @@ def render_fit(doc: dict[str, Any]) -> list[str]:
     read = doc["read"]
     skipped = ", ".join(f"{n} {k}" for k, n in read["skipped"].items()) or "none"
     out = [f"read {read['lines']} lines: {read['records']} records; skipped (not used by the fit): {skipped}",
-           "interruptions per spot node-hour:"]  # fmt: skip
+           *(f"  - {note}" for note in read["notes"]), "interruptions per spot node-hour:"]  # fmt: skip
     for c in doc["interruptions"]:
         rate = "-" if c["perNodeHour"] is None else f"{c['perNodeHour']:.4g}/h"
         interval = "" if not c["interval"] else f"  [{c['interval'][0]:.4g}, {c['interval'][1]:.4g}] at {c['confidence']:.0%}"
@@ -83,6 +83,7 @@ def render_fit(doc: dict[str, Any]) -> list[str]:
     fails = doc["launchFailures"]["byReason"]
     out.append(f"launch failures by reason: {', '.join(f'{k} {v}' for k, v in sorted(fails.items())) or 'none'}")
     out.extend(render_speeds(doc["gpuSpeeds"]))
+    out.extend(render_prices(doc["spotPrices"]))
     if "diff" in doc:
         out.append("measured vs base profile:")
         for row in doc["diff"]:
@@ -115,6 +116,30 @@ def render_speeds(speeds: dict[str, Any]) -> list[str]:
     return out
 
 
+def render_prices(prices: dict[str, Any]) -> list[str]:
+    """Per SKU: the median, min and max spot price and what they rest on; then which became the profile's."""
+    if not prices["skus"]:
+        return [f"spot prices: {prices['note']}"]
+    out = ["spot prices (USD per VM-hour, Linux; each observation counts once):"]
+    for c in prices["skus"]:
+        listed = "" if c["onDemandListUsdPerHour"] is None else f", on-demand list {c['onDemandListUsdPerHour']:g}"
+        out.append(f"  {c['sku']:<26} median {c['medianUsdPerHour']:g}, min {c['minUsdPerHour']:g}, max "
+                   f"{c['maxUsdPerHour']:g}{listed} ({_count(c['samples'], 'sample')}, {_count(len(c['zones']), 'zone')}"
+                   f": {', '.join(c['zones'])}; {c['window'][0]} to {c['window'][1]})")  # fmt: skip
+        if "note" in c:
+            out.append(f"    - {c['note']}")
+    applied = prices["applied"]
+    if applied is None:
+        out.append(f"  - {prices['note']}")
+    else:
+        out.append(f"  prices.spotPerHour {applied['usdPerHour']:g}: {applied['basis']}")
+    return out
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _summary_line(name: str, s: dict[str, Any]) -> str:
     if not s["samples"]:
         return f"{name}: {s['note']}"
@@ -126,9 +151,13 @@ def add_telemetry_args(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--telemetry", nargs="+", required=required, metavar="PATH",
                         help="agent or controller events logs (JSON lines) or log exports: CloudWatch "
                              "(aws logs filter-log-events), Cloud Logging (gcloud logging read --format=json), "
-                             "Log Analytics rows")  # fmt: skip
+                             "Log Analytics rows; spot price exports: AWS describe-spot-price-history JSON, "
+                             "Azure Retail Prices API pages")  # fmt: skip
     parser.add_argument("--telemetry-format", dest="format", choices=FORMATS, default="auto",
                         help="format of every --telemetry file (default: detected per file)")  # fmt: skip
+    parser.add_argument("--sku", metavar="NAME",
+                        help="the instance type or VM size whose median spot price in the telemetry (a price export: "
+                             "aws ec2 describe-spot-price-history, Azure retail prices) becomes prices.spotPerHour")  # fmt: skip
 
 
 def register(subparsers: Any) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from spotgpu.economics.cost import effective_cost, json_safe
+from spotgpu.economics.fit import nest
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.work_rate import pool_speeds, render_rungs, restate, rung_rates
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
@@ -65,19 +66,42 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
         if nulls:
             pools[pool.name]["nulls"] = nulls
         if workload.measured_profile is not None:
-            measured = config.workloads[pool.workload].model_dump(by_alias=True)
-            pools[pool.name]["measuredProfile"] = {
-                "file": workload.measured_profile,
-                "figures": {k: measured[k] for k in MEASURED_FIELDS},
-            }
-            if workload.gpu is not None and workload.gpu.relative_throughput:
-                pools[pool.name]["measuredProfile"]["relativeThroughputInUse"] = dict(workload.gpu.relative_throughput)
+            pools[pool.name]["measuredProfile"] = _measured_figures(config, pool, workload)
         warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
                     f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
                     for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
         if warnings:
             pools[pool.name]["warnings"] = warnings
     return {"pools": pools}
+
+
+def _measured_figures(config: StackConfig, pool: PoolSpec, workload: WorkloadProfile) -> dict[str, Any]:
+    """The figures the workload's measuredProfile file set (its spot price too), and the speeds in use."""
+    measured = config.workloads[pool.workload].model_dump(by_alias=True)
+    out: dict[str, Any] = {"file": workload.measured_profile,
+                           "figures": nest({k: _dotted(measured, k) for k in MEASURED_FIELDS})}  # fmt: skip
+    if pool.spot_per_hour is not None:
+        out["note"] = (f"pools[{pool.name}].spotPerHour {pool.spot_per_hour:g} wins over the workload's "
+                       "prices.spotPerHour for this pool")  # fmt: skip
+    if workload.gpu is not None and workload.gpu.relative_throughput:
+        out["relativeThroughputInUse"] = dict(workload.gpu.relative_throughput)
+    return out
+
+
+def _dotted(doc: dict[str, Any], name: str) -> Any:
+    """``doc``'s value at ``name``, a key or a dotted path into a block (``prices.spotPerHour``)."""
+    for key in name.split("."):
+        doc = doc[key]
+    return doc
+
+
+def _flat(doc: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A document's leaves by dotted name (``prices.spotPerHour``), the names MEASURED_FIELDS uses."""
+    out: list[tuple[str, Any]] = []
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        out.extend(_flat(value, f"{name}.") if isinstance(value, dict) else [(name, value)])
+    return out
 
 
 def _price_sources(config: StackConfig, pool: PoolSpec, workload: WorkloadProfile) -> dict[str, Any]:
@@ -129,8 +153,10 @@ def render_economics(report: dict[str, Any]) -> str:
                 f"on-demand ${pr['onDemandPerHour']:g}/h ({pr['onDemandSource']})"
             )
         if "measuredProfile" in p:
-            figures = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["figures"].items())
+            figures = ", ".join(f"{k} {v:g}" for k, v in _flat(p["measuredProfile"]["figures"]))
             lines.append(f"      measured figures from {p['measuredProfile']['file']}: {figures}")
+            if "note" in p["measuredProfile"]:
+                lines.append(f"      - {p['measuredProfile']['note']}")
             if "relativeThroughputInUse" in p["measuredProfile"]:
                 speeds = ", ".join(f"{k} {v:g}" for k, v in p["measuredProfile"]["relativeThroughputInUse"].items())
                 lines.append(f"      GPU speeds in use (measured over typed): {speeds}")

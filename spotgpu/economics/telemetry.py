@@ -11,6 +11,10 @@ today, each in its own shape, and the reader takes all three as they are:
   ``{"kind", "pool", "at", ...}``;
 * schema v1 records (below), for anything else that wants to feed the fit.
 
+A ``spot_price`` record is the one fact about a market rather than a pool: the spot USD per
+VM-hour of one SKU in one zone (or region), from a price export (``telemetry_files``) or any
+emitter; it may leave out the pool, since a price is the same for every pool launching that SKU.
+
 Each becomes :class:`TelemetryRecord` (schema version 1, documented once in
 docs/economics.md §3). Records of kinds the fit does not use are counted, never silently
 dropped: :class:`ReadStats` says how many lines of which kind were skipped.
@@ -25,11 +29,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from itertools import repeat
 from typing import Any, BinaryIO, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
 
+from spotgpu.catalogue import PriceQuote, document, on_demand_price
 from spotgpu.contract.interruptions import LOSS_KINDS, LOSS_NOTICES, TELEMETRY_NOTICE_KINDS, InterruptionKind
 from spotgpu.models.base import SpotModel
 
@@ -48,16 +55,25 @@ RecordEvent = Literal[
     "checkpoint_committed",
     "checkpoint_loaded",
     "throughput",
+    "spot_price",
 ]
+
+#: A spot price above this many times the SKU's on-demand list price (catalogue) is a unit mistake:
+#: cents typed as dollars, or a monthly figure (the ladder's ceilings are held to the same bound).
+MAX_SPOT_OVER_LIST = 10.0
+#: Without a list price of the SKU, a spot price above this (USD per VM-hour) is a unit mistake: the
+#: dearest GPU VMs list near $100/h on demand.
+MAX_SPOT_USD_PER_HOUR = 200.0
 
 
 class TelemetryRecord(SpotModel):
-    """Schema v1: one measured fact about one pool (camelCase keys, unknown keys rejected)."""
+    """Schema v1: one measured fact about one pool, or one SKU's spot price (camelCase keys, unknown keys rejected)."""
 
     v: Literal[1] = 1
     ts: float = Field(description="Epoch seconds (ISO-8601 strings with a timezone are converted).")
     event: RecordEvent
-    pool: str = Field(min_length=1)
+    pool: str | None = Field(default=None, min_length=1,
+                             description="The pool; only a spot_price may leave it out (its price holds for any pool).")  # fmt: skip
     node: str | None = None
     capacity: Literal["spot", "on_demand"] | None = None
     provider: Literal["aws", "gcp", "azure"] | None = None
@@ -70,6 +86,7 @@ class TelemetryRecord(SpotModel):
     bytes: int | None = Field(default=None, ge=0)
     gpu_model: str | None = Field(default=None, min_length=1, max_length=64)
     steps: int | None = Field(default=None, ge=1)
+    usd_per_hour: float | None = Field(default=None, gt=0, description="A spot_price's USD per VM-hour (Linux).")
 
     @field_validator("ts", mode="before")
     @classmethod
@@ -93,8 +110,63 @@ class TelemetryRecord(SpotModel):
             raise ValueError("a throughput record needs its mean seconds per step, a finite number above 0")
         return value
 
+    @field_validator("pool")
+    @classmethod
+    def _a_pool(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Every fact but a price is about one pool: without it the fit cannot say whose rate it is."""
+        if value is None and info.data.get("event") != "spot_price":
+            raise ValueError("Field required: every record but a spot_price names its pool")
+        return value
+
+    @field_validator("usd_per_hour")
+    @classmethod
+    def _a_price(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """A ``spot_price`` carries its SKU and a plausible USD per VM-hour; no other record carries a price."""
+        if info.data.get("event") != "spot_price":
+            if value is not None:
+                raise ValueError("only a spot_price record carries usdPerHour")
+            return value
+        if value is None:
+            raise ValueError("a spot_price record needs its usdPerHour: the spot USD per VM-hour, e.g. 1.93")
+        sku = info.data.get("sku")
+        if sku is None:
+            raise ValueError("a spot_price record needs its sku (the instance type or VM size the price is for)")
+        problem = implausible_spot_price(value, sku)
+        if problem is not None:
+            raise ValueError(f"{problem[0]}; fix: {problem[1]}")
+        return value
+
     def to_line(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=True), sort_keys=True)
+
+
+@cache
+def list_price(sku: str) -> PriceQuote | None:
+    """The catalogue's on-demand list price of ``sku`` in the first region that lists it (names are unique across clouds)."""
+    prices = document("prices")
+    for cloud in ("aws", "gcp", "azure"):
+        for region in prices.get(cloud, {}):
+            quote = on_demand_price(cloud, sku, region) if "/" not in region else None
+            if quote is not None:
+                return quote
+    return None
+
+
+def implausible_spot_price(usd: float, sku: str) -> tuple[str, str] | None:
+    """(why a spot price is not USD per VM-hour, the fix), or None: the same unit guard as the ladder's ceilings."""
+    if not math.isfinite(usd):
+        return f"{usd} is not a price", "write the spot USD per VM-hour as a finite number, e.g. 1.93"
+    quote = list_price(sku)
+    cents = f"e.g. {usd / 100:g} if it is in cents"
+    if quote is not None and usd > MAX_SPOT_OVER_LIST * quote.usd_per_hour:
+        return (f"{usd:g} USD per VM-hour is {usd / quote.usd_per_hour:.0f}x the on-demand list price "
+                f"{quote.usd_per_hour:g}/h of {sku}, above the plausible {MAX_SPOT_OVER_LIST:g}x: cents or a monthly "
+                f"price typed as USD per hour?", f"write the spot USD per VM-hour, {cents}")  # fmt: skip
+    if quote is None and usd > MAX_SPOT_USD_PER_HOUR:
+        return (f"{usd:g} USD per VM-hour is above the plausible {MAX_SPOT_USD_PER_HOUR:g} for any GPU VM (the "
+                f"catalogue lists no price of {sku}): cents or a monthly price typed as USD per hour?",
+                f"write the spot USD per VM-hour, {cents}")  # fmt: skip
+    return None
 
 
 def parse_ts(value: object) -> object:
@@ -117,6 +189,8 @@ class ReadStats:
     lines: int = 0
     records: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    #: What a file said about itself that bears on the fit (a price page with more pages after it)
+    notes: list[str] = field(default_factory=list)
 
     def skipped_summary(self) -> str:
         return ", ".join(f"{n} {k}" for k, n in sorted(self.skipped.items())) or "none"
@@ -394,6 +468,6 @@ def _ts_of(line: bytes) -> float | None:
 
 def describe_validation(err: ValidationError) -> str:
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(record)"
+    loc = ".".join(to_camel(p) if isinstance(p, str) else str(p) for p in first["loc"]) or "(record)"
     return (f"{loc}: {first['msg']} (value: {first.get('input')!r}); "
             "see the telemetry schema in docs/economics.md §3")  # fmt: skip

@@ -13,6 +13,19 @@ cloud's log service and come back as an export. Each export wraps the same line 
   ``RawData`` (custom text logs), ``Message`` or ``Log_s``, ``TimeGenerated``; the stream is
   ``Computer`` or ``_ResourceId``.
 
+Spot prices come from the price exports platform teams have, each item a v1 ``spot_price``:
+
+* **AWS**, ``aws ec2 describe-spot-price-history --output json``: ``{"SpotPriceHistory":
+  [{"AvailabilityZone", "InstanceType", "ProductDescription", "SpotPrice" (a string), "Timestamp"}]}``;
+  Linux/UNIX only (a Windows price carries its licence);
+* **Azure**, the Retail Prices API's pages (``https://prices.azure.com/api/retail/prices``):
+  ``{"Items": [{"armSkuName", "armRegionName", "skuName", "productName", "retailPrice",
+  "unitOfMeasure", "type", "effectiveStartDate", ...}], "NextPageLink"}``; Spot Linux
+  consumption prices per hour only.
+
+GCP has no per-machine-type spot price export (the Cloud Billing Catalog prices each vCPU, GB
+of memory and GPU apart), so a GCP pool's spot price is a v1 ``spot_price`` record or config.
+
 :func:`read_files` takes any mix and yields schema v1 records (``spotgpu.economics.telemetry``).
 JSON lines are streamed (a million lines stay small in memory); an export is one JSON document
 and is loaded whole.
@@ -21,11 +34,13 @@ and is loaded whole.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 
 from spotgpu.economics.telemetry import (
     ReadStats,
@@ -37,7 +52,7 @@ from spotgpu.economics.telemetry import (
     parse_ts,
 )
 
-FORMATS = ("auto", "jsonl", "cloudwatch", "cloud-logging", "log-analytics")
+FORMATS = ("auto", "jsonl", "cloudwatch", "cloud-logging", "log-analytics", "aws-spot-prices", "azure-retail-prices")
 _AZURE_TEXT = ("RawData", "Message", "Log_s", "message")
 
 
@@ -68,6 +83,10 @@ def detect_format(path: Path) -> str:
         return "cloudwatch"
     if isinstance(doc, dict) and "tables" in doc:
         return "log-analytics"
+    if isinstance(doc, dict) and "SpotPriceHistory" in doc:
+        return "aws-spot-prices"
+    if isinstance(doc, dict) and "Items" in doc:
+        return "azure-retail-prices"
     if isinstance(doc, list) and doc and isinstance(doc[0], dict):
         if "jsonPayload" in doc[0] or "textPayload" in doc[0] or "logName" in doc[0]:
             return "cloud-logging"
@@ -76,7 +95,8 @@ def detect_format(path: Path) -> str:
     if isinstance(doc, list) and not doc:
         return "cloud-logging"
     raise ValueError(
-        f"{path}: a JSON document of no known export shape; pass --format cloudwatch, cloud-logging or log-analytics"
+        f"{path}: a JSON document of no known export shape; pass --telemetry-format cloudwatch, cloud-logging, "
+        "log-analytics, aws-spot-prices or azure-retail-prices"
     )
 
 
@@ -123,6 +143,124 @@ def _embedded(text: object) -> object:
 
 _EXPORTS = {"cloudwatch": _cloudwatch, "cloud-logging": _cloud_logging, "log-analytics": _log_analytics}
 
+#: A price item: where it is in the document, and its v1 ``spot_price`` dict or why it was skipped.
+PriceItem = tuple[str, dict[str, Any] | str]
+
+
+def _aws_spot_prices(doc: Any, path: Path, stats: ReadStats) -> Iterator[PriceItem]:
+    """Linux/UNIX prices of ``describe-spot-price-history``, each (type, zone, time) once."""
+    items = doc.get("SpotPriceHistory") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: no SpotPriceHistory list; pass the JSON of "
+                         "`aws ec2 describe-spot-price-history --output json` as it prints it")  # fmt: skip
+    if doc.get("NextToken"):
+        stats.notes.append(f"{path}: NextToken is set, so the history goes on past this page; without --max-items "
+                           "the CLI reads every page")  # fmt: skip
+    seen: set[tuple[object, object, object]] = set()
+    for i, item in enumerate(items):
+        where = f"SpotPriceHistory[{i}]"
+        if not isinstance(item, dict):
+            yield where, "not an object"
+        elif not (product := str(item.get("ProductDescription") or "no ProductDescription")).startswith("Linux/UNIX"):
+            yield where, product  # Windows, SUSE, Red Hat: a licence is in the price
+        elif (key := (item.get("InstanceType"), item.get("AvailabilityZone"), item.get("Timestamp"))) in seen:
+            yield where, "duplicate"  # Linux/UNIX and Linux/UNIX (Amazon VPC) of one zone at one time
+        else:
+            seen.add(key)
+            yield where, {"ts": item.get("Timestamp"), "event": "spot_price", "provider": "aws",
+                          "sku": item.get("InstanceType"), "zone": item.get("AvailabilityZone"),
+                          "usdPerHour": item.get("SpotPrice")}  # fmt: skip
+
+
+def _azure_retail_prices(doc: Any, path: Path, stats: ReadStats) -> Iterator[PriceItem]:
+    """Spot Linux pay-as-you-go hourly prices of a Retail Prices API page."""
+    items = doc.get("Items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: no Items list; pass a page of https://prices.azure.com/api/retail/prices as it "
+                         "returns it")  # fmt: skip
+    if doc.get("NextPageLink"):
+        stats.notes.append(f"{path}: NextPageLink is set, so the prices go on in another page; fetch every page "
+                           "(follow NextPageLink) and pass them all")  # fmt: skip
+    for i, item in enumerate(items):
+        where = f"Items[{i}]"
+        skip = _azure_skip(item)
+        if skip is not None:
+            yield where, skip
+            continue
+        currency = item.get("currencyCode", "USD")
+        if currency != "USD":
+            raise ValueError(f"{path} {where}.currencyCode {currency!r}: the cost model is in USD; fix: fetch the "
+                             "prices without currencyCode (USD is the default)")  # fmt: skip
+        yield where, {"ts": item.get("effectiveStartDate"), "event": "spot_price", "provider": "azure",
+                      "sku": item.get("armSkuName"), "zone": item.get("armRegionName"),
+                      "usdPerHour": item.get("retailPrice", item.get("unitPrice"))}  # fmt: skip
+
+
+def _azure_skip(item: object) -> str | None:
+    """Why an item is not a Linux VM's spot price per hour (None: it is one)."""
+    if not isinstance(item, dict):
+        return "not an object"
+    if item.get("serviceName", "Virtual Machines") != "Virtual Machines":
+        return "not a VM"
+    if "Spot" not in str(item.get("skuName", "")):
+        return "not Spot"  # pay-as-you-go and Low Priority
+    if "Windows" in str(item.get("productName", "")):
+        return "Windows"
+    if item.get("type", "Consumption") != "Consumption":
+        return f"{item.get('type')} price"  # DevTestConsumption, Reservation
+    if item.get("unitOfMeasure", "1 Hour") != "1 Hour":
+        return f"per {item.get('unitOfMeasure')}"
+    if item.get("retailPrice", item.get("unitPrice")) == 0:
+        return "zero price"
+    return None
+
+
+_PRICES = {"aws-spot-prices": _aws_spot_prices, "azure-retail-prices": _azure_retail_prices}
+#: The export's own name of each v1 field, so an error names the key the user's file has.
+_PRICE_KEYS = {
+    "aws-spot-prices": {"ts": "Timestamp", "sku": "InstanceType", "zone": "AvailabilityZone", "usdPerHour": "SpotPrice"},
+    "azure-retail-prices": {"ts": "effectiveStartDate", "sku": "armSkuName", "zone": "armRegionName",
+                            "usdPerHour": "retailPrice"},
+}  # fmt: skip
+_PRICE_FIX = {
+    "aws-spot-prices": "export Linux prices: aws ec2 describe-spot-price-history --product-descriptions Linux/UNIX "
+                       "--instance-types TYPE --output json",
+    "azure-retail-prices": "export Spot Linux prices: $filter=serviceName eq 'Virtual Machines' and armSkuName eq "
+                           "'SIZE' and priceType eq 'Consumption' and contains(skuName, 'Spot')",
+}  # fmt: skip
+
+
+def _read_prices(path: Path, kind: str, doc: Any, stats: ReadStats) -> Iterator[TelemetryRecord]:
+    """The export's usable prices as v1 records; a document without one is an error, not an empty fit."""
+    skipped: Counter[str] = Counter()
+    taken = 0
+    for where, item in _PRICES[kind](doc, path, stats):
+        stats.lines += 1
+        if isinstance(item, str):
+            skipped[item] += 1
+            continue
+        try:
+            record = TelemetryRecord.model_validate(item)
+        except ValidationError as err:
+            raise ValueError(f"{path} {where}.{_price_problem(err, _PRICE_KEYS[kind])}") from None
+        stats.records += 1
+        taken += 1
+        yield record
+    for reason, n in skipped.items():
+        stats.skipped[f"{kind}:{reason}"] += n
+    if not taken:
+        seen = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items())) or "no items"
+        raise ValueError(f"{path}: no usable spot price in it ({seen}); fix: {_PRICE_FIX[kind]}")
+
+
+def _price_problem(err: ValidationError, keys: dict[str, str]) -> str:
+    """``<export key> <value>: <what>``, the key as the export names it."""
+    first = err.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    name = keys.get(field, keys.get(to_camel(field), field))
+    what = str(first["msg"]).removeprefix("Value error, ")
+    return f"{name} {first.get('input')!r}: {what}"
+
 
 def read_file(path: str | Path, stats: ReadStats, fmt: str = "auto") -> Iterator[TelemetryRecord]:
     p = Path(path)
@@ -133,8 +271,12 @@ def read_file(path: str | Path, stats: ReadStats, fmt: str = "auto") -> Iterator
         with p.open("rb") as fh:
             yield from parse_stream(fh, str(p), stats)
         return
+    doc = _document(p)
+    if kind in _PRICES:
+        yield from _read_prices(p, kind, doc, stats)
+        return
     contexts: dict[str, StreamContext] = {}
-    for stream, obj, ts, where in _EXPORTS[kind](json.loads(p.read_text(encoding="utf-8"))):
+    for stream, obj, ts, where in _EXPORTS[kind](doc):
         stats.lines += 1
         if not isinstance(obj, dict):
             stats.skipped[f"{kind}:not-spotgpu-json"] += 1  # other programs' lines share the log group
@@ -146,6 +288,14 @@ def read_file(path: str | Path, stats: ReadStats, fmt: str = "auto") -> Iterator
             raise ValueError(f"{p} {where}: {describe_validation(err)}") from None
         except ValueError as err:
             raise ValueError(f"{p} {where}: {err}") from None
+
+
+def _document(path: Path) -> Any:
+    """An export is one JSON document; one that does not parse is one line naming the file and line."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not a JSON document ({err.msg}); pass the export as the tool printed it") from None
 
 
 def read_files(paths: Sequence[str | Path], fmt: str = "auto", stats: ReadStats | None = None) -> Iterator[TelemetryRecord]:

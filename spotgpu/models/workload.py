@@ -223,10 +223,11 @@ class GpuRequirement(SpotModel):
 
 
 #: The WorkloadProfile keys the fleet's telemetry measures (``spotgpu profile fit``): a stack's
-#: ``measuredProfile`` file replaces exactly these; every other key stays as typed.
+#: ``measuredProfile`` file replaces exactly these; every other key stays as typed. A dotted name is
+#: a key of a block (``prices.spotPerHour``: the stack's other prices stay).
 MEASURED_FIELDS = (
     "interruptionsPerHour", "expectedReacquisitionSeconds", "checkpointWriteSeconds",
-    "checkpointLoadSeconds", "restartSeconds", "checkpointBytes",
+    "checkpointLoadSeconds", "restartSeconds", "checkpointBytes", "prices.spotPerHour",
 )  # fmt: skip
 
 
@@ -256,7 +257,16 @@ def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str
         raise FieldProblem(f"cannot be read as YAML: {what}", at="measuredProfile", value=raw, fix=fix) from None
     if not isinstance(doc, dict):
         raise FieldProblem("does not hold a profile mapping", at="measuredProfile", value=raw, fix=fix)
-    out = {**data, **{k: doc[k] for k in MEASURED_FIELDS if k in doc}}
+    out = {**data, **{k: doc[k] for k in MEASURED_FIELDS if "." not in k and k in doc}}
+    spot = doc["prices"].get("spotPerHour") if isinstance(doc.get("prices"), dict) else None
+    prices = data.get("prices")
+    if spot is not None and isinstance(prices, dict):
+        # the file's spot price (measured with `profile fit --sku`, else its base's) wins; the stack's other
+        # prices (on-demand, storage, penalty) stay as typed, and a pool's own spotPerHour still wins over both
+        if isinstance(spot, bool) or not isinstance(spot, int | float) or not 0 < spot < float("inf"):
+            raise FieldProblem(f"holds prices.spotPerHour {spot!r}, not a USD price per hour", at="measuredProfile",
+                               value=raw, fix=fix)  # fmt: skip
+        out["prices"] = {**prices, ("spot_per_hour" if "spot_per_hour" in prices else "spotPerHour"): spot}
     speeds = (doc.get("gpu") or {}).get("relativeThroughput") if isinstance(doc.get("gpu"), dict) else None
     gpu = data.get("gpu")
     if isinstance(speeds, dict) and speeds and isinstance(gpu, dict):
@@ -271,8 +281,9 @@ class WorkloadProfile(SpotModel):
     measured_profile: str | None = Field(
         default=None,
         description="A file written by `spotgpu profile fit --out` (relative to the project directory): its "
-        "measured figures (" + ", ".join(MEASURED_FIELDS) + ") replace the ones typed here, and its measured "
-        "gpu.relativeThroughput entries replace those typed in this workload's gpu block (when it has one).",
+        "measured figures (" + ", ".join(MEASURED_FIELDS) + ") replace the ones typed here (the other prices stay; "
+        "a pool's own spotPerHour still wins), and its measured gpu.relativeThroughput entries replace those typed "
+        "in this workload's gpu block (when it has one).",
         json_schema_extra=fix_hint("give the path `spotgpu profile fit --out` wrote, e.g. measured/llm-finetune.yaml"),
     )
     checkpoint_bytes: int = Field(

@@ -40,7 +40,9 @@ def test_the_measured_figures_replace_the_typed_ones_and_are_shown(tmp_path: Pat
     done = _cli("cost", "--stack", "m", "--program", str(project), "--pool", "train-aws", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert doc["measuredProfile"] == {"file": "measured/llm-finetune.yaml", "figures": FIGURES}
+    # the file's prices.spotPerHour is its base's (no --sku applied one): the stack's own 2.2
+    figures = {**FIGURES, "prices": {"spotPerHour": 2.2}}
+    assert doc["measuredProfile"] == {"file": "measured/llm-finetune.yaml", "figures": figures}
     typed = _cli("cost", "--stack", "prod", "--pool", "train-aws", "--json")
     assert json.loads(typed.stdout)["effectiveCost"] != doc["effectiveCost"]  # the figures are used
     # the file's workHours 999 is not a measured figure: the typed one stays (same on-demand total)
@@ -104,3 +106,57 @@ def test_measured_gpu_speeds_replace_the_typed_ones_model_by_model(tmp_path: Pat
     assert doc["measuredProfile"]["relativeThroughputInUse"] == {"A10G": 1.0, "L4": 0.45, "L40S": 1.6}
     g6 = next(t for r in doc["rungs"] for t in r["types"] if t["type"] == "g6.12xlarge")  # 4 x L4
     assert (g6["gpus"], g6["speed"]) == (4, 0.45)  # the stack's gpusPerNode-independent catalogue count, measured speed
+
+
+def test_a_measured_spot_price_replaces_the_typed_one_and_a_pool_price_still_wins(tmp_path: Path) -> None:
+    """Issue 23, item 3: the file's prices.spotPerHour (what `profile fit --sku` measured) prices the workload;
+    the stack's other prices stay as typed, and a pool's own spotPerHour wins over both."""
+
+    def edit(config: dict[str, Any]) -> None:
+        config["spotgpu:workloads"]["llm-finetune"]["measuredProfile"] = "measured/llm-finetune.yaml"
+        config["spotgpu:pools"][1]["spotPerHour"] = 2.5  # train-gcp
+
+    project = _project(tmp_path, "sp", edit)
+    (project / "measured").mkdir()
+    (project / "measured" / "llm-finetune.yaml").write_text(yaml.safe_dump(
+        {**FIGURES, "prices": {"spotPerHour": 1.93, "onDemandPerHour": 9.99, "deadlinePenaltyPerHour": 1}}))
+    docs = {}
+    for pool in ("train-aws", "train-gcp"):
+        done = _cli("cost", "--stack", "sp", "--program", str(project), "--pool", pool, "--json")
+        assert done.returncode == 0, done.stderr
+        docs[pool] = json.loads(done.stdout)
+    aws, gcp = docs["train-aws"], docs["train-gcp"]
+    assert (aws["prices"]["spotPerHour"], aws["prices"]["spotSource"]) == (1.93, "workloads.llm-finetune.prices.spotPerHour")
+    assert aws["prices"]["onDemandPerHour"] == 5.67  # the stack's, not the file's 9.99
+    assert aws["measuredProfile"]["figures"]["prices"] == {"spotPerHour": 1.93} and "note" not in aws["measuredProfile"]
+    assert (gcp["prices"]["spotPerHour"], gcp["prices"]["spotSource"]) == (2.5, "pools[train-gcp].spotPerHour")
+    assert gcp["measuredProfile"]["note"] == "pools[train-gcp].spotPerHour 2.5 wins over the workload's prices.spotPerHour for this pool"
+    preview = _cli("preview", "--program", str(project), "--stack", "sp", "--no-policy")
+    assert preview.returncode == 0, preview.stderr
+    assert "checkpointBytes 5e+10, prices.spotPerHour 1.93" in preview.stdout
+    assert "      - pools[train-gcp].spotPerHour 2.5 wins over the workload's prices.spotPerHour" in preview.stdout
+
+
+def test_profile_fit_sku_out_reaches_the_stack(tmp_path: Path) -> None:
+    """The whole loop: a price export, `profile fit --sku --out` into the project, the stack's pool priced at it."""
+    from test_spot_price_telemetry import BASE, G5_MEDIAN, aws_history
+
+    project = _project(tmp_path, "loop", _measured("measured/llm-finetune.yaml"))
+    (project / "measured").mkdir()
+    prices = tmp_path / "aws-spot-prices.json"
+    prices.write_text(json.dumps(aws_history()))
+    fit = _cli("profile", "fit", "--telemetry", str(prices), "--profile", str(BASE), "--sku", "g5.12xlarge",
+               "--out", str(project / "measured" / "llm-finetune.yaml"))  # fmt: skip
+    assert fit.returncode == 0, fit.stderr
+    done = _cli("cost", "--stack", "loop", "--program", str(project), "--pool", "train-aws", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["prices"]["spotPerHour"] == G5_MEDIAN
+
+
+def test_a_measured_spot_price_that_is_no_price_is_one_line_exit_2(tmp_path: Path) -> None:
+    project = _project(tmp_path, "bad", _measured("measured/llm-finetune.yaml"))
+    (project / "measured").mkdir()
+    (project / "measured" / "llm-finetune.yaml").write_text(yaml.safe_dump({**FIGURES, "prices": {"spotPerHour": "1.9/h"}}))
+    done = _cli("cost", "--stack", "bad", "--program", str(project), "--pool", "train-aws")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "spotgpu:workloads.llm-finetune.measuredProfile: holds prices.spotPerHour '1.9/h', not a USD price" in done.stderr
