@@ -208,7 +208,14 @@ class Epochs:
         return bool(self.store.check([self.done_key]))
 
     def mark_done(self) -> None:
-        self.store.set(self.done_key, "1")
+        """Set the done flag and wait until the store holds it.
+
+        ``TCPStore.set`` returns before the server applied it (no reply), and another node's
+        ``check`` travels on its own connection, so it could still miss the flag: the job would
+        look unfinished to a node that asks right after. ``compare_set`` answers, so once it
+        returns every node sees the flag.
+        """
+        self.store.compare_set(self.done_key, "", "1")
 
 
 def _log(line: str) -> None:
