@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from spotgpu.catalogue.fit import GpuNeed
-from spotgpu.models.ladder import FallbackLadder, StepKind
+from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_admits
 from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
 
@@ -90,9 +90,7 @@ class DecodedStep:
 
     def allows(self, usd_per_node_hour: float, work_per_node_hour: float) -> bool:
         """As :meth:`spotgpu.models.ladder.LadderStep.allows`: compared in the ceiling's own unit."""
-        if self.per_work_hour:
-            return work_per_node_hour > 0 and usd_per_node_hour / work_per_node_hour <= self.ceiling + 1e-12
-        return usd_per_node_hour <= self.ceiling
+        return ceiling_admits(self.ceiling, self.per_work_hour, usd_per_node_hour, work_per_node_hour)
 
 
 def decode_ladder(text: str) -> list[DecodedStep]:

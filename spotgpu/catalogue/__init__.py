@@ -208,3 +208,15 @@ __all__ = [
     "on_demand_price",
     "price_provenance",
 ]
+
+
+@cache
+def list_price(sku: str) -> PriceQuote | None:
+    """The catalogue's on-demand list price of ``sku`` in the first region that lists it (names are unique across clouds)."""
+    prices = document("prices")
+    for cloud in ("aws", "gcp", "azure"):
+        for region in prices.get(cloud, {}):
+            quote = on_demand_price(cloud, sku, region) if "/" not in region else None
+            if quote is not None:
+                return quote
+    return None

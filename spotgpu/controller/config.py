@@ -12,6 +12,7 @@ AWS, regional MIG names and a Pub/Sub subscription on GCP, scale set names on Az
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -236,11 +237,20 @@ class ControllerConfig(SpotModel):
         return self.lease.ttl_seconds if self.lease.ttl_seconds is not None else max(120.0, 3 * self.tick_seconds)
 
 
+def reference_gpus(groups: Sequence[GroupSpec], workload: WorkloadProfile) -> int:
+    """GPUs per node of the primary group: one unit of capacity (``capacity.target`` counts these).
+
+    The primary's ``gpusPerNode``, else the workload's ``gpu.gpusPerNode``, else 1 (every node counts
+    as one); a group that states no count has this one.
+    """
+    primary = next(g for g in groups if g.role is StepKind.SAME_POOL)
+    return primary.gpus_per_node or (workload.gpu.gpus_per_node if workload.gpu is not None else None) or 1
+
+
 def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, workload: WorkloadProfile) -> None:
     """A rung whose ceiling is below the price of every group it may grow could never act
     (compared in the ceiling's unit: per node-hour, or per work-hour of the group's GPUs and speed)."""
-    primary = next(g for g in pool.groups if g.role is StepKind.SAME_POOL)
-    reference = primary.gpus_per_node or (workload.gpu.gpus_per_node if workload.gpu else None) or 1
+    reference = reference_gpus(pool.groups, workload)
     for step in ladder.steps:
         if step.kind is StepKind.QUEUE_DEFER:
             continue

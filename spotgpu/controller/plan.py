@@ -33,7 +33,7 @@ from functools import cached_property
 
 from spotgpu.contract.interruptions import LOSS_KINDS
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
-from spotgpu.controller.config import GroupSpec
+from spotgpu.controller.config import GroupSpec, reference_gpus
 from spotgpu.controller.events import Event
 from spotgpu.controller.observe import FailureReason, PoolObservation, Vm
 from spotgpu.controller.state import Backoff, PoolState
@@ -142,9 +142,7 @@ class PoolPlan:
 
     @cached_property
     def _reference_gpus(self) -> int:
-        """GPUs per node of the primary (else the workload's ``gpu.gpusPerNode``, else 1): one unit of capacity."""
-        gpu = self.workload.gpu
-        return self.primary.gpus_per_node or (gpu.gpus_per_node if gpu is not None else None) or 1
+        return reference_gpus(self.groups, self.workload)
 
     @cached_property
     def _units(self) -> dict[str, float]:
@@ -165,12 +163,10 @@ class PoolPlan:
         gpu = self.workload.gpu
         speeds, unmeasured = [], []
         for g in self.on_demand_groups:
-            measured = gpu.speed_of(g.gpu_model) if gpu is not None and gpu.relative_throughput else 1.0
-            if measured is None:
-                assert gpu is not None
+            speed, measured = gpu.speed(g.gpu_model) if gpu is not None else (1.0, True)
+            if not measured and gpu is not None and gpu.relative_throughput:
                 unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
-                measured = gpu.conservative_speed
-            speeds.append(measured)
+            speeds.append(speed)
         return min(speeds, default=1.0), tuple(unmeasured)
 
     @property

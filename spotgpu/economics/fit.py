@@ -34,9 +34,11 @@ from datetime import UTC, datetime
 from statistics import NormalDist
 from typing import Any
 
+from spotgpu.catalogue import list_price
 from spotgpu.contract.interruptions import LOSS_NOTICES
-from spotgpu.economics.telemetry import TelemetryRecord, list_price
+from spotgpu.economics.telemetry import TelemetryRecord
 from spotgpu.models import WorkloadProfile
+from spotgpu.models.workload import MAX_RELATIVE_SPEED
 
 #: Two-sided confidence of the interruption-rate interval.
 CONFIDENCE = 0.90
@@ -579,7 +581,7 @@ class ModelSteps:
 
 
 #: The range ``gpu.relativeThroughput`` accepts (``spotgpu.models.workload.GpuRequirement``).
-SPEED_RANGE = (0.0, 100.0)
+SPEED_RANGE = (0.0, MAX_RELATIVE_SPEED)
 
 
 @dataclass(frozen=True)

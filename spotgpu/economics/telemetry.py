@@ -29,14 +29,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from itertools import repeat
 from typing import Any, BinaryIO, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from spotgpu.catalogue import PriceQuote, document, on_demand_price
+from spotgpu.catalogue import list_price
 from spotgpu.contract.interruptions import LOSS_KINDS, LOSS_NOTICES, TELEMETRY_NOTICE_KINDS, InterruptionKind
 from spotgpu.models.base import SpotModel
 
@@ -138,18 +137,6 @@ class TelemetryRecord(SpotModel):
 
     def to_line(self) -> str:
         return json.dumps(self.model_dump(by_alias=True, exclude_none=True), sort_keys=True)
-
-
-@cache
-def list_price(sku: str) -> PriceQuote | None:
-    """The catalogue's on-demand list price of ``sku`` in the first region that lists it (names are unique across clouds)."""
-    prices = document("prices")
-    for cloud in ("aws", "gcp", "azure"):
-        for region in prices.get(cloud, {}):
-            quote = on_demand_price(cloud, sku, region) if "/" not in region else None
-            if quote is not None:
-                return quote
-    return None
 
 
 def implausible_spot_price(usd: float, sku: str) -> tuple[str, str] | None:

@@ -94,11 +94,10 @@ def restate(workload: WorkloadProfile, ladder: FallbackLadder, speeds: PoolSpeed
         return workload, ladder
     steps = []
     for step in ladder.steps:
-        if step.per_work_hour:
-            if step.kind.uses_spot:
-                ceiling = step.ceiling * speeds.spot_gpus * speeds.spot
-            else:
-                ceiling = step.ceiling * speeds.on_demand_gpus * speeds.spot * speeds.on_demand_nodes / speeds.spot_nodes
+        if step.per_work_hour:  # the work one node does in the restated unit, on the rung's type
+            work = speeds.spot_gpus if step.kind.uses_spot else (
+                speeds.on_demand_gpus * speeds.on_demand_nodes / speeds.spot_nodes)
+            ceiling = step.node_hour_ceiling(work * speeds.spot)
         else:
             ceiling = step.ceiling * (speeds.on_demand_factor if step.kind is StepKind.ON_DEMAND else 1.0)
         steps.append(step.model_copy(update={"cost_ceiling_per_hour": ceiling, "cost_ceiling_per_work_hour": None}))

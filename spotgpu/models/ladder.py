@@ -39,6 +39,14 @@ def ceiling_far_above(ceiling: float, on_demand: float, work_per_node_hour: floa
             f"set USD per {unit.split(' ')[0]}, e.g. {round(example, 2):g}")  # fmt: skip
 
 
+def ceiling_admits(ceiling: float, per_work_hour: bool, usd_per_node_hour: float, work_per_node_hour: float) -> bool:
+    """Whether a price is within a ceiling stated per node-hour, or per work-hour of a node doing
+    ``work_per_node_hour`` (the one comparison the stack check, the controller and the policy pack make)."""
+    if per_work_hour:
+        return work_per_node_hour > 0 and usd_per_node_hour / work_per_node_hour <= ceiling + 1e-12
+    return usd_per_node_hour <= ceiling
+
+
 class StepKind(StrEnum):
     """Ladder rungs, in the only order they may appear."""
 
@@ -131,9 +139,7 @@ class LadderStep(SpotModel):
 
     def allows(self, usd_per_node_hour: float, work_per_node_hour: float) -> bool:
         """Whether a type at this price and work rate is within the ceiling, compared in the ceiling's own unit."""
-        if self.per_work_hour:
-            return work_per_node_hour > 0 and usd_per_node_hour / work_per_node_hour <= self.ceiling + 1e-12
-        return usd_per_node_hour <= self.ceiling
+        return ceiling_admits(self.ceiling, self.per_work_hour, usd_per_node_hour, work_per_node_hour)
 
     def describe_ceiling(self) -> str:
         """``$12.5/h`` (per node-hour) or ``$1.8/work-hour``."""

@@ -95,6 +95,10 @@ class Prices(SpotModel):
         return self
 
 
+#: The largest speed ``gpu.relativeThroughput`` accepts against the reference type (a typo guard).
+MAX_RELATIVE_SPEED = 100.0
+
+
 class GpuRequirement(SpotModel):
     """What the job needs of every GPU type a pool or rung may give it (``workloads.X.gpu``).
 
@@ -175,9 +179,9 @@ class GpuRequirement(SpotModel):
                 raise FieldProblem("is not a GPU model name", at=f"models[{i}]", value=model,
                                    fix="use a catalogue name such as 'H100 80GB' (at most 24 characters, no ';', '=' or '+')")
         for model, speed in self.relative_throughput.items():
-            if not 0 < speed <= 100:
+            if not 0 < speed <= MAX_RELATIVE_SPEED:
                 raise FieldProblem("is not a relative speed", at=f"relativeThroughput.{model}", value=speed,
-                                   fix="use a positive factor against the measured type, e.g. 2.5 (at most 100)")
+                                   fix=f"use a positive factor against the measured type, e.g. 2.5 (at most {MAX_RELATIVE_SPEED:g})")
         for i, size in enumerate(self.world_sizes):
             if size < 1 or size % self.gpus_per_rank:
                 raise FieldProblem(f"is not a whole number of ranks of {self.gpus_per_rank} GPU(s)",

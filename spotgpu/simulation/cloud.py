@@ -275,7 +275,7 @@ class TwinCloud:
         if self.run.phase != "idle":
             return
         ready = [v for g in self._active() for v in g.vms.values() if v.ready_at <= t + _EPS and v.drain_at is None]
-        self.run.form_gang(ready, t)  # type: ignore[arg-type]  # TwinVm satisfies GangNode
+        self.run.form_gang(ready, t)
 
     # --- time ------------------------------------------------------------------
     def _next_internal(self, after: float, *, phases: bool = True) -> float:

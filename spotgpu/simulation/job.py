@@ -20,7 +20,7 @@ and report it ``write_seconds`` later.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -155,15 +155,14 @@ class JobRun:
                 self.channel.report(vm_id, at, int(committed))
 
     # --- what happens to it ------------------------------------------------------
-    def form_gang(self, ready: list[GangNode], t: float) -> None:
+    def form_gang(self, ready: Sequence[GangNode], t: float) -> None:
         """Start a gang on ``ready`` (ready VMs that are not draining) once they hold the job's GPUs."""
         if self.phase != "idle" or sum(v.units for v in ready) < self.job.nodes - _EPS:
             return
         # the cheapest work first: price per unit of GPUs and speed (the price alone when every type is alike)
-        ready.sort(key=lambda v: (v.price / (v.units * v.speed), v.ready_at, v.id))
         gang: list[GangNode] = []
         units = 0.0
-        for v in ready:  # nodes until the gang has the primary's GPU count (twice the nodes of a half-size type)
+        for v in sorted(ready, key=lambda v: (v.price / (v.units * v.speed), v.ready_at, v.id)):  # nodes until the gang has the primary's GPU count (twice the nodes of a half-size type)
             if units >= self.job.nodes - _EPS:
                 break
             gang.append(v)

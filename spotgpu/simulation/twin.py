@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
-from spotgpu.controller.config import GroupSpec
+from spotgpu.controller.config import GroupSpec, reference_gpus
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.plan import PoolPlan, TickResult, commits_matter, next_wake, reconcile
 from spotgpu.controller.state import PoolState
@@ -145,8 +145,7 @@ def twin_plan(
     specs = tuple(g if isinstance(g, GroupSpec) else GroupSpec(name=g[0], role=g[1]) for g in groups)
     nodes = workload.nodes
     # room for the widest gang shape: a 4-GPU group standing in for 8-GPU primaries needs twice the nodes
-    reference = next(g for g in specs if g.role is StepKind.SAME_POOL).gpus_per_node or (
-        workload.gpu.gpus_per_node if workload.gpu is not None else None) or 1
+    reference = reference_gpus(specs, workload)
     widest = max((reference / (g.gpus_per_node or reference) for g in specs), default=1.0)
     return PoolPlan(
         name="twin",

@@ -22,9 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from spotgpu.storage.objects import ObjectInfo, Version
 from spotgpu.storage.payload import Payload
-from spotgpu.storage.urls import SCHEME_CLOUDS, bad_url, parse_store_url
-
-CLOUD_SCHEMES = tuple(SCHEME_CLOUDS)
+from spotgpu.storage.urls import bad_url, parse_store_url
 
 
 @runtime_checkable

@@ -22,8 +22,8 @@ from spotgpu.agent.control import ControlServer
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, gpu_model_of
+from tests.doc_blocks import block_after
 
-REPO = Path(__file__).resolve().parents[2]
 MARKER = "<!-- tested: tests/agent/test_agent_throughput.py"
 
 
@@ -110,14 +110,6 @@ def test_the_agent_logs_the_step_time_with_its_own_gpu_model(fakes: Any, agents:
     assert sample("spotgpu_agent_training_steps_total", {"gpu_model": "A10G"}) == 200
 
 
-def docs_example() -> str:
-    text = (REPO / "docs" / "agent.md").read_text()
-    after = text[text.index(MARKER) :]
-    match = re.search(r"```python\n(.*?)```", after, re.S)
-    assert match, "the tested block follows the marker"
-    return match.group(1)
-
-
 #: The names the documented block takes from the loop around it, given here: a 2 ms "step".
 _RUN_DOCS_BLOCK = (
     "import runpy, sys, time\n"
@@ -136,7 +128,7 @@ def test_the_documented_loop_reports_once_a_window_from_local_rank_0(
     agent = agents(fast_config("gcp", fake.url), telemetry=AgentTelemetry(str(log)))
     wait_until(lambda: agent.identity.instance_type)
     script = tmp_path / "train.py"
-    script.write_text(docs_example())
+    script.write_text(block_after("agent.md", MARKER))
     env = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
     env.update({"SPOTGPU_AGENT": agent.control.url, **({"LOCAL_RANK": local_rank} if local_rank is not None else {})})
     done = subprocess.run([sys.executable, "-c", _RUN_DOCS_BLOCK, str(script)], env=env, capture_output=True,

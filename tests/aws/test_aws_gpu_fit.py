@@ -9,6 +9,7 @@ from aws_fixtures import pool_args, stack_raw
 
 from spotgpu.config import ConfigError, parse_stack_config
 from spotgpu.models.workload import GpuRequirement
+from tests.doc_blocks import marked_block
 
 
 def _with_gpu(gpu: dict[str, object]) -> dict[str, object]:
@@ -40,21 +41,13 @@ def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
         dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))
 
 
-def _doc_block(marker: str) -> str:
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
-    block = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
-    return block.split("\n", 1)[1].rsplit("```", 1)[0]
-
-
 def test_the_documented_example_gives_the_documented_error() -> None:
     import yaml
 
-    doc = yaml.safe_load(_doc_block("gpu-example"))
+    doc = yaml.safe_load(marked_block("configuration.md", "gpu-example"))
     gpu = doc["spotgpu:workloads"]["llm-finetune"]["gpu"]
     raw = _with_gpu(gpu)
     assert raw["workloads"]["llm-finetune"]["nodes"] == doc["spotgpu:workloads"]["llm-finetune"]["nodes"]
     with pytest.raises(ConfigError) as err:
         parse_stack_config(raw)
-    assert str(err.value) == _doc_block("gpu-error").strip()
+    assert str(err.value) == marked_block("configuration.md", "gpu-error").strip()

@@ -26,6 +26,7 @@ from spotgpu.economics.report import stack_economics
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import GpuRequirement
+from tests.doc_blocks import marked_block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -166,12 +167,6 @@ def test_the_preview_shows_usd_per_work_hour_for_every_type_each_rung_may_take(p
     assert gcp["alternate_sku"]["types"] == [] and len(gcp["same_pool"]["types"]) == 3
 
 
-def _doc_block(marker: str) -> str:
-    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    block = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
-    return block.split("\n", 1)[1].rsplit("```", 1)[0]
-
-
 def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: Path) -> None:
     """docs/configuration.md, "Ceilings per unit of work": the YAML merged into the prod stack, then
     ``spotgpu cost --stack prod --pool train-az`` prints the documented lines."""
@@ -180,7 +175,7 @@ def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: P
 
     import yaml
 
-    doc = yaml.safe_load(_doc_block("per-work-example"))
+    doc = yaml.safe_load(marked_block("configuration.md", "per-work-example"))
     stack = yaml.safe_load((REPO / "stacks" / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
     stack["config"]["spotgpu:workloads"]["llm-finetune"]["gpu"] = doc["spotgpu:workloads"]["llm-finetune"]["gpu"]
     stack["config"]["spotgpu:ladders"]["training"] = doc["spotgpu:ladders"]["training"]
@@ -190,4 +185,4 @@ def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: P
     run = subprocess.run([sys.executable, "-m", "spotgpu", "cost", "--program", str(tmp_path), "--stack", "prod",
                           "--pool", "train-az"], capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert _doc_block("per-work-preview") in run.stdout
+    assert marked_block("configuration.md", "per-work-preview") in run.stdout

@@ -4,29 +4,21 @@ ranks at one step with one committed final checkpoint; a replacement gang resume
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-from gang_testkit import REPO, Cluster, wait_until
+from gang_testkit import Cluster, wait_until
 
 from spotgpu.gang import EXIT_GANG_STOP
+from tests.doc_blocks import block_after
 
 MARKER = "<!-- tested: tests/gang/test_gang_docs.py"
-
-
-def docs_example() -> str:
-    text = (REPO / "docs" / "agent.md").read_text()
-    after = text[text.index(MARKER) :]
-    match = re.search(r"```python\n(.*?)```", after, re.S)
-    assert match, "the tested block follows the marker"
-    return match.group(1)
 
 
 @pytest.mark.timeout(150)
 def test_the_documented_gang_loop_stops_together_and_resumes(cluster: Cluster, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
-    script.write_text(docs_example())
+    script.write_text(block_after("agent.md", MARKER))
     env = {"GANG_SCRIPT": script, "CKPT_URL": f"file://{tmp_path / 'ckpt'}"}
 
     nodes = cluster.add_nodes(["gcp", "gcp"])
