@@ -33,7 +33,7 @@ import numpy as np
 
 from spotgpu.checkpoint import reader
 from spotgpu.checkpoint.errors import CheckpointError
-from spotgpu.checkpoint.layout import GENERATIONS, generation_of
+from spotgpu.checkpoint.layout import OBJECT_AREAS, generation_of
 from spotgpu.checkpoint.manager import CheckpointManager
 
 #: A writer's coordinator gives up waiting for a part (deleted by an unprotected race) this fast.
@@ -143,7 +143,7 @@ def _check(url: str, size: int, newest_before: int) -> tuple[list[str], int, set
                 problems.append(f"restored step {restored.step} has wrong {key!r}")
     committed = {g for s in steps if (g := _generation(mgr, s))}
     debris: set[str] = set()
-    for info in mgr.store.list(GENERATIONS + "/"):
+    for info in (i for area in OBJECT_AREAS for i in mgr.store.list(area + "/")):
         name = generation_of(info.path)
         if name is not None and name not in committed:
             debris.add(name)

@@ -3,17 +3,20 @@
 (Import them from :mod:`spotgpu.checkpoint.dcp`, which adds the manager a training loop holds.)
 
 :class:`GenerationWriter` makes every ``dcp.save`` a generation of this library: each rank
-writes its items as hashed objects and its manifest part; the coordinator pickles DCP's
-global ``Metadata`` into a hashed object and writes the create-only commit marker in
-``finish``. The coordinator picks the generation's session token in
+packs its items into one shard object (like DCP's own one ``.distcp`` file per rank), hashed
+in blocks, and writes its manifest part; the coordinator pickles DCP's global ``Metadata``
+(whose ``storage_data`` says where each item lives: shard, offset, size, block hashes) into a
+hashed object and writes the create-only commit marker in ``finish``, following
+:class:`~spotgpu.checkpoint.writer.ShardWriter`'s call order. The coordinator picks the generation's session token in
 ``prepare_global_plan`` and hands it to every rank through the save plan, so the ranks
 agree without any extra collective. With ``deadline=`` (a final save's budget) every rank
 gives up at its next chunk, before its part, or before the commit, raising
 :class:`BudgetExhausted` inside DCP's collective so DCP reports it to every rank.
 
 :class:`GenerationReader` loads the newest committed generation (or a given step),
-checking the metadata's hash before unpickling it and every object's hash as it is
-read. :func:`load_verified` retries older generations when one fails verification.
+checking the metadata's hash before unpickling it and every block's hash as it is read:
+ranged reads of the items this rank needs, adjacent ones in one request. Generations
+written before issue 32 (one object per item) still load. :func:`load_verified` retries older generations when one fails verification.
 
 Usage (every rank)::
 
@@ -31,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed._shard._utils import narrow_tensor_by_index
@@ -51,9 +55,11 @@ from torch.futures import Future
 from spotgpu.checkpoint import layout, reader, writer
 from spotgpu.checkpoint.errors import CheckpointError, CommitConflictError, ObjectMissingError, VerificationError
 from spotgpu.checkpoint.hashing import DEFAULT_HASH, digest
-from spotgpu.checkpoint.manifest import CommitRecord, ObjectEntry
+from spotgpu.checkpoint.manifest import CommitRecord, ItemEntry, ObjectEntry
+from spotgpu.checkpoint.shard import read_items
 from spotgpu.checkpoint.snapshot import Item
 from spotgpu.checkpoint.torch import check_tensor, tensor_bytes, tensor_from_bytes
+from spotgpu.storage.resilient import resilient
 from spotgpu.storage.store import Store, open_store
 
 METADATA_KEY = "dcp.metadata"
@@ -134,7 +140,7 @@ class GenerationWriter(StorageWriter):
         super().__init__()
         self.url = url
         self.step = layout.check_step(step)
-        self.store = store if store is not None else open_store(url, **dict(store_options or {}))
+        self.store = resilient(store if store is not None else open_store(url, **dict(store_options or {})))
         self.hash_algorithm = hash_algorithm
         self.commit_timeout_seconds = commit_timeout_seconds
         #: ``time.monotonic()`` after which the save is abandoned (a final save's budget).
@@ -197,18 +203,12 @@ class GenerationWriter(StorageWriter):
                 check_tensor(value, key)
                 dtype = str(value.dtype).removeprefix("torch.")
                 items.append(Item(key, "torch", tensor_bytes(value).data, dtype, tuple(value.shape)))
-        self._lease = writer.WriteLease(self.store, data.generation, data.rank).__enter__()
+        shard_writer = writer.ShardWriter(
+            self.store, data.generation, self.step, data.rank, data.world_size, self.hash_algorithm, deadline=self.deadline
+        )
+        self._lease = writer.WriteLease(shard_writer.store, data.generation, data.rank).__enter__()
         try:
-            part = writer.write_part(
-                self.store,
-                data.generation,
-                self.step,
-                data.rank,
-                data.world_size,
-                items,
-                self.hash_algorithm,
-                cancelled=self.out_of_time,
-            )
+            part = shard_writer.write(items, cancelled=self.out_of_time)
         except writer.SaveCancelled:
             self._release_lease()
             raise BudgetExhausted(data.rank, WRITING) from None
@@ -219,7 +219,7 @@ class GenerationWriter(StorageWriter):
             self._release_lease()  # the coordinator's lease covers the generation until its commit
         results = [
             WriteResult(index=wi.index, size_in_bytes=entry.size, storage_data=entry)
-            for wi, entry in zip(plan.items, part.objects, strict=True)
+            for wi, entry in zip(plan.items, part.items, strict=True)
         ]
         fut: Future[list[WriteResult]] = Future()
         fut.set_result(results)
@@ -238,8 +238,8 @@ class GenerationWriter(StorageWriter):
         metadata.storage_data = {wr.index: wr.storage_data for rank_results in results for wr in rank_results}
         metadata.storage_meta = self.storage_meta()
         body = pickle.dumps(metadata)
-        path = f"{layout.generation_prefix(self.generation)}{METADATA_KEY}"
-        self.store.put(path, body)
+        path = layout.coordinator_path(self.generation, METADATA_KEY)
+        resilient(self.store, self.deadline).put(path, body)
         entry = ObjectEntry(METADATA_KEY, path, len(body), digest(self.hash_algorithm, body))
         timeout = self.commit_timeout_seconds
         if self.deadline is not None:
@@ -255,6 +255,7 @@ class GenerationWriter(StorageWriter):
             timeout=timeout,
             extra_objects=(entry,),
             before_marker=self._lease.check if self._lease is not None else (lambda: None),
+            deadline=self.deadline,
         )
 
     def storage_meta(self) -> StorageMeta | None:
@@ -281,12 +282,12 @@ class GenerationReader(StorageReader):
         self.url = url
         self.step = step
         self.max_step = max_step
-        self.store = store if store is not None else open_store(url, **dict(store_options or {}))
+        self.store = resilient(store if store is not None else open_store(url, **dict(store_options or {})))
         self.record: CommitRecord | None = None
         #: The generation the coordinator chose for every rank (set once reading starts).
         self.pinned: str | None = None
         self.skipped: list[tuple[str, str]] = []
-        self.storage_data: dict[MetadataIndex, ObjectEntry] = {}
+        self.storage_data: dict[MetadataIndex, ObjectEntry | ItemEntry] = {}
 
     def reset(self, checkpoint_id: Any = None) -> None:
         if checkpoint_id is not None:
@@ -310,8 +311,8 @@ class GenerationReader(StorageReader):
                 entries = [e for e in record.extra_objects if e.key == METADATA_KEY]
                 if len(entries) != 1:
                     raise VerificationError(f"generation {record.generation} was not written by GenerationWriter")
-                for ref in record.parts:
-                    reader.read_part(self.store, record, ref)
+                # The chain is marker -> metadata (hashed) -> storage_data (every item's block
+                # hashes): the parts are not needed to load, so no rank reads N of them.
                 body = reader.read_object(self.store, record.hash_algorithm, entries[0])
             except (CheckpointError, ValueError) as err:
                 self.skipped.append((f"step {step}", str(err)))
@@ -340,18 +341,17 @@ class GenerationReader(StorageReader):
             raise VerificationError(
                 f"this rank chose {self.record.generation} but the coordinator chose {plan.storage_data}; load again"
             )
-        by_object: dict[str, list[Any]] = {}
+        by_entry: dict[ObjectEntry | ItemEntry, list[Any]] = {}
         for req in plan.items:
-            by_object.setdefault(self.storage_data[req.storage_index].path, []).append(req)
-        for requests in by_object.values():
-            entry = self.storage_data[requests[0].storage_index]
-            data = reader.read_object(self.store, self.record.hash_algorithm, entry)
+            by_entry.setdefault(self.storage_data[req.storage_index], []).append(req)
+        data = self._read(list(by_entry))
+        for entry, requests in by_entry.items():
             for req in requests:
                 if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(bytes(data)))
+                    planner.load_bytes(req, io.BytesIO(bytes(data[entry])))
                     continue
                 assert entry.dtype is not None and entry.shape is not None
-                tensor = tensor_from_bytes(data, entry.dtype, list(entry.shape))
+                tensor = tensor_from_bytes(data[entry], entry.dtype, list(entry.shape))
                 tensor = narrow_tensor_by_index(tensor, req.storage_offsets, req.lengths)
                 target = planner.resolve_tensor(req).detach()
                 if target.size() != tensor.size():
@@ -363,6 +363,21 @@ class GenerationReader(StorageReader):
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
+
+    def _read(self, entries: list[ObjectEntry | ItemEntry]) -> dict[ObjectEntry | ItemEntry, Any]:
+        """Every entry's bytes, hash-checked: packed items by ranged reads (adjacent ones in
+        one request), format-1 objects whole."""
+        assert self.record is not None
+        algorithm = self.record.hash_algorithm
+        out: dict[ObjectEntry | ItemEntry, Any] = {}
+        items = [e for e in entries if isinstance(e, ItemEntry)]
+        buffers = {e: np.empty(e.size, dtype=np.uint8) for e in items}
+        read_items(self.store, algorithm, [(e, buffers[e].data) for e in items])
+        out.update(buffers)
+        for entry in entries:
+            if isinstance(entry, ObjectEntry):
+                out[entry] = reader.read_object(self.store, algorithm, entry)
+        return out
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: Any) -> bool:

@@ -17,6 +17,7 @@ __all__ = [
     "CheckpointError",
     "CommitConflictError",
     "CommitTimeoutError",
+    "GenerationFailedError",
     "LeaseLostError",
     "ObjectExistsError",
     "ObjectMissingError",
@@ -35,6 +36,13 @@ class VerificationError(CheckpointError):
 
 class CommitTimeoutError(CheckpointError):
     """The coordinator gave up waiting for every rank's manifest part."""
+
+
+class GenerationFailedError(CheckpointError):
+    """The generation this rank wrote will not be committed: the coordinator gave up, or a
+    rank could not write its part, and said so in a commit verdict (``failed/<step>.json``)
+    or through the gang's process group. Raised at the waiting rank's next poll, never
+    after waiting out the commit timeout."""
 
 
 class WorldSizeMismatch(CheckpointError):

@@ -1,35 +1,59 @@
 """Where everything lives in a checkpoint store (pure naming; no I/O).
 
-::
+Format 2 (written since issue 32), one data object per rank per generation::
 
-    ROOT/generations/<step:012d>-<session>/r<rank:05d>/<index:05d>-<key>   data objects
-    ROOT/generations/<step:012d>-<session>/part-r<rank:05d>.json           one rank's manifest part
-    ROOT/generations/<step:012d>-<session>/_writing-r<rank:05d>.json       a live writer's lease
-    ROOT/commits/<step:012d>.json                                          commit marker (create-only)
-    ROOT/failed/<step:012d>.json                                           verdict: that step's generation failed verification
+    ROOT/shards/<hh>/<step:012d>-<session>/r<rank:05d>-<k:03d>.shard    the rank's values, packed (k = 0 unless split)
+    ROOT/shards/<hh>/<step:012d>-<session>/part-r<rank:05d>.json        the rank's part: the index of its shard
+    ROOT/shards/<hh>/<step:012d>-<session>/_writing-r<rank:05d>.json    the rank's lease while it writes
+    ROOT/shards/<hh0>/<step:012d>-<session>/dcp.metadata                 objects the coordinator writes (under rank 0's <hh>)
+    ROOT/commits/<step:012d>.json                                        commit marker (create-only)
+    ROOT/failed/<step:012d>.json                                         verdict: that step's generation failed
 
-A generation's prefix includes a per-run session token, so a restarted or zombie
-writer never writes into another attempt's objects. The commit marker is keyed by step
-alone and written create-only, so exactly one attempt wins each step.
+``<hh>`` is :func:`rank_bucket`: two hex digits of a hash of the rank, *before* the
+generation. Why: S3 serves about 3,500 writes and 5,500 reads per second *per partitioned
+prefix* and answers ``503 SlowDown`` beyond, and it splits a hot prefix into partitions only
+after minutes of load; GCS and Azure also spread load by key range. A checkpoint is a burst
+in which every rank writes at once, and every generation is a *new* name. With the generation
+first (format 1: ``generations/<gen>/r<rank>/...``) every rank of a burst shares one fresh,
+unsplit prefix, so a 1,024-rank save queues behind one partition's rate. With a hash of the
+rank first, the ranks of one save fall into 256 prefixes that are the *same* for every
+generation, so the partitions the store has learned for ``shards/3f/`` serve the next save
+too. The hash depends on the rank only (not the generation), so one rank's objects of every
+generation sit together and a rank's part is found without a listing.
+
+Format 1 (``generations/<step>-<session>/r<rank>/<index>-<key>``, one object per value,
+``part-r<rank>.json`` next to them) is still read: the commit marker says which format its
+generation has, and every function here that parses a path knows both.
+
+A generation's name includes a per-run session token, so a restarted or zombie writer never
+writes into another attempt's objects. The commit marker is keyed by step alone and written
+create-only, so exactly one attempt wins each step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from spotgpu.storage.local_store import TMP_PREFIX  # local stores write every object to a hidden temporary first
 
+#: The area of format-1 generations (read only).
 GENERATIONS = "generations"
+#: The area of format-2 generations.
+SHARDS = "shards"
 COMMITS = "commits"
 FAILED = "failed"
+#: Every area that holds generation objects, oldest format first.
+OBJECT_AREAS = (GENERATIONS, SHARDS)
 GENERATION_PATTERN = r"^(\d{12})-([a-z0-9]{1,32})$"
 _GEN_RE = re.compile(GENERATION_PATTERN)
 _COMMIT_RE = re.compile(r"^commits/(\d{12})\.json$")
 _FAILED_RE = re.compile(r"^failed/(\d{12})\.json$")
 _SESSION_RE = re.compile(r"^[a-z0-9]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_LEASE_RE = re.compile(r"^generations/[^/]+/_writing-r(\d{5})\.json$")
+_BUCKET_RE = re.compile(r"^[0-9a-f]{2}$")
+_LEASE_RE = re.compile(r"^(?:generations/[^/]+|shards/[0-9a-f]{2}/[^/]+)/_writing-r(\d{5})\.json$")
 MAX_STEP = 10**12 - 1
 #: A writer's lease counts as alive for this long after its last refresh (store clock).
 #: A protocol constant, not a setting: every writer and every GC must agree on it.
@@ -68,22 +92,46 @@ def parse_generation(name: str) -> GenerationName | None:
     return GenerationName(int(m.group(1)), m.group(2)) if m else None
 
 
-def generation_prefix(generation: str) -> str:
-    return f"{GENERATIONS}/{generation}/"
+def rank_bucket(rank: int) -> str:
+    """Two hex digits spreading ranks over 256 key prefixes (see the module docstring)."""
+    return hashlib.blake2b(rank.to_bytes(4, "big"), digest_size=1).hexdigest()
 
 
-def generation_of(path: str) -> str | None:
-    """The generation a store path belongs to, or None if it is not under generations/."""
-    parts = path.split("/")
-    return parts[1] if len(parts) >= 3 and parts[0] == GENERATIONS else None
+def rank_prefix(generation: str, rank: int) -> str:
+    """Where one rank's objects of ``generation`` live (format 2)."""
+    return f"{SHARDS}/{rank_bucket(rank)}/{generation}/"
+
+
+def shard_path(generation: str, rank: int, index: int = 0) -> str:
+    """The ``index``-th data object of ``rank`` (one per rank unless its state passed the split size)."""
+    return f"{rank_prefix(generation, rank)}r{rank:05d}-{index:03d}.shard"
 
 
 def part_path(generation: str, rank: int) -> str:
-    return f"{GENERATIONS}/{generation}/part-r{rank:05d}.json"
+    return f"{rank_prefix(generation, rank)}part-r{rank:05d}.json"
 
 
 def lease_path(generation: str, rank: int) -> str:
-    return f"{GENERATIONS}/{generation}/_writing-r{rank:05d}.json"
+    return f"{rank_prefix(generation, rank)}_writing-r{rank:05d}.json"
+
+
+def coordinator_path(generation: str, name: str) -> str:
+    """An object the coordinator writes for the whole generation (e.g. DCP's metadata)."""
+    return f"{rank_prefix(generation, 0)}{name}"
+
+
+def generation_of(path: str) -> str | None:
+    """The generation a store path belongs to (either format), or None."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] == GENERATIONS:
+        return parts[1]
+    if len(parts) >= 4 and parts[0] == SHARDS and _BUCKET_RE.match(parts[1]):
+        return parts[2]
+    return None
+
+
+def belongs_to(path: str, generation: str) -> bool:
+    return generation_of(path) == generation
 
 
 def is_lease_path(path: str) -> bool:
@@ -97,7 +145,8 @@ def shows_a_live_writer(path: str) -> bool:
     return is_lease_path(path) or path.rsplit("/", 1)[-1].startswith(TMP_PREFIX)
 
 
-def object_path(generation: str, rank: int, index: int, key: str) -> str:
+def legacy_object_path(generation: str, rank: int, index: int, key: str) -> str:
+    """Format 1: one object per value (kept to describe, and test against, old stores)."""
     readable = _UNSAFE.sub("_", key)[:80] or "obj"
     return f"{GENERATIONS}/{generation}/r{rank:05d}/{index:05d}-{readable}"
 

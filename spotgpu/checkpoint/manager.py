@@ -32,6 +32,7 @@ from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
 from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
 from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
+from spotgpu.storage.resilient import resilient
 from spotgpu.storage.store import Store, open_store
 from spotgpu.storage.urls import parse_store_url, redact_url
 
@@ -93,6 +94,7 @@ class CheckpointManager:
         debris: DebrisPolicy | None = None,
         commit_timeout_seconds: float = 600.0,
         chunk_bytes: int = DEFAULT_CHUNK,
+        agreement: writer.CommitAgreement | None = None,
         _unprotected_baseline: bool = False,
     ) -> None:
         if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
@@ -102,7 +104,8 @@ class CheckpointManager:
         new_hasher(hash_algorithm)  # fail now, not mid-save
         #: The store's URL as messages show it (canonical, never with credentials).
         self.url = redact_url(url) if store is not None else parse_store_url(url).text
-        self.store: Store = store if store is not None else open_store(url, **dict(store_options or {}))
+        #: Behind the retry rules of ``spotgpu.storage.resilient`` (a given store is wrapped too).
+        self.store: Store = resilient(store if store is not None else open_store(url, **dict(store_options or {})))
         self.rank = rank
         self.world_size = world_size
         self.session = layout.check_session(session or _default_session(world_size))
@@ -111,6 +114,8 @@ class CheckpointManager:
         self.retention: RetentionPolicy = retention or KeepLast(keep)
         self.debris: DebrisPolicy = debris or GracePeriod(grace_seconds)
         self.commit_timeout_seconds = commit_timeout_seconds
+        #: How the ranks learn each other's progress; None: through the store (polling).
+        self.agreement = agreement
         chunk = min(chunk_bytes, memory_budget_bytes) if memory_budget_bytes else chunk_bytes
         self._budget = HostBudget(memory_budget_bytes)
         self._pool = ChunkPool(chunk, memory_budget_bytes)
@@ -121,6 +126,8 @@ class CheckpointManager:
         self._lock = threading.Lock()
         #: Seconds the last committed save of this manager took (the gang's budget estimate).
         self.last_save_seconds: float | None = None
+        #: Where the coordinator's last commit spent its time (rank 0 only).
+        self.last_commit: writer.CommitTimings | None = None
         #: bench/ckpt_gc_drill.py only: save without a lease or the pre-commit object check
         #: (the behaviour before issue 22), to measure what they prevent.
         self._unprotected_baseline = _unprotected_baseline
@@ -206,7 +213,12 @@ class CheckpointManager:
         def run() -> None:
             try:
                 outcome["info"] = self._save(
-                    step, items, writer.direct_chunks, cancelled=cancel.is_set, phase=lambda p: phase.__setitem__(0, p)
+                    step,
+                    items,
+                    writer.direct_chunks,
+                    cancelled=cancel.is_set,
+                    phase=lambda p: phase.__setitem__(0, p),
+                    deadline=deadline,
                 )
             except BaseException as err:
                 outcome["error"] = err
@@ -232,6 +244,7 @@ class CheckpointManager:
         chunks_for: writer.ChunkSource,
         cancelled: Any = None,
         phase: writer.PhaseHook = lambda _p: None,
+        deadline: float | None = None,
     ) -> GenerationInfo:
         started = time.monotonic()
         generation = layout.generation_name(step, self.session)
@@ -241,11 +254,22 @@ class CheckpointManager:
         with self._lock:
             self._in_flight.add(generation)
         try:
+            shard_writer = writer.ShardWriter(
+                self.store,
+                generation,
+                step,
+                self.rank,
+                self.world_size,
+                self.hash_algorithm,
+                deadline=deadline,
+                phase=phase,
+                agreement=self.agreement,
+            )
             if self._unprotected_baseline:
-                record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, None)
+                record = self._write_and_commit(shard_writer, items, chunks_for, cancelled, None)
             else:
-                with writer.WriteLease(self.store, generation, self.rank) as lease:
-                    record = self._write_and_commit(step, generation, items, chunks_for, cancelled, phase, lease)
+                with writer.WriteLease(shard_writer.store, generation, self.rank) as lease:
+                    record = self._write_and_commit(shard_writer, items, chunks_for, cancelled, lease)
         finally:
             with self._lock:
                 self._in_flight.discard(generation)
@@ -253,6 +277,7 @@ class CheckpointManager:
         self._last_save = (step, time.monotonic())
         self.last_save_seconds = self._last_save[1] - started
         if self.rank == 0:
+            self.last_commit = shard_writer.timings
             self._prune()
         return GenerationInfo.from_record(record)
 
@@ -266,52 +291,31 @@ class CheckpointManager:
 
     def _write_and_commit(
         self,
-        step: int,
-        generation: str,
+        shard_writer: writer.ShardWriter,
         items: list[Item],
         chunks_for: writer.ChunkSource,
         cancelled: Any,
-        phase: writer.PhaseHook,
         lease: writer.WriteLease | None,
-    ) -> Any:
-        writer.write_part(
-            self.store,
-            generation,
-            step,
-            self.rank,
-            self.world_size,
-            items,
-            self.hash_algorithm,
-            chunks_for,
-            cancelled or (lambda: False),
-            phase=phase,
-        )
-        if cancelled is not None and cancelled():
-            raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
+    ) -> CommitRecord:
+        """Steps 1-9 of :class:`~spotgpu.checkpoint.writer.ShardWriter` for this rank."""
+        step = shard_writer.step
+        try:
+            shard_writer.write(
+                items, chunks_for, cancelled or (lambda: False), replayable=chunks_for is writer.direct_chunks
+            )
+            if cancelled is not None and cancelled():
+                raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
+        except BaseException as err:
+            shard_writer.written_or_failed(err)  # the coordinator and the waiting ranks stop at once
+            raise
         if self.rank != 0:
-            return writer.wait_for_commit(
-                self.store, generation, step, timeout=self.commit_timeout_seconds, phase=phase
-            )
-        if lease is None:  # the unprotected baseline: no lease, no object check
-            return writer.commit(
-                self.store,
-                generation,
-                step,
-                self.world_size,
-                self.hash_algorithm,
-                timeout=self.commit_timeout_seconds,
-                phase=phase,
-                check_objects=False,
-            )
-        return writer.commit(
-            self.store,
-            generation,
-            step,
-            self.world_size,
-            self.hash_algorithm,
+            if lease is not None:
+                lease.release()  # the coordinator's lease covers the generation until its marker
+            return shard_writer.wait(timeout=self.commit_timeout_seconds)
+        return shard_writer.commit(
             timeout=self.commit_timeout_seconds,
-            before_marker=lease.check,
-            phase=phase,
+            before_marker=lease.check if lease is not None else (lambda: None),
+            check_objects=lease is not None,  # the unprotected baseline: no lease, no object check
         )
 
     def _existing_commit(self, step: int, generation: str) -> CommitRecord | None:
@@ -421,7 +425,7 @@ class CheckpointManager:
                 info = replace(info, failed=verdict.reason)
             infos.append(info)
         sizes: dict[str, int] = {}
-        for obj in self.store.list(layout.GENERATIONS + "/"):
+        for obj in (o for area in layout.OBJECT_AREAS for o in self.store.list(area + "/")):
             gen = layout.generation_of(obj.path)
             if gen and gen not in committed:
                 sizes[gen] = sizes.get(gen, 0) + obj.size
@@ -497,25 +501,32 @@ class CheckpointManager:
             if gen is None or (s in verdicts and verdicts[s].generation in (None, gen))
         }
 
-    def _lease_live(self, generation: str) -> bool:
-        """A fresh look, right before deleting debris: is a writer of ``generation`` at work
-        (a live lease), or has it committed since the listing?"""
+    def _live_now(self, generations: set[str]) -> set[str]:
+        """A fresh look, right before deleting debris: which of ``generations`` has a writer at
+        work (a live lease), or committed since the listing? One listing for all of them."""
+        if not generations:
+            return set()
         now = dt.datetime.now(dt.UTC)
-        if any(
-            layout.shows_a_live_writer(info.path)
+        live = {
+            gen
+            for area in layout.OBJECT_AREAS
+            for info in self.store.list(area + "/")
+            if (gen := layout.generation_of(info.path)) in generations
+            and layout.shows_a_live_writer(info.path)
             and (now - info.last_modified).total_seconds() < layout.LEASE_TTL_SECONDS
-            for info in self.store.list(layout.generation_prefix(generation))
-        ):
-            return True
-        parsed = layout.parse_generation(generation)
-        if parsed is None:
-            return False
-        try:
-            return reader.read_commit(self.store, parsed.step).generation == generation
-        except ObjectMissingError:
-            return False
-        except VerificationError:
-            return True  # an unreadable marker for that step: leave it to the failed-step rules
+        }
+        for gen in generations - live:
+            parsed = layout.parse_generation(gen)
+            if parsed is None:
+                continue
+            try:
+                if reader.read_commit(self.store, parsed.step).generation == gen:
+                    live.add(gen)
+            except ObjectMissingError:
+                continue
+            except VerificationError:
+                live.add(gen)  # an unreadable marker for that step: leave it to the failed-step rules
+        return live
 
     def gc(self, *, dry_run: bool = False) -> GcReport:
         """Apply retention: retire generations that failed verification first, keep the
@@ -524,9 +535,8 @@ class CheckpointManager:
         whose writer holds a live lease. ``dry_run``: report what would go, delete nothing."""
         # Objects before markers: a save that commits (and drops its lease) after this
         # listing shows up committed in the marker listing below, never as leaseless debris.
-        objects = tuple(
-            info for area in (layout.GENERATIONS, layout.COMMITS, layout.FAILED) for info in self.store.list(area + "/")
-        )
+        areas = (*layout.OBJECT_AREAS, layout.COMMITS, layout.FAILED)
+        objects = tuple(info for area in areas for info in self.store.list(area + "/"))
         commits = self._commits()
         newest_verified = self._newest_verified(record_failures=not dry_run)
         failed = self._failed_steps(commits)
@@ -559,24 +569,16 @@ class CheckpointManager:
         )
 
     def _apply(self, plan: GcPlan) -> int:
-        """Delete what ``plan`` says: markers first, then objects; a debris generation whose
-        writer renewed its lease since the listing is spared (a fresh look right before)."""
+        """Delete what ``plan`` says: markers first, then objects (in batches where the store
+        has a bulk delete); a debris generation whose writer renewed its lease since the
+        listing, or that committed meanwhile, is spared (one fresh look right before)."""
         for step in plan.retire_steps:
             self.store.delete(layout.commit_path(step))
             self._verified_steps.discard(step)
         debris = set(plan.debris_generations)
-        live: set[str] = set()
-        rechecked: set[str] = set()
-        deleted = 0
-        for path in plan.delete_paths:
-            gen = layout.generation_of(path)
-            if gen is not None and gen in debris and gen not in rechecked and not self._unprotected_baseline:
-                rechecked.add(gen)
-                if self._lease_live(gen):
-                    live.add(gen)
-            if gen not in live:
-                self.store.delete(path)
-                deleted += 1
+        live = set() if self._unprotected_baseline else self._live_now(debris)
+        paths = [p for p in plan.delete_paths if layout.generation_of(p) not in live]
+        self.store.delete_many(paths)
         plan.debris_generations = [g for g in plan.debris_generations if g not in live]
         plan.live_generations += sorted(live)
-        return deleted
+        return len(paths)

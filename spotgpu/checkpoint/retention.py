@@ -12,7 +12,9 @@ Rules, in order:
   save in this process is still writing them;
 - whatever the grace period, a generation without a commit marker whose writer's lease
   (``_writing-r<rank>.json``) was refreshed less than ``LEASE_TTL_SECONDS`` ago belongs
-  to a save in progress somewhere and is never deleted.
+  to a save in progress somewhere and is never deleted;
+- a commit verdict (``failed/<step>.json`` of a step with no marker) stays one lease TTL,
+  so the ranks still polling for that save see it.
 """
 
 from __future__ import annotations
@@ -79,8 +81,14 @@ def plan_gc(
     verdicts: list[str] = []
     for info in snapshot.objects:
         gen = layout.generation_of(info.path)
-        if layout.parse_failed_path(info.path) is not None:
-            verdicts.append(info.path)  # each retired with its step, or stale
+        verdict_step = layout.parse_failed_path(info.path)
+        if verdict_step is not None:
+            # A committed step's verdict goes with this plan (its step is retired, or the
+            # verdict is stale). One for a step with no marker is a save's commit verdict
+            # (or stale): kept while ranks may still be polling for it, one lease TTL.
+            young = (now - info.last_modified).total_seconds() < lease_ttl_seconds
+            if verdict_step in snapshot.commits or not young:
+                verdicts.append(info.path)
             continue
         if gen is None:
             if layout.parse_commit_path(info.path) is None:

@@ -22,7 +22,7 @@ import fcntl
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from spotgpu.storage.errors import ObjectExistsError, ObjectMissingError, VersionMismatchError
@@ -167,6 +167,38 @@ class LocalStore:
         except FileNotFoundError:
             raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
 
+    def get_range_into(
+        self,
+        path: str,
+        start: int,
+        targets: Sequence[memoryview],
+        on_piece: Callable[[int, memoryview], object] | None = None,
+    ) -> None:
+        """Read ``[start, start + total)`` into ``targets`` in order (one sequential pass, no
+        intermediate buffer), calling ``on_piece(target_index, piece)`` after each read."""
+        try:
+            fd = os.open(self._path(path), os.O_RDONLY)
+        except FileNotFoundError:
+            raise ObjectMissingError(f"{self.url}/{path} does not exist") from None
+        try:
+            total = sum(t.nbytes for t in targets)
+            os.posix_fadvise(fd, start, total, os.POSIX_FADV_SEQUENTIAL)
+            pos = start
+            for index, target in enumerate(targets):
+                for begin in range(0, target.nbytes, READ_CHUNK):
+                    piece = target[begin : begin + READ_CHUNK]
+                    got = 0
+                    while got < piece.nbytes:
+                        n = os.preadv(fd, [piece[got:]], pos + got)
+                        if not n:
+                            raise ValueError(f"{self.url}/{path} ends before byte {pos + piece.nbytes} of the range")
+                        got += n
+                    if on_piece is not None:
+                        on_piece(index, piece)
+                    pos += piece.nbytes
+        finally:
+            os.close(fd)
+
     def head(self, path: str) -> ObjectInfo:
         try:
             st = self._path(path).stat()
@@ -230,6 +262,10 @@ class LocalStore:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            self.delete(path)
 
     def delete(self, path: str) -> None:
         target = self._path(path)

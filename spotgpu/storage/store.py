@@ -13,11 +13,15 @@ over obstore. Two kinds of writers share it:
   so they read with :meth:`Store.get_versioned` and write with :meth:`Store.put_if`
   (update-if-unchanged): the ETag on S3 and Azure, the generation on GCS (obstore
   ``UpdateVersion``), a digest checked under ``flock`` locally.
+
+:func:`open_store` returns the backend behind a
+:class:`~spotgpu.storage.resilient.ResilientStore`: the one place that retries transient
+errors and resolves writes whose outcome is unknown, for every writer above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from spotgpu.storage.objects import ObjectInfo, Version
@@ -59,6 +63,19 @@ class Store(Protocol):
         """Bytes ``[start, end)`` of the object."""
         ...
 
+    def get_range_into(
+        self,
+        path: str,
+        start: int,
+        targets: Sequence[memoryview],
+        on_piece: Callable[[int, memoryview], object] | None = None,
+    ) -> None:
+        """Read bytes ``[start, start + total)`` (total: the targets' sizes added up) into
+        ``targets`` in order, one ranged request, no intermediate buffer beyond the
+        transport's; ``on_piece(i, piece)`` runs after each piece lands in ``targets[i]``
+        (the reader hashes it there). Raises ``ValueError`` if the object ends early."""
+        ...
+
     def head(self, path: str) -> ObjectInfo:
         """Size and time of one object; raises ``ObjectMissingError``."""
         ...
@@ -69,6 +86,11 @@ class Store(Protocol):
 
     def delete(self, path: str) -> None:
         """Delete the object; a missing object is not an error."""
+        ...
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Delete every object named (missing ones are fine), in bulk requests where the
+        store has them: how gc retires a generation of 1,024 ranks in a few requests."""
         ...
 
     def get_versioned(self, path: str) -> tuple[bytes, Version]:
@@ -96,6 +118,8 @@ def open_store(url: str, **options: Any) -> Store:
     variables (``AWS_ENDPOINT_URL``, ``AZURE_STORAGE_*``...). Azure's account comes from
     the URL (``az://ACCOUNT/CONTAINER/PREFIX``).
     """
+    from spotgpu.storage.resilient import ResilientStore
+
     where = parse_store_url(url)
     if where.path is not None:
         from spotgpu.storage.local_store import LocalStore
@@ -104,7 +128,7 @@ def open_store(url: str, **options: Any) -> Store:
             raise ValueError(f"store options {sorted(options)} are not used by file:// stores; fix: drop them")
         if where.path.exists() and not where.path.is_dir():
             raise bad_url(url, "is a file, not a directory", "name the directory the objects go to")
-        return LocalStore(where.path)
+        return ResilientStore(LocalStore(where.path))
     from spotgpu.storage.object_store import ObjectStore
 
-    return ObjectStore.open(where, **options)
+    return ResilientStore(ObjectStore.open(where, **options))

@@ -108,12 +108,23 @@ class MissingOnThisRank:
     def __init__(self, inner: Store, match: Callable[[str], bool]) -> None:
         self.inner, self.match = inner, match
 
-    def get(self, path: str) -> bytearray:
+    def _check(self, path: str) -> None:
         from spotgpu.checkpoint.errors import ObjectMissingError
 
         if self.match(path):
             raise ObjectMissingError(path)
+
+    def get(self, path: str) -> bytearray:
+        self._check(path)
         return self.inner.get(path)
+
+    def get_into_streamed(self, path: str, out: Any, on_chunk: Any) -> None:
+        self._check(path)
+        self.inner.get_into_streamed(path, out, on_chunk)
+
+    def get_range_into(self, path: str, start: int, targets: Any, on_piece: Any = None) -> None:
+        self._check(path)
+        self.inner.get_range_into(path, start, targets, on_piece)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -10,6 +10,7 @@ import pytest
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.cli import main
+from tests.checkpoint.ckpt_files import flip_byte
 
 
 def make_store(tmp_path, steps=(1, 2, 3)):
@@ -35,8 +36,7 @@ def test_verify_exit_codes(tmp_path, capsys):
     assert main(["ckpt", "verify", tmp_path.as_uri()]) == 0
     assert capsys.readouterr().out.count("OK") == 3
     newest = mgr.list()[0].generation
-    obj = next((tmp_path / "generations" / newest / "r00000").iterdir())
-    obj.write_bytes(b"\0" + obj.read_bytes()[1:])
+    flip_byte(tmp_path, newest, "x", at=0.0)
     assert main(["ckpt", "verify", tmp_path.as_uri()]) == 1
     assert "hash mismatch" in capsys.readouterr().out
     assert main(["ckpt", "verify", tmp_path.as_uri(), newest, "--json"]) == 1

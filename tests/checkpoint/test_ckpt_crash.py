@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from spotgpu.checkpoint.crashtest import run_trials
+from tests.checkpoint.ckpt_files import flip_byte
 
 
 @pytest.fixture
@@ -41,9 +42,7 @@ def test_the_checker_catches_a_torn_generation(crash_dir):
     mgr = CheckpointManager(crash_dir.as_uri())
     mgr.save(1, expected_state(1, 1024))
     mgr.save(2, expected_state(2, 1024))
-    gen = crash_dir / "generations" / mgr.list()[0].generation / "r00000"
-    victim = next(p for p in gen.iterdir() if "optim" in p.name)
-    victim.write_bytes(victim.read_bytes()[:-4] + b"\0\0\0\0")
+    flip_byte(crash_dir, mgr.list()[0].generation, "optim", at=0.99)
     problems, newest, _ = check_store(crash_dir.as_uri(), 1024, 0)
     assert newest == 2
     assert any("does not verify" in p for p in problems) and any("restore chose step 1" in p for p in problems)

@@ -48,11 +48,10 @@ def _worker(rank: int, world: int, root: str) -> None:
 
     if rank == 0:
         report = CheckpointManager(url).verify(2)
-        assert report.ok and report.objects_checked >= 4, report
+        assert report.ok and report.objects_checked == 3, report  # DCP's metadata and one shard per rank
         # Corrupt rank 1's shard of step 2: every rank must fall back to step 1 together.
-        gen = Path(root) / "generations" / CheckpointManager(url).list()[0].generation / "r00001"
-        victim = sorted(gen.iterdir())[0]
-        victim.write_bytes(b"\xff" + victim.read_bytes()[1:])
+        (victim,) = Path(root).glob(f"shards/*/{CheckpointManager(url).list()[0].generation}/r00001-000.shard")
+        victim.write_bytes(bytes([victim.read_bytes()[0] ^ 0xFF]) + victim.read_bytes()[1:])
     dist.barrier()
     target = _state(0, rank, mesh)
     assert load_verified(target, url) == 1
@@ -109,7 +108,7 @@ def test_final_save_commits_within_budget_and_records_its_duration(tmp_path):
 @pytest.mark.parametrize(
     ("slow_path", "reason"),
     [
-        ("/r00000/", "ran out while writing this rank's objects; cancelled"),
+        ("/r00000-000.shard", "ran out while writing this rank's objects; cancelled"),
         ("dcp.metadata", "ran out while committing (DCP metadata and marker); cancelled"),
     ],
 )
@@ -169,7 +168,7 @@ def _final_worker(rank: int, world: int, root: str) -> None:
     ok = mgr.save_final(1, state(1), 60)  # also warms DCP up, so planning the slow saves is quick
     outcomes["ok"] = [ok.committed, ok.generation, mgr.last_save_seconds]
     # Rank 1's disk is slow: rank 1 runs out writing, rank 0 (done) was waiting for rank 1's part.
-    slow_rank1 = SlowStore(open_store(url), lambda p: rank == 1 and "/r00001/" in p, seconds=3.0)
+    slow_rank1 = SlowStore(open_store(url), lambda p: rank == 1 and "/r00001-000.shard" in p, seconds=3.0)
     outcomes["slow_rank1"] = DCPCheckpointManager(url, store=slow_rank1).save_final(2, state(2), 1.5).reason
     # The coordinator is slow to commit: rank 1 (done) was waiting for the commit marker.
     slow_commit = SlowStore(open_store(url), lambda p: rank == 0 and p.endswith("dcp.metadata"), seconds=3.0)
@@ -229,9 +228,9 @@ def _diverging_worker(rank: int, world: int, root: str) -> None:
     for step in (1, 2):
         mgr.save(step, {"w": torch.full((4,), float(step))})
     dist.barrier()
-    # Rank 1 cannot read step 2's part (a transient error), so it picks step 1 while the
-    # coordinator picks (and pins) step 2. Both must then agree on what to try next.
-    store = MissingOnThisRank(open_store(url), lambda p: rank == 1 and "000000000002-" in p and "part-r" in p)
+    # Rank 1 cannot read step 2's metadata (an error that outlived the retries), so it picks
+    # step 1 while the coordinator picks (and pins) step 2. Both must then agree on what to try next.
+    store = MissingOnThisRank(open_store(url), lambda p: rank == 1 and "000000000002-" in p and "dcp.metadata" in p)
     target = {"w": torch.zeros(4)}
     step = load_verified(target, url, store=store)
     write_result(root, "diverging", rank, [step, target["w"].tolist()])

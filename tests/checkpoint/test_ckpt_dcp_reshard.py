@@ -124,8 +124,9 @@ def test_a_corrupt_newest_generation_moves_every_rank_of_the_new_world_back_toge
 
     newest = next((store_copy / "commits").glob(f"{SAVED_STEP:012d}.json"))
     generation = newest.read_text().split('"generation":"')[1].split('"')[0]
-    victim = sorted((store_copy / "generations" / generation / "r00001").iterdir())[0]
-    victim.write_bytes(b"\xff" + victim.read_bytes()[1:])  # one flipped byte in rank 1's shard
+    (victim,) = store_copy.glob(f"shards/*/{generation}/r00001-000.shard")
+    raw = victim.read_bytes()
+    victim.write_bytes(bytes([raw[0] ^ 0xFF]) + raw[1:])  # one flipped byte in rank 1's shard
     run_ranks(_restore_on, 3, store_copy, SAVED_STEP - 1, timeout=60)
 
 

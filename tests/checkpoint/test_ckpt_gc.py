@@ -19,6 +19,7 @@ from spotgpu.checkpoint import (
     KeepLast,
     RetentionPolicy,
     SavePolicy,
+    layout,
 )
 from spotgpu.checkpoint.retention import StoreSnapshot, plan_gc
 from spotgpu.storage.store import ObjectInfo
@@ -108,10 +109,10 @@ def test_gc_against_a_store_with_corruption_and_debris(tmp_path):
     for step in (1, 2, 3):
         mgr.save(step, {"x": str(step).encode() * 100})
     # Step 3 goes bad; a crashed save leaves old debris and a fresh one leaves young debris.
-    gen3 = tmp_path / "generations" / mgr.list()[0].generation / "r00000"
-    next(gen3.iterdir()).write_bytes(b"rotten")
+    (shard3,) = tmp_path.glob(f"shards/*/{mgr.list()[0].generation}/*.shard")
+    shard3.write_bytes(b"rotten")
     for name, age in (("000000000004-crashed", 7200), ("000000000004-running", 5)):
-        part = tmp_path / "generations" / name / "r00000" / "00000-x"
+        part = tmp_path / layout.shard_path(name, 0)
         part.parent.mkdir(parents=True)
         part.write_bytes(b"partial")
         os.utime(part, (time.time() - age, time.time() - age))
@@ -125,4 +126,4 @@ def test_gc_against_a_store_with_corruption_and_debris(tmp_path):
     assert report.deleted_debris == ["000000000004-crashed"]
     assert report.young_debris == ["000000000004-running"]
     assert CheckpointManager(url).restore().step == 2  # type: ignore[union-attr]
-    assert not (tmp_path / "generations" / "000000000004-crashed").exists()
+    assert not (tmp_path / layout.shard_path("000000000004-crashed", 0)).exists()

@@ -10,6 +10,7 @@ import pytest
 from spotgpu.checkpoint import CheckpointManager, CommitConflictError, VerificationError, layout, writer
 from spotgpu.checkpoint.errors import CommitTimeoutError
 from spotgpu.checkpoint.snapshot import normalize
+from tests.checkpoint.ckpt_files import flip_byte, part_file, shard_file
 
 
 def sample_state(step: int) -> dict[str, object]:
@@ -51,7 +52,9 @@ def test_save_restore_list_verify_gc_on_every_backend(store_factory):
     assert_state_equal(restored.state, sample_state(30))
     assert [i.step for i in mgr.list()] == [30, 20]  # keep=2 is enforced after each commit
     report = mgr.verify(restored.generation)
-    assert report.ok and report.objects_checked == 6
+    # One shard object per rank, every byte of it checked (values, and the zeros between them).
+    assert report.ok and report.objects_checked == 1
+    assert report.bytes_checked >= sum(memoryview(v).nbytes for v in sample_state(30).values())
     gc = mgr.gc()
     assert gc.retired == [] and gc.newest_verified == infos[30].generation
     assert [i.step for i in mgr.list()] == [30, 20]
@@ -74,10 +77,7 @@ def test_corrupt_object_falls_back_to_previous_generation(tmp_path):
     for step in (1, 2, 3):
         mgr.save(step, sample_state(step))
     newest = mgr.list()[0].generation
-    victim = next(p for p in (tmp_path / "generations" / newest / "r00000").iterdir() if "weights" in p.name)
-    raw = bytearray(victim.read_bytes())
-    raw[len(raw) // 2] ^= 0x01
-    victim.write_bytes(raw)
+    flip_byte(tmp_path, newest, "weights")
 
     fresh = CheckpointManager(tmp_path.as_uri())
     restored = fresh.restore()
@@ -93,16 +93,16 @@ def test_every_kind_of_damage_is_skipped(tmp_path, damage):
     mgr = CheckpointManager(tmp_path.as_uri())
     mgr.save(1, sample_state(1))
     mgr.save(2, sample_state(2))
-    gen = tmp_path / "generations" / mgr.list()[0].generation
+    gen = mgr.list()[0].generation
     if damage == "delete_part":
-        (gen / "part-r00000.json").unlink()
+        part_file(tmp_path, gen).unlink()
     elif damage == "truncate_object":
-        obj = next((gen / "r00000").iterdir())
-        obj.write_bytes(obj.read_bytes()[:-1] if obj.stat().st_size else b"x")
+        shard = shard_file(tmp_path, gen)
+        shard.write_bytes(shard.read_bytes()[:-1])
     elif damage == "garbage_commit":
         (tmp_path / "commits" / "000000000002.json").write_bytes(b"{not json")
     else:
-        part = gen / "part-r00000.json"
+        part = part_file(tmp_path, gen)
         part.write_bytes(part.read_bytes().replace(b'"size":', b'"size": ', 1))
     restored = CheckpointManager(tmp_path.as_uri()).restore()
     assert restored is not None and restored.step == 1 and len(restored.skipped) == 1
@@ -262,8 +262,7 @@ def test_restore_into_existing_arrays_falls_back_in_place(tmp_path):
     mgr.save(1, sample_state(1))
     mgr.save(2, sample_state(2))
     newest = mgr.list()[0].generation
-    victim = next(p for p in (tmp_path / "generations" / newest / "r00000").iterdir() if "ints" in p.name)
-    victim.write_bytes(b"\x01" + victim.read_bytes()[1:])
+    flip_byte(tmp_path, newest, "ints", at=0.0)
     into = {"weights": np.zeros((64, 33), dtype=np.float32), "ints": np.zeros(10, dtype=np.int64)}
     restored = CheckpointManager(tmp_path.as_uri()).restore(into=into)
     assert restored is not None and restored.step == 1 and len(restored.skipped) == 1

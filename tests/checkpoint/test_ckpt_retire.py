@@ -19,9 +19,8 @@ from spotgpu.cli import main
 
 
 def corrupt(root: Path, step: int) -> None:
-    gen = next((root / "generations").glob(f"{step:012d}-*/r00000"))
-    victim = next(gen.iterdir())
-    victim.write_bytes(b"rotten" + victim.read_bytes()[6:])
+    (shard,) = root.glob(f"shards/*/{step:012d}-*/r00000-000.shard")
+    shard.write_bytes(b"rotten" + shard.read_bytes()[6:])
 
 
 def saved(root: Path, steps: tuple[int, ...], keep: int = 10) -> CheckpointManager:
@@ -79,7 +78,7 @@ def test_gc_retires_the_failed_one_first_and_does_not_count_it(tmp_path: Path, c
     assert "would be retired (failed verification)" in capsys.readouterr().out
     assert main(["ckpt", "gc", url, "--keep", "2"]) == 0
     assert sorted(p.name[:12] for p in tmp_path.glob("commits/*.json")) == ["000000000001", "000000000002"]
-    assert not list(tmp_path.glob("generations/000000000003-*")) and not list(tmp_path.glob("failed/*"))
+    assert not list(tmp_path.glob("shards/*/000000000003-*/*")) and not list(tmp_path.glob("failed/*"))
 
 
 def test_gc_never_retires_the_newest_verified(tmp_path: Path) -> None:

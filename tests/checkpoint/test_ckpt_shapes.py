@@ -56,8 +56,8 @@ def test_numpy_arrays_restore_with_their_shape_and_dtype(tmp_path: Path) -> None
     assert restored is not None
     for key, want in ODD_ARRAYS.items():
         assert_same_array(restored.state[key], want, key)
-    part = json.loads(next(tmp_path.glob("generations/*/part-r00000.json")).read_text())
-    shapes = {o["key"]: o["shape"] for o in part["objects"]}
+    part = json.loads(next(tmp_path.glob("shards/*/*/part-r00000.json")).read_text())
+    shapes = {o["key"]: o["shape"] for o in part["items"]}
     assert [shapes[k] for k in ZERO_D] == [[], [], []]  # the manifest records 0-d, not [1]
 
 

@@ -10,6 +10,7 @@ from spotgpu.checkpoint.errors import VerificationError
 from spotgpu.checkpoint.reader import read_object_into
 from spotgpu.storage import local_store
 from spotgpu.storage.store import open_store
+from tests.checkpoint.ckpt_files import value_span
 
 SMALL_CHUNK = 4096
 
@@ -38,10 +39,10 @@ class WholeReadStore:
 
 
 def flip_middle_byte(root, generation: str) -> None:
-    victim = next(p for p in (root / "generations" / generation / "r00000").iterdir() if p.name.endswith("w"))
+    victim, offset, size = value_span(root, generation, "w")
     raw = bytearray(victim.read_bytes())
-    assert len(raw) > 20 * SMALL_CHUNK
-    raw[len(raw) // 2 + 5] ^= 0x40  # inside chunk 12 of 25
+    assert size > 20 * SMALL_CHUNK
+    raw[offset + size // 2 + 5] ^= 0x40  # inside chunk 12 of 25
     victim.write_bytes(raw)
 
 
@@ -77,21 +78,30 @@ def test_a_flipped_byte_in_a_middle_chunk_is_caught(tmp_path, into, wrap):
     assert not report.ok and "hash mismatch" in report.problems[0]
 
 
-def test_a_grown_object_is_a_size_mismatch_not_a_partial_read(tmp_path):
+def test_a_grown_shard_fails_verify_but_never_changes_a_restored_value(tmp_path):
+    """Bytes appended to a shard are never read by a restore (every value is a hashed range
+    the index names); ``verify`` reads the whole object and reports the size."""
     mgr = CheckpointManager(tmp_path.as_uri())
     mgr.save(1, big_state(1))
     gen = mgr.list()[0].generation
-    victim = next(p for p in (tmp_path / "generations" / gen / "r00000").iterdir() if p.name.endswith("w"))
+    victim, _offset, _size = value_span(tmp_path, gen, "w")
     with victim.open("ab") as f:
         f.write(b"extra")
-    record_entry = next(e for e in _part_entries(mgr, gen) if e.key == "w")
+    report = CheckpointManager(tmp_path.as_uri()).verify(gen)
+    assert not report.ok and "bytes, the part says" in report.problems[0]
+    restored = CheckpointManager(tmp_path.as_uri()).restore()
+    assert restored is not None and restored.step == 1
+    np.testing.assert_array_equal(restored.state["w"], big_state(1)["w"])
+
+
+def test_a_format_1_object_that_grew_is_a_size_mismatch_not_a_partial_read(tmp_path):
+    from spotgpu.checkpoint.manifest import ObjectEntry
+
+    store = open_store(tmp_path.as_uri())
+    data = np.arange(25 * SMALL_CHUNK // 4, dtype=np.float32)
+    store.put("generations/000000000001-a/r00000/00000-w", data.tobytes() + b"extra")
+    from spotgpu.checkpoint.hashing import digest
+
+    entry = ObjectEntry("w", "generations/000000000001-a/r00000/00000-w", data.nbytes, digest("xxh3_128", data))
     with pytest.raises(VerificationError, match="bytes"):
-        read_object_into(mgr.store, "xxh3_128", record_entry, np.zeros(25 * SMALL_CHUNK // 4, dtype=np.float32))
-
-
-def _part_entries(mgr: CheckpointManager, generation: str):
-    from spotgpu.checkpoint import reader
-
-    step = next(g.step for g in mgr.list() if g.generation == generation)
-    record = reader.read_commit(mgr.store, step)
-    return reader.read_part(mgr.store, record, record.parts[0]).objects
+        read_object_into(store, "xxh3_128", entry, np.zeros_like(data))
