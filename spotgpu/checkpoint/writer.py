@@ -85,6 +85,10 @@ FIRST_POLL_SECONDS = 0.05
 #: a fifth of S3's 5,500 reads/s per prefix and of GCS's initial 5,000, so polling never
 #: throttles itself, whatever the gang's size.
 POLL_BUDGET_PER_SECOND = 1000.0
+#: An async save's shard up to this size is gathered in memory before its upload (one PUT
+#: on the cloud anyway), so a reset or a lost reply is simply retried; a larger one streams
+#: (obstore retries each multipart part itself) and a failure past that fails the save.
+GATHER_ONE_SHOT_BYTES = 32 << 20
 #: A verdict gets this long to be written after the save's own deadline has passed.
 VERDICT_GRACE_SECONDS = 10.0
 
@@ -303,7 +307,10 @@ class ShardWriter:
             stream = ShardStream(
                 values, chunks_for, self.hash_algorithm, block=self.hash_block, cancelled=cancelled, step=self.step
             )
-            self.store.put(path, stream.payload(replayable))
+            if replayable or size > GATHER_ONE_SHOT_BYTES:
+                self.store.put(path, stream.payload(replayable))
+            else:  # a small one-shot stream is gathered first, so a failed upload can be sent again
+                self.store.put(path, b"".join(bytes(chunk) for chunk in stream))
             if stream.size != size:
                 raise CheckpointError(f"{path}: wrote {stream.size} bytes of {size}")
             stored = self.store.head(path).size

@@ -82,12 +82,16 @@ def open_json_store(url: str, **options: Any) -> Store:
 
 
 def _as_store(url: str, store: Any) -> Store:
-    """An injected store: a :class:`Store`, or a bare obstore store (wrapped, keys unprefixed)."""
+    """An injected store: a :class:`Store`, or a bare obstore store (wrapped, keys unprefixed),
+    behind the storage layer's retry rules (a lost reply to a conditional write is resolved
+    by reading back, as for every store ``open_store`` opens)."""
+    from spotgpu.storage.resilient import resilient
+
     if isinstance(store, Store):
-        return store
+        return resilient(store)
     from spotgpu.storage.object_store import ObjectStore
 
-    return ObjectStore(url, store, "")
+    return resilient(ObjectStore(url, store, ""))
 
 
 class ObjectJsonStore:

@@ -247,16 +247,25 @@ class ResilientStore:
             self._call("put", path, lambda: self.inner.put(path, data))
             return
         counted = _Counted(data)
-        try:
-            self.inner.put(path, counted)
+        failed: list[TransientStoreError] = []
+
+        def attempt() -> None:
+            try:
+                self.inner.put(path, counted)
+            except TransientStoreError as err:
+                if counted.bytes == 0 and not counted.exhausted:
+                    raise  # not one chunk was taken (e.g. reset before sending): send it again
+                failed.append(err)
+
+        self._call("put", path, attempt)
+        if not failed:
             return
-        except TransientStoreError as err:
-            if not counted.exhausted:
-                raise StoreUnavailableError(
-                    f"put {self.url}/{path}: the upload failed after {counted.bytes} bytes ({err}) and its source "
-                    "is a one-shot stream (an async snapshot) that cannot be sent again"
-                ) from err
-            cause = err
+        cause = failed[0]
+        if not counted.exhausted:
+            raise StoreUnavailableError(
+                f"put {self.url}/{path}: the upload failed after {counted.bytes} bytes ({cause}) and its source "
+                "is a one-shot stream (an async snapshot) that cannot be sent again"
+            ) from cause
         # The whole stream went out and only the answer is missing: the key is this writer's
         # alone, so an object of exactly the bytes sent is ours.
         try:
