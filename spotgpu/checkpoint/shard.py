@@ -217,8 +217,9 @@ def read_items(store: Store, algorithm: str, wanted: Sequence[tuple[ItemEntry, m
             if seg.expected is not None and hasher.hexdigest() != seg.expected:
                 raise VerificationError(f"{path}: hash mismatch in {seg.label} (corrupt or overwritten)")
 
-    if len(runs) == 1:
-        read_run(*runs[0])
+    if len(runs) <= 1:
+        for path, run in runs:
+            read_run(path, run)
         return
     with ThreadPoolExecutor(min(len(runs), streams)) as pool:
         for future in [pool.submit(read_run, path, run) for path, run in runs]:

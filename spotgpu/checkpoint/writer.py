@@ -68,6 +68,7 @@ __all__ = [
     "wait_for_commit",
     "waiting_for_part",
     "write_part",
+    "writing_marker",
 ]
 
 #: Told which phase a save is in (the final save names it when its budget runs out).
@@ -98,6 +99,10 @@ def poll_cap(world_size: int) -> float:
     return max(0.5, 2.0 * world_size / POLL_BUDGET_PER_SECOND)
 
 
+def writing_marker(path: str) -> str:
+    return f"writing the commit marker {path}"
+
+
 def waiting_for_part(rank: int) -> str:
     return f"waiting for rank {rank}'s part"
 
@@ -122,9 +127,9 @@ class CommitAgreement(Protocol):
         (rank -> reason), the same on every rank."""
         ...
 
-    def outcome(self, failure: str | None) -> str | None:
-        """The coordinator passes ``None`` once the marker is written, else why it gave up;
-        every rank gets the coordinator's value."""
+    def outcome(self, failure: str | None, marker: bytes | None = None) -> tuple[str | None, bytes | None]:
+        """The coordinator passes ``None`` and the marker's bytes once it is written, else
+        why it gave up; every rank gets the coordinator's pair."""
         ...
 
 
@@ -251,10 +256,13 @@ class ShardWriter:
        verdict; the wait grows from 50 ms to :func:`poll_cap` (0.5 s, 2 s at 1,024 ranks:
        the gang polls at most ~1,000 reads/s). With a :class:`CommitAgreement` (a process
        group), nothing is polled: step 5 starts when every rank said its part is written,
-       and the coordinator's outcome reaches every rank through the group. ........ 2 per poll
+       and the coordinator's outcome, with the marker it wrote, reaches every rank through
+       the group. ............................... 2 per poll (agreement: none)
 
-    So a save is ``7 N + 3`` requests plus polls and lease refreshes, whatever T is (format 1
-    needed about ``5 T N + 18 N``).
+    So a save is ``7 N + 2`` requests with an agreement, whatever T is (format 1 needed about
+    ``5 T N + 18 N``). Without one, each waiting rank adds one ``GET`` if the marker is there
+    at its first poll, else two per poll, and a part that is late costs the coordinator one
+    ``GET`` per poll of it; a save longer than 5 s adds a lease refresh per rank per 5 s.
     """
 
     def __init__(
@@ -285,6 +293,7 @@ class ShardWriter:
         self._rng = random.Random()
         #: Agreement votes cast: [written, outcome] (outcome None until written succeeded).
         self._said: list[bool | None] = [False, None]
+        self._marker_body: bytes | None = None
 
     # ---- steps 2-4 -------------------------------------------------------------------
     def write(
@@ -349,6 +358,7 @@ class ShardWriter:
     ) -> CommitRecord:
         """Steps 5-7; on failure, step 8 (the verdict) before the error is raised."""
         failure: str | None = None
+        self._marker_body = None
         try:
             record = self._commit(timeout, extra_objects, before_marker, check_objects)
         except (CommitConflictError, GenerationFailedError) as err:  # another's step, or a verdict already written
@@ -359,7 +369,7 @@ class ShardWriter:
             self.record_failure(failure)
             raise
         finally:
-            self._say_outcome(failure)
+            self._say_outcome(failure, self._marker_body)
         return record
 
     def _commit(
@@ -387,11 +397,14 @@ class ShardWriter:
         marker_started = time.monotonic()
         body = encode(record)
         marker = layout.commit_path(self.step)
+        self.phase(writing_marker(marker))
         try:
             self.store.put_if_absent(marker, body)
         except ObjectExistsError:
-            existing = decode_commit(self.store.get(marker), marker)
+            found = bytes(self.store.get(marker))
+            existing = decode_commit(found, marker)
             if existing.generation == self.generation:
+                self._marker_body = found
                 return existing  # this generation's own earlier commit
             raise CommitConflictError(
                 f"step {self.step} was already committed by generation {existing.generation}; "
@@ -399,6 +412,7 @@ class ShardWriter:
             ) from None
         if bytes(self.store.get(marker)) != body:
             raise VerificationError(f"{marker}: read back differs from what was written")
+        self._marker_body = body
         self.timings.marker = time.monotonic() - marker_started
         return record
 
@@ -407,6 +421,7 @@ class ShardWriter:
         stop = threading.Event()
         cap = poll_cap(self.world_size)
         done: set[int] = set()
+        late: set[int] = set()  # ranks whose part was missing at least once, until found
 
         def one(rank: int) -> tuple[PartRef, int]:
             path = layout.part_path(self.generation, rank)
@@ -414,8 +429,10 @@ class ShardWriter:
             while True:
                 try:
                     body = self.store.get(path)
+                    late.discard(rank)
                     break
                 except ObjectMissingError:  # _watch owns the deadline and names the first missing rank
+                    late.add(rank)
                     if stop.wait(self._jitter(delay)):
                         raise _Stopped from None
                     delay = min(cap, delay * 2)
@@ -444,7 +461,7 @@ class ShardWriter:
         with ThreadPoolExecutor(min(GATHER_WORKERS, self.world_size)) as pool:
             futures: list[Future[tuple[PartRef, int]]] = [pool.submit(one, r) for r in range(self.world_size)]
             try:
-                self._watch(futures, done, deadline, cap)
+                self._watch(futures, done, late, deadline, cap)
             finally:
                 stop.set()
         errors = [e for f in futures if (e := f.exception()) is not None and not isinstance(e, _Stopped)]
@@ -453,8 +470,11 @@ class ShardWriter:
         results = [f.result() for f in futures]
         return [r for r, _ in results], sum(n for _, n in results)
 
-    def _watch(self, futures: Sequence[Future[tuple[PartRef, int]]], done: set[int], deadline: float, cap: float) -> None:
-        """While parts are missing: name the lowest missing rank, and stop at a verdict."""
+    def _watch(
+        self, futures: Sequence[Future[tuple[PartRef, int]]], done: set[int], late: set[int], deadline: float, cap: float
+    ) -> None:
+        """While parts are missing: name the lowest missing rank, and stop at a verdict (read
+        only while some part is late: a gang whose parts are all there costs no verdict read)."""
         delay = FIRST_POLL_SECONDS
         while True:
             finished, pending = wait(futures, timeout=self._jitter(delay), return_when=FIRST_EXCEPTION)
@@ -466,7 +486,7 @@ class ShardWriter:
                 return
             missing = min(r for r in range(self.world_size) if r not in done)
             self.phase(waiting_for_part(missing))
-            verdict = self._verdict()
+            verdict = self._verdict() if late else None
             if verdict is not None:
                 raise GenerationFailedError(
                     f"generation {self.generation} of step {self.step} failed: {verdict.reason}"
@@ -510,13 +530,18 @@ class ShardWriter:
         """Step 9 on a rank other than the coordinator."""
         self.phase(WAITING_FOR_MARKER)
         if self.agreement is not None:
-            failed = self._say_written(None)
-            outcome = self._say_outcome(None)
-            if outcome is not None:
-                raise GenerationFailedError(f"generation {self.generation} of step {self.step} failed: {outcome}")
-            if failed:
-                raise GenerationFailedError(f"generation {self.generation} of step {self.step} failed: {failed}")
-            return self._marker_now()
+            self._say_written(None)
+            failure, body = self._say_outcome(None)
+            if failure is not None:
+                raise GenerationFailedError(f"generation {self.generation} of step {self.step} failed: {failure}")
+            if body is None:
+                return self._marker_now()
+            record = decode_commit(body, layout.commit_path(self.step))
+            if record.generation != self.generation:
+                raise CommitConflictError(
+                    f"step {self.step} was committed by generation {record.generation}, not {self.generation}"
+                )
+            return record
         deadline = time.monotonic() + timeout
         cap = poll_cap(self.world_size)
         delay = FIRST_POLL_SECONDS
@@ -558,7 +583,7 @@ class ShardWriter:
         self.record_failure(reason)
         with contextlib.suppress(Exception):
             self._say_written(reason)
-            self._say_outcome(reason if self.rank == 0 else None)
+            self._say_outcome(reason if self.rank == 0 else None, None)
 
     # Each rank votes once per save, in order (written, then outcome); a vote after a
     # failed collective is skipped, since the group is broken and would only hang.
@@ -570,11 +595,11 @@ class ShardWriter:
         self._said[1] = False
         return answer
 
-    def _say_outcome(self, failure: str | None) -> str | None:
+    def _say_outcome(self, failure: str | None, marker: bytes | None = None) -> tuple[str | None, bytes | None]:
         if self.agreement is None or not self._said[0] or self._said[1] is not False:
-            return None
+            return None, None
         self._said[1] = True
-        return self.agreement.outcome(failure)
+        return self.agreement.outcome(failure, marker)
 
     def _jitter(self, delay: float) -> float:
         return delay / 2 + self._rng.uniform(0, delay / 2)

@@ -192,6 +192,14 @@ class Gang:
             self.client.report(info, "early", step)
         return info
 
+    def commit_agreement(self) -> Any:
+        """For ``CheckpointManager(..., agreement=gang.commit_agreement())``: the ranks of each
+        save learn through this gang's group that every part is written, and how the commit
+        went, instead of polling the store; a failed generation reaches every rank at once."""
+        from spotgpu.checkpoint.collective import ProcessGroupAgreement
+
+        return ProcessGroupAgreement(self.group)
+
     # -- the final checkpoint ---------------------------------------------------
     def final_checkpoint(self, manager: Any, step: int, state: Mapping[str, Any]) -> FinalSaveResult:
         """Every rank calls it after ``should_stop``; one final generation for the gang, or none."""
