@@ -1,0 +1,38 @@
+"""The small version of bench/ckpt_scale.py (issue 32 item 6), run as a user would run it.
+
+8 and 24 simulated ranks with 8 tensors each, moto S3 behind the 503 SlowDown proxy at 1/20
+of S3's published per-prefix rates: the counts are checked, not the seconds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(300)
+def test_the_scale_bench_small(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    cmd = [
+        sys.executable, "bench/ckpt_scale.py", "--ranks", "8,24", "--tensors", "8", "--scale", "0.05",
+        "--old-max-ranks", "24", "--commit-ranks", "64", "--json", str(out),
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=280, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    rows = {(r["ranks"], r["case"]): r for r in result["live"]}
+    assert all(r["failures"] == 0 for r in rows.values()), rows
+    for n in (8, 24):
+        group, polled, old = rows[(n, "new+group")], rows[(n, "new")], rows[(n, "old")]
+        assert group["requests"] == 7 * n + 2 and group["throttled"] == 0  # on the wire, through the proxy
+        assert polled["requests"] > group["requests"]  # the polls, nothing else
+        assert old["requests"] >= n * (5 * 8)  # 5 per tensor per rank before (3 for the multipart, 2 HEADs)
+    assert rows[(24, "old")]["throttled"] > 0, "one hot prefix per generation: the old layout is throttled"
+    (coordinator,) = result["coordinator"]
+    assert coordinator["new"] < coordinator["old"]
+    assert "the formulas at the published rates" in proc.stdout and "1024 new" in " ".join(proc.stdout.split())
