@@ -58,7 +58,10 @@ class _Lease:
 
     def _run(self) -> None:
         while not self._stop.wait(layout.LEASE_REFRESH_SECONDS):
-            self.store.put(self.path, json.dumps({"t": time.time()}).encode())
+            try:
+                self.store.put(self.path, json.dumps({"t": time.time()}).encode())
+            except Exception:  # as the old lease did: a refresh error only matters at the commit's check
+                continue
 
     def __enter__(self) -> _Lease:
         self.store.put(self.path, json.dumps({"t": time.time()}).encode())

@@ -58,7 +58,7 @@ from spotgpu.checkpoint import CheckpointManager, layout, writer
 from spotgpu.checkpoint.collective import ThreadAgreement
 from spotgpu.checkpoint.snapshot import normalize
 from spotgpu.storage.fault_proxy import FaultProxy
-from spotgpu.storage.faults import LatencyStore
+from spotgpu.storage.faults import CountingStore, LatencyStore
 from spotgpu.storage.object_store import ObjectStore
 from spotgpu.storage.resilient import ResilientStore
 from spotgpu.storage.store import open_store
@@ -82,6 +82,8 @@ class Row:
     commit_seconds: float
     save_seconds: float
     failures: int
+    #: Lease PUTs beyond the first per rank (a save longer than 5 s refreshes them).
+    refreshes: int = 0
 
 
 def state(rank: int, tensors: int, tensor_bytes: int) -> dict[str, np.ndarray]:
@@ -120,14 +122,15 @@ def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: i
     if case == "old":  # as the previous release ran: the bare obstore adapter with obstore's default retries
         store = ObjectStore.from_url(url, **{**options, "endpoint": proxy.url, "retry_config": OBSTORE_DEFAULT_RETRIES})
     else:
-        store = open_store(url, **{**options, "endpoint": proxy.url})
+        counting = CountingStore(open_store(url, **{**options, "endpoint": proxy.url}).inner)
+        store = ResilientStore(counting)
     states = [state(r, args.tensors, args.tensor_bytes) for r in range(ranks)]
     agreement = ThreadAgreement(ranks, timeout=1800) if case == "new+group" else None
     proxy.clear()
     if case == "old":
 
         def save(rank: int) -> float:
-            return legacy_save(store, rank, ranks, "bench", 1, states[rank], timeout=300)
+            return legacy_save(store, rank, ranks, "bench", 1, states[rank], timeout=args.old_timeout)
     else:
 
         def save(rank: int) -> float:
@@ -141,7 +144,8 @@ def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: i
 
     wall, commit, failures = run_threads(ranks, save)
     total = proxy.total()
-    return Row(ranks, case, total, total / ranks, proxy.total("throttled"), commit, wall, failures)
+    refreshes = counting.total(op="put", kind="lease") - ranks if case != "old" else 0
+    return Row(ranks, case, total, total / ranks, proxy.total("throttled"), commit, wall, failures, refreshes)
 
 
 # ---- the coordinator alone, 10 ms per request ------------------------------------------------
@@ -300,17 +304,24 @@ def report(result: dict[str, Any], args: Any) -> None:
         f"\n== one generation, N ranks x {result['tensors']} tensors of {result['tensor_bytes']} B, moto S3 behind "
         f"503 SlowDown at {result['scale']:g} x the published per-prefix rates =="
     )
-    print(f"{'N':>5} {'layout':10} {'requests':>9} {'per rank':>9} {'503s':>7} {'commit s':>9} {'save s':>8} {'vs old':>7}")
+    print(
+        f"{'N':>5} {'layout':10} {'requests':>9} {'per rank':>9} {'refreshes':>9} {'503s':>7} {'commit s':>9} "
+        f"{'save s':>8} {'vs old':>7}"
+    )
     old_by_n = {r["ranks"]: r for r in result["live"] if r["case"] == "old"}
     for r in result["live"]:
         old = old_by_n.get(r["ranks"])
         ratio = f"{old['requests'] / r['requests']:6.1f}x" if old and r["case"] != "old" else ""
         fail = f"  ({r['failures']} failed)" if r["failures"] else ""
         print(
-            f"{r['ranks']:5d} {r['case']:10} {r['requests']:9d} {r['per_rank']:9.1f} {r['throttled']:7d} "
-            f"{r['commit_seconds']:9.2f} {r['save_seconds']:8.2f} {ratio:>7}{fail}"
+            f"{r['ranks']:5d} {r['case']:10} {r['requests']:9d} {r['per_rank']:9.1f} {r.get('refreshes', 0):9d} "
+            f"{r['throttled']:7d} {r['commit_seconds']:9.2f} {r['save_seconds']:8.2f} {ratio:>7}{fail}"
         )
-    print("ratio: old requests / new requests (fewer is better); commit s: the coordinator from its own part to the marker")
+    print(
+        "requests: HTTP requests the proxy saw (multipart parts, obstore's and the library's retries included); "
+        "refreshes: lease PUTs of saves longer than 5 s; vs old: old requests / these; commit s: the coordinator "
+        "from its own part to the marker (late parts included)"
+    )
     print(f"\n== the coordinator's commit alone, {args.latency_ms:g} ms per request, {result['tensors']} tensors per rank ==")
     print(f"{'N':>5} {'new s':>8} {'old s':>8} {'old/new':>8} {'new, formula':>13} {'old, formula':>13}")
     for c in result["coordinator"]:
@@ -347,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tensors", type=int, default=16, help="tensors per rank (default 16)")
     parser.add_argument("--tensor-bytes", type=int, default=4096, help="bytes per tensor (default 4096)")
     parser.add_argument("--scale", type=float, default=0.05, help="fraction of S3's published rates (default 0.05)")
-    parser.add_argument("--old-max-ranks", type=int, default=256, help="largest N for the old layout's live round")
+    parser.add_argument("--old-max-ranks", type=int, default=64, help="largest N for the old layout's live round")
+    parser.add_argument(
+        "--old-timeout", type=float, default=120, help="the old rounds' commit timeout (the old default: 600 s)"
+    )
     parser.add_argument("--poll-max-ranks", type=int, default=256, help="largest N for the store-polling 'new' round")
     parser.add_argument("--commit-ranks", default="64,256,1024", help="N for the coordinator-alone rounds")
     parser.add_argument("--old-commit-max", type=int, default=1024, help="largest N for the old coordinator round")

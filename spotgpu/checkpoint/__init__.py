@@ -1,8 +1,10 @@
 """Durable, verified checkpoints for spot/preemptible training (no Pulumi here).
 
 A checkpoint counts only once it is *committed* (a create-only commit marker written
-after every rank's manifest part was read back) and *verified* (every object's hash
-matches on read). See docs/checkpoints.md for the layout and the protocol.
+after every rank's manifest part was read back) and *verified* (every block's hash
+matches on read). Each rank packs its state into one shard object per save; the request
+count of a save does not depend on the number of tensors. See docs/checkpoints.md for the
+layout and the protocol, and ``writer.ShardWriter`` for the call order.
 """
 
 from spotgpu.checkpoint.async_save import SaveHandle
@@ -10,6 +12,7 @@ from spotgpu.checkpoint.errors import (
     CheckpointError,
     CommitConflictError,
     CommitTimeoutError,
+    GenerationFailedError,
     LeaseLostError,
     ObjectExistsError,
     ObjectMissingError,
@@ -46,6 +49,7 @@ __all__ = [
     "EveryNSteps",
     "FinalSaveResult",
     "GcReport",
+    "GenerationFailedError",
     "GenerationInfo",
     "GracePeriod",
     "KeepEveryNSteps",

@@ -223,6 +223,29 @@ class CheckpointManager:
             except BaseException as err:
                 outcome["error"] = err
 
+        if self.agreement is not None:
+            # In the caller's thread: a save left running in the background would go on with
+            # the agreement's collectives on a group the caller keeps using (the gang's outcome
+            # all-reduce). Every rank checks the deadline at each chunk and before its part and
+            # the commit, store retries stop at it, and the group carries each rank's outcome.
+            cancel_at_deadline = lambda: time.monotonic() >= deadline  # noqa: E731
+            try:
+                outcome["info"] = self._save(
+                    step, items, writer.direct_chunks, cancelled=cancel_at_deadline,
+                    phase=lambda p: phase.__setitem__(0, p), deadline=deadline,
+                )  # fmt: skip
+            except writer.SaveCancelled:
+                elapsed = time.monotonic() - started
+                return FinalSaveResult(
+                    False, elapsed, None, f"budget of {budget_seconds:.1f}s ran out while {phase[0]}; cancelled"
+                )
+            except Exception as err:
+                return FinalSaveResult(False, time.monotonic() - started, None, f"failed: {err}")
+            elapsed = time.monotonic() - started
+            info = outcome["info"]
+            return FinalSaveResult(
+                True, elapsed, info.generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s"
+            )
         thread = threading.Thread(target=run, name=f"spotgpu-ckpt-final-{step}", daemon=True)
         thread.start()
         thread.join(max(0.0, deadline - time.monotonic()))

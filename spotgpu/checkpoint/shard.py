@@ -113,8 +113,14 @@ class ShardStream:
         self.block, self.cancelled, self.step = block, cancelled, step
         self.hashes: dict[int, list[str]] = {}
         self.size = 0
+        #: The chunks stay valid until the upload ends (the caller's own buffers).
+        self.stable = False
 
     def payload(self, replayable: bool) -> ShardStream | Iterator[memoryview]:
+        """``self`` for the caller's own buffers: iterable again, and its chunks stay valid
+        until the upload ends (``stable``: a store need not copy them); a one-shot iterator
+        over snapshot chunks that are reused as soon as they are read."""
+        self.stable = replayable
         return self if replayable else iter(self)
 
     def __iter__(self) -> Iterator[memoryview]:

@@ -68,10 +68,14 @@ def test_newest_verified_generation_wins_and_is_materialised_byte_for_byte(tmp_p
         checkpoints.save(step, pack_files(tmp_path / f"ck{step}", files_under(tmp_path / f"ck{step}")))
     assert checkpoints.last_save_seconds is not None
     # Flip one byte of the newest generation's weights: restore must fall back to step 3.
-    newest = next((tmp_path / "store" / "generations").glob("000000000006-*/r00000/*model.bin"))
-    data = bytearray(newest.read_bytes())
-    data[10] ^= 1
-    newest.write_bytes(bytes(data))
+    from spotgpu.checkpoint.manifest import decode_part
+
+    part = decode_part(next((tmp_path / "store").glob("shards/*/000000000006-*/part-r00000.json")).read_bytes())
+    weights = next(i for i in part.items if i.key.endswith("model.bin"))
+    shard = tmp_path / "store" / weights.path
+    data = bytearray(shard.read_bytes())
+    data[weights.offset + 10] ^= 1
+    shard.write_bytes(bytes(data))
     restored = FrameworkCheckpoints(CheckpointManager(url)).restore()
     assert restored is not None and restored.step == 3
     out = restored.materialise(tmp_path / "restored")
