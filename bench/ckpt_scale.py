@@ -19,7 +19,8 @@ every save and never is. The library's own poll budget is scaled by the same fac
 Rows per N, side by side in one run:
 
 - ``old``: the previous release's request pattern (``bench/ckpt_legacy.py``), store polling;
-- ``new``: ``CheckpointManager`` as shipped, waiting ranks polling the store (up to
+- ``new``: ``CheckpointManager`` as shipped, waiting ranks polling the store, measured at
+  its ``--generations``-th periodic save (the first ones teach each rank its wait) (up to
   ``--poll-max-ranks``: in the scaled world a 1,024-rank gang polls every ~40 s);
 - ``new+group``: the same with a commit agreement (what ``Gang.commit_agreement()`` gives a
   gang with a process group): nothing is polled.
@@ -126,22 +127,32 @@ def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: i
         store = ResilientStore(counting)
     states = [state(r, args.tensors, args.tensor_bytes) for r in range(ranks)]
     agreement = ThreadAgreement(ranks, timeout=1800) if case == "new+group" else None
-    proxy.clear()
+    managers = [
+        CheckpointManager(
+            url, store=store, rank=rank, world_size=ranks, session="bench", commit_timeout_seconds=1800,
+            agreement=agreement.for_rank(rank) if agreement else None,
+        )
+        for rank in range(ranks)
+    ]  # fmt: skip
+    step = [1]  # the generation the next save writes
     if case == "old":
 
         def save(rank: int) -> float:
-            return legacy_save(store, rank, ranks, "bench", 1, states[rank], timeout=args.old_timeout)
+            return legacy_save(store, rank, ranks, "bench", step[0], states[rank], timeout=args.old_timeout)
     else:
 
         def save(rank: int) -> float:
-            mgr = CheckpointManager(
-                url, store=store, rank=rank, world_size=ranks, session="bench", commit_timeout_seconds=1800,
-                agreement=agreement.for_rank(rank) if agreement else None,
-            )  # fmt: skip
-            mgr.save(1, states[rank])
-            timings = mgr.last_commit
+            managers[rank].save(step[0], states[rank])
+            timings = managers[rank].last_commit
             return timings.gather + timings.marker if timings is not None else 0.0
 
+        # Periodic saves: the generations before the measured one let each rank learn how long
+        # it waits for the marker (its first poll of the next comes after most of that wait).
+        for generation in range(1, args.generations):
+            step[0] = generation
+            run_threads(ranks, save)
+        step[0] = max(1, args.generations)
+    proxy.clear()
     wall, commit, failures = run_threads(ranks, save)
     total = proxy.total()
     refreshes = counting.total(op="put", kind="lease") - ranks if case != "old" else 0
@@ -367,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old-commit-max", type=int, default=1024, help="largest N for the old coordinator round")
     parser.add_argument("--latency-ms", type=float, default=10.0, help="per-request delay of the coordinator rounds")
     parser.add_argument("--extrapolate-tensors", type=int, default=900, help="tensors per rank for the formulas")
+    parser.add_argument(
+        "--generations", type=int, default=2, help="saves per new-layout round; the last one is measured (default 2)"
+    )
     parser.add_argument("--json", help="also write the measurements to this file")
     args = parser.parse_args(argv)
     result = measure(args)

@@ -39,6 +39,10 @@ from spotgpu.storage.urls import parse_store_url, redact_url
 log = logging.getLogger(__name__)
 
 SESSION_ENV = "SPOTGPU_CKPT_SESSION"
+#: The share of its last wait a rank sleeps before its first poll for the next marker (a save
+#: more than 20 % faster than the last returns that much later), and its ceiling.
+FIRST_WAIT_SHARE = 0.8
+MAX_FIRST_WAIT_SECONDS = 30.0
 
 
 def _default_session(world_size: int) -> str:
@@ -128,6 +132,8 @@ class CheckpointManager:
         self.last_save_seconds: float | None = None
         #: Where the coordinator's last commit spent its time (rank 0 only).
         self.last_commit: writer.CommitTimings | None = None
+        #: Seconds this rank waited for the last marker (ranks other than the coordinator).
+        self._last_wait: float | None = None
         #: bench/ckpt_gc_drill.py only: save without a lease or the pre-commit object check
         #: (the behaviour before issue 22), to measure what they prevent.
         self._unprotected_baseline = _unprotected_baseline
@@ -334,7 +340,14 @@ class CheckpointManager:
         if self.rank != 0:
             if lease is not None:
                 lease.release()  # the coordinator's lease covers the generation until its marker
-            return shard_writer.wait(timeout=self.commit_timeout_seconds)
+            # The first poll comes after most of the last save's wait: a periodic save of a
+            # steady gang polls about once (a failed generation is still seen at that poll).
+            first_wait = min(FIRST_WAIT_SHARE * (self._last_wait or 0.0), MAX_FIRST_WAIT_SECONDS)
+            try:
+                return shard_writer.wait(timeout=self.commit_timeout_seconds, first_wait=first_wait)
+            finally:
+                if shard_writer.waited is not None:
+                    self._last_wait = shard_writer.waited
         return shard_writer.commit(
             timeout=self.commit_timeout_seconds,
             before_marker=lease.check if lease is not None else (lambda: None),

@@ -294,6 +294,8 @@ class ShardWriter:
         #: Agreement votes cast: [written, outcome] (outcome None until written succeeded).
         self._said: list[bool | None] = [False, None]
         self._marker_body: bytes | None = None
+        #: Seconds step 9 took (set by :meth:`wait`).
+        self.waited: float | None = None
 
     # ---- steps 2-4 -------------------------------------------------------------------
     def write(
@@ -526,9 +528,18 @@ class ShardWriter:
             return verdict
         return None
 
-    def wait(self, *, timeout: float) -> CommitRecord:
-        """Step 9 on a rank other than the coordinator."""
+    def wait(self, *, timeout: float, first_wait: float = 0.0) -> CommitRecord:
+        """Step 9 on a rank other than the coordinator. ``first_wait``: seconds before the first
+        poll (the manager passes most of its last save's wait, so a periodic save polls about
+        once); :attr:`waited` is how long it took."""
         self.phase(WAITING_FOR_MARKER)
+        started = time.monotonic()
+        try:
+            return self._wait(timeout, first_wait)
+        finally:
+            self.waited = time.monotonic() - started
+
+    def _wait(self, timeout: float, first_wait: float) -> CommitRecord:
         if self.agreement is not None:
             self._say_written(None)
             failure, body = self._say_outcome(None)
@@ -546,6 +557,9 @@ class ShardWriter:
         cap = poll_cap(self.world_size)
         delay = FIRST_POLL_SECONDS
         marker = layout.commit_path(self.step)
+        if first_wait > 0:
+            time.sleep(min(first_wait, timeout))
+            delay = min(cap, max(FIRST_POLL_SECONDS, first_wait / 10))
         while True:
             try:
                 record = decode_commit(self.store.get(marker), marker)

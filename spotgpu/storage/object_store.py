@@ -147,18 +147,18 @@ class ObjectStore:
             # its chunks stay valid until the upload ends (a sync save's own arrays: copying
             # them cost a third of the upload's time on moto).
             keep: Callable[[memoryview], Any] = (lambda c: c) if getattr(data, "stable", False) else bytes
-            chunks = iter_chunks(data)
+            pieces = (piece for chunk in iter_chunks(data) for piece in _parts(chunk))
             head: list[Any] = []
             size = 0
-            for chunk in chunks:
-                head.append(keep(chunk))
-                size += chunk.nbytes
+            for piece in pieces:
+                head.append(keep(piece))
+                size += piece.nbytes
                 if size > SINGLE_PUT_MAX:
                     break
             else:
                 obstore.put(self.inner, key, b"".join(head), use_multipart=False)
                 return
-            stream = itertools.chain(head, (keep(c) for c in chunks))
+            stream = itertools.chain(head, (keep(piece) for piece in pieces))
             obstore.put(self.inner, key, stream, chunk_size=PART_SIZE, max_concurrency=UPLOAD_CONCURRENCY)
 
     def put_if_absent(self, path: str, data: bytes) -> None:
@@ -277,6 +277,13 @@ class ObjectStore:
     def put_versioned(self, path: str, data: bytes) -> Version:
         with _translated(self.url, path):
             return Version.of(obstore.put(self.inner, self._key(path), data, use_multipart=False))
+
+
+def _parts(chunk: memoryview) -> Iterator[memoryview]:
+    """``chunk`` in slices of at most one part (no copy): obstore fills its parts from them
+    without re-splitting large chunks (measured on moto: 64 MiB chunks took ~20 % longer)."""
+    for start in range(0, max(chunk.nbytes, 1), PART_SIZE):
+        yield chunk[start : start + PART_SIZE]
 
 
 class _Scatter:
