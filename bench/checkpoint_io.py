@@ -7,6 +7,7 @@ stops. Every reader starts cold: the files' pages are dropped from the page cach
     .venv/bin/python bench/checkpoint_io.py                 # 1 GiB and 4 GiB
     .venv/bin/python bench/checkpoint_io.py --gib 1 --crash-trials 1000
     .venv/bin/python bench/checkpoint_io.py --gib 1 --moto --crash-trials 0   # + one rank against moto S3
+    .venv/bin/python bench/checkpoint_io.py --gib 1 --paired 10 --moto        # paired saves, raw vs spotgpu
 
 Prints one table per size with ratios against the raw baseline measured in the same
 run (throughput ratio: raw seconds / writer seconds, so >1 is faster than raw), the
@@ -39,6 +40,7 @@ import gc
 import hashlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -393,6 +395,79 @@ def bench_moto(total: int, tensors: int, repeat: int) -> list[tuple[str, str, fl
     ]
 
 
+def paired_saves(total: int, tensors: int, root: Path, rounds: int, moto: bool) -> list[float]:
+    """Round after round, the raw baseline and the library's committed save back to back
+    (alternating which goes first): the ratio of each round is raw seconds / library seconds.
+    On a disk or server whose speed swings 3x within minutes, a pair shares its minute, so the
+    median of the pairs is steadier than best-of figures taken minutes apart."""
+    state = make_state(total, tensors)
+    steps = iter(range(1, 1_000_000))
+    raw_file, lib_dir = root / "paired-raw.bin", root / "paired-lib"
+    server = None
+    if moto:
+        import logging
+
+        import boto3
+        import obstore
+        from moto.server import ThreadedMotoServer
+
+        from spotgpu.storage.object_store import PART_SIZE, UPLOAD_CONCURRENCY
+        from spotgpu.storage.store import open_store
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        options = {"endpoint": f"http://{host}:{port}", "access_key_id": "b", "secret_access_key": "b",
+                   "region": "us-east-1", "client_options": {"allow_http": True}}  # fmt: skip
+        boto3.client(
+            "s3", endpoint_url=options["endpoint"], aws_access_key_id="b", aws_secret_access_key="b",
+            region_name="us-east-1",
+        ).create_bucket(Bucket="paired")  # fmt: skip
+        raw_buffer = np.concatenate([v.reshape(-1).view(np.uint8) for v in state.values()])
+        inner = open_store("s3://paired/raw", **options).inner.inner
+
+        def raw() -> None:
+            obstore.put(inner, "raw/blob", raw_buffer.data, chunk_size=PART_SIZE, max_concurrency=UPLOAD_CONCURRENCY)
+
+        def lib() -> None:
+            CheckpointManager(f"s3://paired/lib{next(steps)}", store_options=options).save(1, state)
+    else:
+
+        def raw() -> None:
+            fd = os.open(raw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            for v in state.values():
+                view = v.reshape(-1).view(np.uint8).data
+                for off in range(0, len(view), 32 << 20):
+                    os.write(fd, view[off : off + (32 << 20)])
+            os.fsync(fd)
+            os.close(fd)
+
+        def lib() -> None:
+            CheckpointManager(lib_dir.as_uri()).save(next(steps), state)
+
+    ratios: list[float] = []
+    try:
+        for round_ in range(rounds):
+            seconds: dict[str, float] = {}
+            for name, fn in [("raw", raw), ("lib", lib)][:: 1 if round_ % 2 == 0 else -1]:
+                shutil.rmtree(lib_dir, ignore_errors=True)
+                raw_file.unlink(missing_ok=True)
+                gc.collect()
+                settle()
+                t0 = time.perf_counter()
+                fn()
+                seconds[name] = time.perf_counter() - t0
+            ratios.append(seconds["raw"] / seconds["lib"])
+            print(f"  pair {round_ + 1}: raw {seconds['raw']:.3f}s  spotgpu {seconds['lib']:.3f}s  -> {ratios[-1]:.2f}x")
+    finally:
+        shutil.rmtree(lib_dir, ignore_errors=True)
+        raw_file.unlink(missing_ok=True)
+        if server is not None:
+            server.stop()
+    return ratios
+
+
 def print_table(total: int, rows: list[tuple[str, str, float, float | None]]) -> None:
     print(f"\n== {total / GIB:g} GiB of float32 state ==")
     print(f"{'kind':6} {'writer/reader':52} {'seconds':>8} {'GiB/s':>7} {'ratio':>7}")
@@ -417,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crash-trials", type=int, default=500, help="SIGKILL drill trials (0 to skip)")
     parser.add_argument("--moto", action="store_true", help="also one rank against moto S3 on loopback")
     parser.add_argument("--no-file", action="store_true", help="skip the file:// cases (with --moto)")
+    parser.add_argument(
+        "--paired", type=int, default=0, help="only N paired rounds of raw vs spotgpu save (file://, and moto with --moto)"
+    )
     args = parser.parse_args(argv)
 
     root = Path(args.dir).resolve()
@@ -425,6 +503,13 @@ def main(argv: list[str] | None = None) -> int:
     assert isinstance(LocalStore(root), LocalStore)
     for gib in (float(x) for x in args.gib.split(",") if x):
         total = int(gib * GIB)
+        if args.paired:
+            for moto in ([] if args.no_file else [False]) + ([True] if args.moto else []):
+                where = "moto S3 (raw: one obstore.put of the bytes)" if moto else "file:// (raw: os.write + fsync)"
+                print(f"\n== {gib:g} GiB, paired saves on {where} ==")
+                ratios = sorted(paired_saves(total, args.tensors, root, args.paired, moto))
+                print(f"raw / spotgpu per pair: median {statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+            continue
         if gib == float(args.gib.split(",")[0]):
             print("\n== hash candidates (256 MiB, one buffer, best of 3) ==")
             for name, speed in hash_speeds(make_state(min(total, GIB), 4)):

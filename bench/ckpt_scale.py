@@ -120,6 +120,7 @@ def run_threads(ranks: int, fn: Callable[[int], float]) -> tuple[float, float, i
 
 def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: int, case: str, args: Any) -> Row:
     url = f"s3://bench/{run_id}/{case}-{ranks}"
+    counting: CountingStore | None = None
     if case == "old":  # as the previous release ran: the bare obstore adapter with obstore's default retries
         store = ObjectStore.from_url(url, **{**options, "endpoint": proxy.url, "retry_config": OBSTORE_DEFAULT_RETRIES})
     else:
@@ -153,9 +154,11 @@ def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: i
             run_threads(ranks, save)
         step[0] = max(1, args.generations)
     proxy.clear()
+    if counting is not None:
+        counting.reset()
     wall, commit, failures = run_threads(ranks, save)
     total = proxy.total()
-    refreshes = counting.total(op="put", kind="lease") - ranks if case != "old" else 0
+    refreshes = counting.total(op="put", kind="lease") - ranks if counting is not None else 0
     return Row(ranks, case, total, total / ranks, proxy.total("throttled"), commit, wall, failures, refreshes)
 
 

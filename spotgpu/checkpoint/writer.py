@@ -253,8 +253,9 @@ class ShardWriter:
        could not write its part, ``PUT``s ``failed/<step>.json`` (a *commit* verdict
        naming the generation and why). .................................. 1 PUT, failures only
     9. *(every other rank)* Wait: ``GET`` the marker, and if it is missing ``GET`` the
-       verdict; the wait grows from 50 ms to :func:`poll_cap` (0.5 s, 2 s at 1,024 ranks:
-       the gang polls at most ~1,000 reads/s). With a :class:`CommitAgreement` (a process
+       verdict. The first poll comes after most of the rank's last wait (a periodic save
+       polls about once), then the wait grows from 50 ms to :func:`poll_cap` (0.5 s, 2 s at
+       1,024 ranks: the gang polls at most ~1,000 reads/s). With a :class:`CommitAgreement` (a process
        group), nothing is polled: step 5 starts when every rank said its part is written,
        and the coordinator's outcome, with the marker it wrote, reaches every rank through
        the group. ............................... 2 per poll (agreement: none)
