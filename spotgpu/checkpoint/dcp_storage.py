@@ -373,7 +373,8 @@ class GenerationReader(StorageReader):
         items = [e for e in entries if isinstance(e, ItemEntry)]
         buffers = {e: np.empty(e.size, dtype=np.uint8) for e in items}
         read_items(self.store, algorithm, [(e, buffers[e].data) for e in items])
-        out.update(buffers)
+        for item, buffer in buffers.items():
+            out[item] = buffer
         for entry in entries:
             if isinstance(entry, ObjectEntry):
                 out[entry] = reader.read_object(self.store, algorithm, entry)

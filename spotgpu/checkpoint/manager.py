@@ -248,9 +248,8 @@ class CheckpointManager:
             except Exception as err:
                 return FinalSaveResult(False, time.monotonic() - started, None, f"failed: {err}")
             elapsed = time.monotonic() - started
-            info = outcome["info"]
             return FinalSaveResult(
-                True, elapsed, info.generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s"
+                True, elapsed, outcome["info"].generation, f"committed in {elapsed:.2f}s of {budget_seconds:.1f}s"
             )
         thread = threading.Thread(target=run, name=f"spotgpu-ckpt-final-{step}", daemon=True)
         thread.start()

@@ -243,7 +243,7 @@ def verify_shard(store: Store, algorithm: str, path: str, size: int, entries: Se
     if stored != size:
         raise VerificationError(f"{path}: {stored} bytes, the part says {size}")
     # (offset, length, expected hash or None for padding), covering [0, size) in order.
-    spans: list[tuple[int, int, str | None, str]] = []
+    spans: list[tuple[int, int, str | None, str]] = []  # (offset, length, expected hash, label)
     pos = 0
     for entry in sorted((e for e in entries if e.path == path), key=lambda e: e.offset):
         if entry.offset > pos:
@@ -267,10 +267,10 @@ def verify_shard(store: Store, algorithm: str, path: str, size: int, entries: Se
             raise VerificationError(f"{path}: {err}") from None
         at = 0
         while at < n:
-            start, length, expected, label = spans[span_index]
+            start, length, want, label = spans[span_index]
             take = min(n - at, length - span_done)
             piece = view[at : at + take]
-            if expected is None:
+            if want is None:
                 if any(piece):
                     raise VerificationError(f"{path}: non-zero {label} at byte {start + span_done}")
             else:
@@ -278,11 +278,11 @@ def verify_shard(store: Store, algorithm: str, path: str, size: int, entries: Se
             at += take
             span_done += take
             if span_done == length:
-                if expected is not None and hasher.hexdigest() != expected:
+                if want is not None and hasher.hexdigest() != want:
                     raise VerificationError(f"{path}: hash mismatch in {label} (corrupt or overwritten)")
                 hasher, span_index, span_done = new_hasher(algorithm), span_index + 1, 0
         offset += n
-    for _start, length, expected, label in spans[span_index:]:  # empty values at the very end
-        if length == 0 and expected is not None and new_hasher(algorithm).hexdigest() != expected:
+    for _start, length, want, label in spans[span_index:]:  # empty values at the very end
+        if length == 0 and want is not None and new_hasher(algorithm).hexdigest() != want:
             raise VerificationError(f"{path}: hash mismatch in {label}")
     return size

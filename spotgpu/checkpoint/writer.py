@@ -548,16 +548,17 @@ class ShardWriter:
                 raise GenerationFailedError(f"generation {self.generation} of step {self.step} failed: {failure}")
             if body is None:
                 return self._marker_now()
-            record = decode_commit(body, layout.commit_path(self.step))
-            if record.generation != self.generation:
+            handed = decode_commit(body, layout.commit_path(self.step))
+            if handed.generation != self.generation:
                 raise CommitConflictError(
-                    f"step {self.step} was committed by generation {record.generation}, not {self.generation}"
+                    f"step {self.step} was committed by generation {handed.generation}, not {self.generation}"
                 )
-            return record
+            return handed
         deadline = time.monotonic() + timeout
         cap = poll_cap(self.world_size)
         delay = FIRST_POLL_SECONDS
         marker = layout.commit_path(self.step)
+        record: CommitRecord | None
         if first_wait > 0:
             time.sleep(min(first_wait, timeout))
             delay = min(cap, max(FIRST_POLL_SECONDS, first_wait / 10))

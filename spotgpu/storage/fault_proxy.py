@@ -29,6 +29,7 @@ import struct
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
@@ -64,9 +65,9 @@ class Fault:
 class TokenBuckets:
     """Per-partition token buckets: ``rate`` requests per second each, ``burst`` at most in hand."""
 
-    def __init__(self, rate: float, burst: float, clock: type[time.monotonic] | None = None) -> None:
+    def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate, self.burst = rate, burst
-        self._clock = clock or time.monotonic
+        self._clock = clock
         self._state: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
@@ -179,7 +180,7 @@ class FaultProxy:
             fault = next((f for f in self.faults if f.matches(method, path)), None)
             if fault is not None:
                 fault.hits += 1
-        outcome = fault.kind if fault is not None else "ok"
+        outcome: str = fault.kind if fault is not None else "ok"
         if outcome == "ok":
             buckets = self.writes if method in _WRITES else self.reads
             if buckets is not None and not buckets.take(part):

@@ -78,7 +78,7 @@ def replayable(data: Payload) -> bool:
         return True
     except TypeError:
         pass
-    return iter(data) is not data  # type: ignore[call-overload]
+    return iter(data) is not data  # type: ignore[call-overload,arg-type]
 
 
 class _Counted:
