@@ -331,55 +331,48 @@ def bench_moto(total: int, tensors: int, repeat: int) -> list[tuple[str, str, fl
         best: dict[str, float] = {}
         steps = iter(range(1, 1_000_000))
 
+        url = "s3://iobench/lib"
+
+        def measure(name: str, fn: Callable[[], object]) -> None:
+            gc.collect()
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
+
         def clear() -> None:
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket="iobench"):
                 for obj in page.get("Contents", []):
                     s3.delete_object(Bucket="iobench", Key=obj["Key"])
 
-        for _ in range(repeat):
-            clear()
-            store = open_store("s3://iobench/raw", **options)
-            inner = store.inner.inner  # the obstore client itself
-            gc.collect()
-            t0 = time.perf_counter()
+        inner = open_store("s3://iobench/raw", **options).inner.inner  # the obstore client itself
+
+        def raw_put() -> None:
             obstore.put(inner, "raw/blob", raw.data, chunk_size=PART_SIZE, max_concurrency=UPLOAD_CONCURRENCY)
-            best["raw"] = min(best.get("raw", float("inf")), time.perf_counter() - t0)
-            gc.collect()
-            t0 = time.perf_counter()
+
+        def raw_get() -> None:
             out = np.empty(raw.nbytes, dtype=np.uint8)
             view, got = out.data, 0
             for chunk in obstore.get(inner, "raw/blob").stream(min_chunk_size=8 << 20):
                 view[got : got + len(chunk)] = memoryview(chunk)
                 got += len(chunk)
-            best["raw get"] = min(best.get("raw get", float("inf")), time.perf_counter() - t0)
-            del out
-            url = "s3://iobench/lib"
-            gc.collect()
-            t0 = time.perf_counter()
-            CheckpointManager(url, store_options=options).save(next(steps), state)
-            best["lib"] = min(best.get("lib", float("inf")), time.perf_counter() - t0)
-            gc.collect()
-            t0 = time.perf_counter()
-            restored = CheckpointManager(url, store_options=options).restore()
+
+        def restore(into: dict[str, np.ndarray] | None = None) -> None:
+            restored = CheckpointManager(url, store_options=options).restore(into=into)
             assert restored is not None and restored.skipped == []
-            best["lib restore"] = min(best.get("lib restore", float("inf")), time.perf_counter() - t0)
-            del restored
-            gc.collect()
-            t0 = time.perf_counter()
-            restored = CheckpointManager(url, store_options=options).restore(into=state)
-            assert restored is not None and restored.skipped == []
-            best["lib restore into"] = min(best.get("lib restore into", float("inf")), time.perf_counter() - t0)
-            del restored
+
+        for _ in range(repeat):
+            clear()
+            measure("raw", raw_put)
+            measure("raw get", raw_get)
+
+            measure("lib", lambda: CheckpointManager(url, store_options=options).save(next(steps), state))
+            measure("lib restore", restore)
+            measure("lib restore into", lambda: restore(state))
             # moto answers a ranged GET by reading the whole object first, so the parallel
             # ranges that serve S3 and Azure well cost it N whole reads: one stream, for comparison.
             streams, ObjectStore.read_streams = ObjectStore.read_streams, 1
             try:
-                gc.collect()
-                t0 = time.perf_counter()
-                restored = CheckpointManager(url, store_options=options).restore(into=state)
-                assert restored is not None and restored.skipped == []
-                best["lib restore 1"] = min(best.get("lib restore 1", float("inf")), time.perf_counter() - t0)
-                del restored
+                measure("lib restore 1", lambda: restore(state))
             finally:
                 ObjectStore.read_streams = streams
         clear()
