@@ -10,7 +10,7 @@ Inputs (all pinned in pyproject.toml, nothing fetched):
 * :data:`SUPPLEMENT`: older GPU families the moto recording lacks ``GpuInfo`` for,
   entered by hand from AWS's "Accelerated computing instance specifications" page.
 
-Run ``python tools/gen_catalogue_aws.py`` after bumping botocore or moto;
+Run by ``python3 tools/lock.py`` (the lock refresh syncs botocore and moto, then regenerates this);
 ``tests/foundation/test_catalogue.py`` fails while the committed file is stale.
 """
 

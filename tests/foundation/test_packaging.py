@@ -40,7 +40,8 @@ def test_fresh_virtualenv_gets_cli_and_no_pulumi(tmp_path: Path) -> None:
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(REPO / "constraints.txt"),
+         str(REPO)],
         check=True,
         timeout=540,
     )
