@@ -17,6 +17,7 @@ periodic checkpoints remain the protection.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -85,6 +86,8 @@ class AgentClient:
         self._watcher: threading.Thread | None = None
         self._lock = threading.Lock()
         self._served: set[tuple[str, str]] = set()
+        self._closed = threading.Event()
+        self._watch_conn: http.client.HTTPConnection | None = None
         if register:
             self._try("POST", "/v1/register", {"pgid": os.getpgrp()})
 
@@ -265,13 +268,50 @@ class AgentClient:
         """Tell the agent the workload is up (feeds boot-to-ready telemetry)."""
         self._try("POST", "/v1/ready", {})
 
+    def close(self) -> None:
+        """End the background watcher (its open long poll too). A training process that exits needs
+        no close; a process that makes many clients (a test, a notebook) does, or each keeps polling."""
+        self._closed.set()
+        conn = self._watch_conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(5.0)
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _watch(self) -> None:
-        while not self._stop_flag.is_set():
-            snap = self._try("GET", f"/v1/notice?since={self._version}&wait=30", timeout=30 + self.timeout)
+        while not (self._stop_flag.is_set() or self._closed.is_set()):
+            snap = self._watch_poll()
             if snap is None:
-                time.sleep(1.0)
+                self._closed.wait(1.0)
                 continue
             self._absorb(snap)
+
+    def _watch_poll(self) -> Any:
+        """One long poll, on a connection :meth:`close` can cut."""
+        conn = self._conn(30 + self.timeout)
+        self._watch_conn = conn
+        try:
+            if self._closed.is_set():
+                return None
+            conn.request("GET", f"/v1/notice?since={self._version}&wait=30")
+            if self._closed.is_set():  # close() ran while we connected: it may have found no socket to cut
+                return None
+            resp = conn.getresponse()
+            data = json.loads(resp.read() or b"null")
+            return data if resp.status == 200 else None
+        except (OSError, http.client.HTTPException, ValueError) as err:
+            log.debug("spotgpu agent at %s unreachable: %s", self.address, err)
+            return None
+        finally:
+            self._watch_conn = None
+            conn.close()
 
 
 def _throughput_body(step_seconds: float, steps: int, gpu_model: str | None) -> dict[str, Any]:

@@ -147,6 +147,11 @@ class ControllerLink:
         self._thread.start()
         return self
 
+    @property
+    def thread(self) -> threading.Thread:
+        """The writer thread (it ends once the agent's stop event is set)."""
+        return self._thread
+
     def _run(self) -> None:
         while not self.stop_event.is_set():
             if not self._wake.wait(0.2):

@@ -98,6 +98,8 @@ def wire_cloud(
 
 #: The shortest read deadline a poll gets (link-local metadata answers in milliseconds).
 MIN_POLL_TIMEOUT_SECONDS = 0.25
+#: How long Agent.stop waits for its threads to end (a metadata poll in flight ends within its timeout).
+STOP_JOIN_SECONDS = 10.0
 
 
 def poll_timeout(request_timeout: float, interval: float) -> float:
@@ -197,10 +199,24 @@ class Agent:
         self._identity_thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, join_seconds: float = STOP_JOIN_SECONDS) -> None:
+        """Stop every thread this agent started, and wait (a bounded time) until they have ended:
+        a final-checkpoint wait or an acknowledgement retry loop must not outlive the agent."""
         self.stop_event.set()
+        self.state.close()
         self.events.put_nowait(None)
         self.control.stop()
+        self.telemetry.close()
+        threads = [self._consumer, *self.runners, self._identity_thread]
+        if self.link is not None:
+            threads.append(self.link.thread)
+        end = time.monotonic() + join_seconds
+        for thread in threads:
+            if thread.is_alive():
+                thread.join(max(0.0, end - time.monotonic()))
+        left = [t.name for t in threads if t.is_alive()]
+        if left:
+            log.warning("agent stopped with threads still ending after %.0fs: %s", join_seconds, ", ".join(left))
 
     def run_forever(self) -> None:
         self.start()

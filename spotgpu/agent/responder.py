@@ -200,7 +200,7 @@ class Responder:
                     break
                 except Exception as err:  # retry: an unacknowledged event only waits for NotBefore
                     self.telemetry.acknowledged("error", event, str(err))
-                    if time.time() >= give_up:
+                    if time.time() >= give_up or self.state.closed:
                         break
                     time.sleep(self.ack_retry_seconds)
 

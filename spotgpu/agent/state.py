@@ -70,6 +70,8 @@ class WorkloadState:
         self.restored: CheckpointReport | None = None
         #: Called with every gang or restore report, outside the lock (telemetry).
         self.gang_listeners: list[Callable[[CheckpointReport], None]] = []
+        #: Set by :meth:`close` (the agent stopping): no one waits on this state any more.
+        self.closed = False
 
     def _bump(self) -> None:
         self.version += 1
@@ -136,10 +138,16 @@ class WorkloadState:
                 except Exception:  # a broken listener must not fail the workload's report
                     log.exception("commit listener failed")
 
+    def close(self) -> None:
+        """The agent is stopping: every wait on this state returns now, not at its deadline."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
     def wait_final_report(self, until: float) -> CheckpointReport | None:
         """Block until the workload reports its final checkpoint or ``until`` (Unix time)."""
         with self._cond:
-            while self.final_report is None:
+            while self.final_report is None and not self.closed:
                 remaining = until - time.time()
                 if remaining <= 0:
                     break
@@ -149,7 +157,7 @@ class WorkloadState:
     def wait_change(self, since: int, timeout: float) -> None:
         with self._cond:
             end = time.monotonic() + timeout
-            while self.version <= since:
+            while self.version <= since and not self.closed:
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     return

@@ -15,7 +15,7 @@ import json
 import sys
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
@@ -116,13 +116,26 @@ class AgentTelemetry:
         self._log_lock = threading.Lock()
         self._log_file: IO[str] | None = None
         self.http_port: int | None = None
+        self._http_server: Any = None
 
     # -- sinks --------------------------------------------------------------
     def serve(self, host: str, port: int) -> int:
         """Start the Prometheus endpoint; returns the bound port (port 0 picks one)."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http_server = server
         self.http_port = int(server.server_port)
         return self.http_port
+
+    def close(self) -> None:
+        """Stop the Prometheus endpoint and close the events log (a later record reopens it)."""
+        server, self._http_server = self._http_server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        with self._log_lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
 
     def log(self, record: str, **fields: object) -> None:
         if self._log_path is None:
