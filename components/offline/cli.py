@@ -10,7 +10,6 @@ from pathlib import Path
 
 from spotgpu.cliutil import Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
-from spotgpu_pulumi.offline.preview import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--program",
         type=Path,
         default=None,
-        help="Pulumi project directory (default: the current directory when it holds a Pulumi.yaml)",
+        help="Pulumi project directory, where Pulumi.yaml is (default: the current directory)",
     )
     p.add_argument("--policy-pack", type=Path, default=default_policy_pack(), help="policy pack directory")
     p.add_argument(
@@ -40,17 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def default_program(cwd: Path | None = None) -> Path:
-    """What ``pulumi preview`` would use: the current directory, when it holds a Pulumi project.
-
-    Elsewhere, a checkout's own project (``./run preview`` from the repository); from an
-    installed wheel outside any project, the current directory, so the error names it.
-    """
-    here = (cwd or Path.cwd()).resolve()
-    if any((here / name).exists() for name in ("Pulumi.yaml", "Pulumi.yml")):
-        return here
-    if (REPO_ROOT / "Pulumi.yaml").exists() and (REPO_ROOT / "stacks").is_dir():
-        return REPO_ROOT
-    return here
+    """What ``pulumi preview`` uses: the current directory. Never another project (the package's own
+    stack, say): outside a project the preview says it found no Pulumi.yaml and how to point at one."""
+    return (cwd or Path.cwd()).resolve()
 
 
 def check_config(program: Path, stack: str) -> None:
