@@ -155,14 +155,14 @@ def camel_case(key: str) -> str:
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
-def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), legacy: bool = False) -> Any:
+def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = ()) -> Any:
     """``doc`` with every snake_case mapping key in camelCase: what every ``--json`` prints.
 
     ``names_under`` lists keys whose value maps *names* (pools, groups, generations) to
     documents: those names are data, kept as written; the documents under them are
     converted. ``foreign`` lists keys whose whole value is another tool's schema (a cloud
-    provider's resource inputs): left exactly as it is. ``legacy=True`` also keeps each renamed key under its old spelling, next to
-    the new one, for one release (CHANGELOG.md), so a script reading the old key still works.
+    provider's resource inputs): left exactly as it is. Only the camelCase key is printed: the
+    project was never released, so no script reads an old spelling.
     Dataclasses and pydantic models are not handled here: dump them first.
     """
     names, kept = frozenset(names_under), frozenset(foreign)
@@ -177,8 +177,6 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[s
                 new = camel_case(key)
                 converted = value if key in kept else convert(value, key in names)
                 out[new] = converted
-                if legacy and new != key:
-                    out[key] = converted
             return out
         if isinstance(node, list | tuple):
             return [convert(item) for item in node]
@@ -188,8 +186,7 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[s
 
 
 def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), path: str = "") -> list[str]:
-    """Paths of keys that break the style (for tests): neither camelCase nor an old key kept
-    next to its camelCase twin by :func:`camel_keys` ``legacy=True``."""
+    """Paths of keys that break the style (for tests): every key that is not camelCase."""
     names, kept = frozenset(names_under), frozenset(foreign)
     found: list[str] = []
 
@@ -197,10 +194,8 @@ def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequen
         if isinstance(node, dict):
             for key, value in node.items():
                 where = f"{at}.{key}"
-                if not names_here and isinstance(key, str):
-                    legacy_twin = _SNAKE.match(key) and camel_case(key) in node
-                    if not (CAMEL_KEY.match(key) or legacy_twin):
-                        found.append(where)
+                if not names_here and isinstance(key, str) and not CAMEL_KEY.match(key):
+                    found.append(where)
                 if names_here or key not in kept:
                     walk(value, where, not names_here and key in names)
         elif isinstance(node, list | tuple):

@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotgpu.cliutil import camel_keys
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
 from spotgpu_pulumi.offline.program import Recording, engine_config, load_project, run_program
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Keys of the economics section whose mappings are keyed by names (pools, GPU models), not by our keys.
+ECONOMICS_NAMES = ("pools", "relativeThroughputInUse")
 CLOUD_TITLES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "other": "Other"}
 
 
@@ -75,13 +78,13 @@ def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
     whatever the project is called.
     """
     from spotgpu.config import ConfigError, stack_config_from_engine
+    from spotgpu.project import stack_namespace
 
     project = load_project(project_dir)
     engine = engine_config(project, stack)
-    namespaces = sorted({key.split(":", 1)[0] for key in engine if key.endswith(":pools")})
-    if not namespaces:
+    namespace = stack_namespace(engine)
+    if namespace is None:
         return {}
-    namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
     try:  # the program's own read (clouds selection and provider regions included), not a second one
         config = stack_config_from_engine(engine, namespace, str(project_dir))
     except ConfigError:  # the program itself reports it; a preview of it has no economics to show
@@ -109,7 +112,7 @@ def to_document(result: PreviewResult) -> dict[str, Any]:
         ],
         "outputs": _clean(rec.outputs),
         "policy": {"violations": [v.__dict__ for v in violations]},
-        "economics": result.economics,
+        "economics": camel_keys(result.economics, names_under=ECONOMICS_NAMES),
     }
 
 

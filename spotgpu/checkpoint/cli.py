@@ -115,7 +115,7 @@ def _size(n: int | None) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     infos = _with_manager(args, lambda mgr: mgr.list())
     if args.json:
-        print_json(camel_keys([asdict(i) for i in infos], legacy=True))
+        print_json(camel_keys([asdict(i) for i in infos]))
         return 0
     rows = [
         [
@@ -148,7 +148,7 @@ def _verify_all(mgr: CheckpointManager, generation: str | None) -> list[Any]:
 def cmd_verify(args: argparse.Namespace) -> int:
     reports = _with_manager(args, lambda mgr: _verify_all(mgr, args.generation))
     if args.json:
-        print_json(camel_keys([asdict(r) for r in reports], legacy=True))
+        print_json(camel_keys([asdict(r) for r in reports]))
     else:
         rows = [
             [
@@ -174,7 +174,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         args, lambda mgr: mgr.gc(dry_run=args.dry_run), keep=args.keep, grace_seconds=args.grace_seconds
     )
     if args.json:
-        print_json(camel_keys(asdict(report), legacy=True))
+        print_json(camel_keys(asdict(report)))
         return 0
     would = "would be " if report.dry_run else ""
     failed = set(report.failed)

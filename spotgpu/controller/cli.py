@@ -216,8 +216,8 @@ def _status(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     doc = ObjectJsonStore(config.state_url).get(RECORD_KEY) or {"pools": {}}
-    if args.json:  # camelCase like every --json; the record's old snake_case keys kept for one release
-        shown = camel_keys(doc, names_under=RECORD_NAMES, legacy=True)
+    if args.json:  # camelCase like every --json
+        shown = camel_keys(doc, names_under=RECORD_NAMES)
         print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     try:

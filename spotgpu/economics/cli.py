@@ -29,7 +29,7 @@ def cmd_cost_stack(args: argparse.Namespace) -> int:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
     report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
     if args.json:
-        print(json.dumps(camel_keys(report["pools"][args.pool], legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(report["pools"][args.pool]), indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render_economics(report))
     return 0
@@ -71,7 +71,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         for note in measured["telemetry"]["notes"]:
             print(f"  - {note}")
     if args.json:
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")

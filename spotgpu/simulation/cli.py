@@ -111,7 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {written}", file=sys.stderr)
     if args.json:
         doc = {"job": job.__dict__, "intervalMethod": method, "groups": results}
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, allow_nan=False))
     return 0
 
 
