@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from spotgpu.cliutil import Progress
+from spotgpu.cliutil import STACK, Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
 
 
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run a Pulumi Python program under Pulumi's mock runtime (no CLI, no cloud) "
         "and judge it with the policy pack.",
     )
-    p.add_argument("--stack", "-s", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    p.add_argument("--stack", "-s", required=True, type=STACK, help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument(
         "--program",
         type=Path,

@@ -158,8 +158,10 @@ def render_tree(resources: list[RecordedResource]) -> str:
 
 def render_text(result: PreviewResult) -> str:
     rec = result.recording
-    total = sum(1 for r in rec.resources if r.type != "pulumi:pulumi:Stack")
-    out = [f"Offline preview of stack {rec.stack!r} (project {rec.project}): {total} resources", ""]
+    below = sum(1 for r in rec.resources if r.type != "pulumi:pulumi:Stack")
+    total = len(rec.resources)  # what `--json` lists, the stack resource included
+    out = [f"Offline preview of stack {rec.stack!r} (project {rec.project}): {total} resources "
+           f"(the stack and {below} below it)", ""]  # fmt: skip
     out.append(render_tree(rec.resources))
     out.append("Policy verdicts:")
     if not result.violations:

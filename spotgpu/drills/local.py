@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from spotgpu.cliutil import EXIT_CHECK_FAILED, EXIT_OK, UserError, add_json_flag, add_seconds_flag, print_json
+from spotgpu.cliutil import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    UserError,
+    add_json_flag,
+    add_seconds_flag,
+    number,
+    print_json,
+    whole,
+)
 from spotgpu.drills.local_nodes import Node
 
 PROVIDERS = ("aws", "gcp", "azure")
@@ -347,10 +356,10 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("local", help="a real multi-node gang job on this machine: notice, gang stop, replacement, resume")
-    p.add_argument("--nodes", type=int, default=2, help="simulated VMs (one rank each)")
-    p.add_argument("--notice-node", type=int, default=0, help="the node that gets the notice")
+    p.add_argument("--nodes", type=whole(1), default=2, help="simulated VMs (one rank each)")
+    p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
     p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
-    p.add_argument("--lead-seconds", type=float, default=None, help="AWS/Azure: seconds between the notice and the reclaim")
+    p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
     add_seconds_flag(p, "--timeout-seconds", 240.0, "the whole drill must end within this many seconds; past it, a rank hung")

@@ -67,7 +67,7 @@ def test_init_and_observability_json_are_camel_case(tmp_path: Path) -> None:
     assert non_camel_keys(json_of("init", str(tmp_path / "p"), "--owner", "t", "--json")) == []
     assert non_camel_keys(json_of("observability", "dashboard", "--json")) == []
     assert non_camel_keys(json_of("observability", "alerts", "--json")) == []
-    assert non_camel_keys(json_of("observability", "scrape-config", "--cloud", "aws", "--json"), names_under=["files"]) == []
+    assert non_camel_keys(json_of("observability", "scrape-config", "--cloud", "aws", "--pool", "train-aws", "--json"), names_under=["files"]) == []
 
 
 @pytest.mark.timeout(300)
