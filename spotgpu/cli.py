@@ -141,7 +141,9 @@ def _user_error(err: BaseException) -> str | None:
     if pydantic is not None and isinstance(err, pydantic.ValidationError):
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<root>"
-        return f"{where} = {first.get('input')!r}: {first['msg']}"
+        from spotgpu.models.urls import redact  # only on an error: never slows a command down
+
+        return redact(f"{where} = {first.get('input')!r}: {first['msg']}")
     if isinstance(err, (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError)) and err.filename:
         return f"{err.filename}: {err.strerror}"
     return None
