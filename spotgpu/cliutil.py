@@ -221,6 +221,9 @@ class _DeprecatedAlias(argparse.Action):
 
 
 def add_json_flag(parser: argparse.ArgumentParser, what: str = "the result") -> None:
+    """``--json``; ``what`` names the content only ("the generations"): the flag's help adds the rest."""
+    if "JSON document" in what:
+        raise ValueError(f"add_json_flag: say what is printed, not how ({what!r}); the help adds 'as one JSON document'")
     parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON document on stdout")
 
 
