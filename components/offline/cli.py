@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+import pulumi  # noqa: F401  # the [pulumi] extra: without it `spotgpu preview` says which extra to install
+
 from spotgpu.cliutil import STACK, Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
 
