@@ -94,7 +94,8 @@ def from_links(resources: Iterable[RecordedResource], declared: set[str]) -> lis
     out: dict[tuple[str, str], Waiver] = {}
     for resource in resources:
         links = _links(resource)
-        pool = links.get(tags.POOL) if isinstance(links.get(tags.POOL), str) else resource.name
+        linked = links.get(tags.POOL)
+        pool = linked if isinstance(linked, str) else resource.name
         if pool in declared:
             continue
         for link, what in ((tags.WAIVER, "capacity-diversified"),
