@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.stack import StackConfig
+from spotgpu.models.urls import redact
 
 #: Config keys the stack program reads, in the project namespace.
 STACK_KEYS = ("environment", "owner", "workloads", "ladders", "pools")
@@ -75,9 +76,10 @@ class ConfigError(ValueError):
 
 
 def _show(value: Any) -> str:
+    """The value as the message shows it: a mapping elided, a URL's credentials redacted, long text cut."""
     if isinstance(value, dict):
         return _ELIDED
-    shown = json.dumps(value, default=str)
+    shown = redact(json.dumps(value, default=str))
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 

@@ -15,6 +15,7 @@ from spotgpu_guard import (
     rules_gpu_fit,
     rules_links,
     rules_notice,
+    rules_secrets,
     rules_storage,
 )
 
@@ -28,6 +29,7 @@ POLICIES: list[Policy] = [
     *rules_economics.RULES,
     *rules_crossfield.RULES,
     *rules_gpu_fit.RULES,
+    *rules_secrets.RULES,
 ]
 
 __all__ = ["DESCRIPTION", "PACK_NAME", "POLICIES"]

@@ -29,6 +29,7 @@ from spotgpu_guard.links import (
 )
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, NotApplicable, stack_rule
+from spotgpu_guard.stack_keys import restate
 from spotgpu_guard.values import UNKNOWN, as_number
 
 #: A waiver must say why; "ok" is not a reason.
@@ -82,9 +83,13 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
                 reasons=(f"the pool's {CHECKPOINT_INTERVAL}",))
         breakdown = effective_cost(profile, pool.contract, _ladder(pool), interval=decision)
         if not breakdown.spot_eligible:
-            yield Finding(pool.res.urn, f"{who}: spot is not worth it for this workload by effective cost: "
-                          f"{'; '.join(breakdown.reasons)}; fix: run it on on-demand capacity, or improve the figures "
-                          "(faster checkpoints, a shorter ladder wait), or disable spot-eligible for this stack")
+            yield Finding(pool.res.urn, restate(
+                f"{who}: spot is not worth it for this workload by effective cost: {'; '.join(breakdown.reasons)}; "
+                "fix: run it on on-demand capacity, or improve the figures (faster checkpoints, a shorter ladder "
+                "wait), or disable spot-eligible for this stack", pool.res, pool.links,
+                "improve the figures of the workload {pool}.workload names (checkpointWriteSeconds, restartSeconds) "
+                "or shorten the waits of the ladder {pool}.ladder names, run it on on-demand, or set spot-eligible "
+                "to disabled in policy-config.json"))  # fmt: skip
 
 
 def _waiver(pools: list[SpotPool]) -> str | None:
@@ -108,11 +113,14 @@ def check_diversified(catalog: Catalog, config: Mapping[str, Any]) -> Iterator[F
         names = ", ".join(p.describe() for p in pools)
         label = f"pool {key!r}" if not key.startswith("urn:") else "pool"
         notes = "; ".join(n for p in pools if (n := p.zone_note))
-        yield Finding(pools[0].res.urn, (
+        yield Finding(pools[0].res.urn, restate((
             f"{label} ({names}) spans {len(zones)} zone(s) {sorted(zones)} and {len(types)} GPU type(s)/size(s) "
             f"{sorted(types)}{f' ({notes})' if notes else ''}; one capacity shortage can take all of it; fix: spread "
             f"it over at least {min_zones} zones and {min_types} GPU types or sizes, or tag it {WAIVER}=<reason of "
-            f"at least {MIN_WAIVER_CHARS} characters>"))
+            f"at least {MIN_WAIVER_CHARS} characters>"), pools[0].res, pools[0].links,
+            f"list at least {min_zones} zones and {min_types} GPU types or sizes in {{pool}} (subnets or zones; "
+            "instanceTypes, machineTypes or vmSizes), or state why under {pool}.optOut.singleZone or "
+            "{pool}.optOut.singleType"))  # fmt: skip
 
 
 RULES = [

@@ -81,8 +81,8 @@ def render_status(doc: dict[str, Any]) -> str:
 
 
 def _report(doc: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # camelCase like every --json; the identity's old snake_case keys kept for one release
-        print_json(camel_keys(doc, legacy=True))
+    if as_json:  # camelCase like every --json
+        print_json(camel_keys(doc))
     else:
         print(render_status(doc))
 

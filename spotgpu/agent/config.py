@@ -21,6 +21,7 @@ from spotgpu.agent.http import check_base_url
 from spotgpu.agent.plan import contract_from_config
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.urls import EndpointUrl, StoreUrlText
 
 AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
 #: Must stay in step with ``spotgpu.agent.cli`` (tests/agent/test_bootstrap_snapshot.py parses it back).
@@ -30,7 +31,7 @@ AGENT_EXEC_START = f"/opt/spotgpu/venv/bin/spotgpu agent run --config {AGENT_CON
 class AgentRuntime(SpotModel):
     """Agent tuning; every field has the production default, tests shorten the timings."""
 
-    metadata_url: str | None = Field(
+    metadata_url: EndpointUrl | None = Field(
         default=None, description="Metadata base URL; default: the provider's link-local endpoint."
     )
     poll_interval_seconds: float = Field(
@@ -97,7 +98,7 @@ class AgentConfig(SpotModel):
     pool: str
     capacity_type: Literal["spot", "on-demand"] = "spot"
     notice: dict[str, object] = Field(description="The pool's notice contract, as its model dumps it.")
-    checkpoint_store: str
+    checkpoint_store: StoreUrlText
     checkpoint_interval_seconds: int = Field(gt=0)
     control_socket: str = Field(
         default="/run/spotgpu/agent.sock",
@@ -112,7 +113,7 @@ class AgentConfig(SpotModel):
     )
     lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
     autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
-    control_store: str | None = Field(
+    control_store: StoreUrlText | None = Field(
         default=None,
         description="The fallback controller's stateUrl: drain requests in, committed checkpoints out; "
         "None turns the drain protocol off (see control_store_url).",

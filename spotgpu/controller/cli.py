@@ -19,7 +19,7 @@ import sys
 import time
 from typing import IO, Any
 
-from spotgpu.cliutil import add_json_flag, camel_keys, print_json
+from spotgpu.cliutil import STACK, add_json_flag, camel_keys, print_json
 from spotgpu.config import ConfigError
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
@@ -216,8 +216,8 @@ def _status(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     doc = ObjectJsonStore(config.state_url).get(RECORD_KEY) or {"pools": {}}
-    if args.json:  # camelCase like every --json; the record's old snake_case keys kept for one release
-        shown = camel_keys(doc, names_under=RECORD_NAMES, legacy=True)
+    if args.json:  # camelCase like every --json
+        shown = camel_keys(doc, names_under=RECORD_NAMES)
         print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     try:
@@ -353,7 +353,7 @@ def register(subparsers: Any) -> None:
             )  # fmt: skip
         p.set_defaults(func=func)
     cfg = sub.add_parser("config", help="Print the controller config a stack deployed (for a long-lived process).")
-    cfg.add_argument("--stack", "-s", required=True, help="stack name")
+    cfg.add_argument("--stack", "-s", required=True, type=STACK, help="stack name")
     cfg.add_argument("--pool", help="one pool (default: every pool, one YAML document each)")
     cfg.add_argument("--outputs", help="a saved `pulumi stack output --json --show-secrets` file instead of the CLI")
     add_json_flag(cfg, "the config (one object, or a list for several pools) instead of YAML")

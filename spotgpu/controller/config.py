@@ -22,6 +22,7 @@ from spotgpu.config import ConfigError, format_error
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import Capacity
+from spotgpu.models.urls import EndpointUrl, StoreUrlText
 from spotgpu.models.workload import WorkloadProfile
 
 
@@ -117,7 +118,7 @@ class _PoolBase(SpotModel):
 class AwsControlledPool(_PoolBase):
     cloud: Literal["aws"] = "aws"
     region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", json_schema_extra=fix_hint("use a region like us-east-1"))
-    queue_url: str | None = Field(
+    queue_url: EndpointUrl | None = Field(
         default=None,
         pattern=r"^https?://",
         description="SQS queue the EventBridge interruption and launch rules deliver to.",
@@ -181,7 +182,7 @@ class LeaseSpec(SpotModel):
 
 
 class ControllerConfig(SpotModel):
-    state_url: str = Field(
+    state_url: StoreUrlText = Field(
         pattern=r"^(file|s3|gs|az|abfs|https)://",
         description="Object store URL holding the controller's JSON record (the pool's checkpoint store).",
         json_schema_extra=fix_hint("use file:///path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"),

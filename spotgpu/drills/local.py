@@ -1,4 +1,4 @@
-"""``spotgpu drill local --nodes N -- CMD...``: a whole gang interruption on one machine.
+"""``spotgpu drill local --nodes N -- CMD...``: a whole gang interruption on one machine (N >= 1).
 
 Each simulated VM is a loopback fake metadata server, a real ``spotgpu agent run`` and a
 real ``spotgpu gang run -- torchrun ...`` (:mod:`spotgpu.drills.local_nodes`); the drill
@@ -8,7 +8,11 @@ with ``--during-save``, the moment a periodic save starts writing), reclaims tha
 its agent drained, starts a replacement, and follows the gang until the job finishes.
 
 Everything it reports it reads from the agents' events logs (``gang-stop``, ``restored``,
-``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. It fails
+``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. Every rank's
+environment is what a job reads on a pool VM, pointed at its simulated VM:
+``SPOTGPU_AGENT`` (the agent), ``SPOTGPU_AGENT_CONFIG`` (its config: the checkpoint interval) and
+``SPOTGPU_CHECKPOINT_URL`` (the drill's store), so a docs recipe runs under the drill as written;
+``--nodes 1`` gives a single-node job the same, and ``--no-notice`` just runs it. It fails
 (exit 1) if a rank hung (a phase ran past ``--timeout-seconds``), crashed (a launcher
 exited non-zero), stopped at different steps, or resumed from an older step than the gang
 committed.
@@ -28,7 +32,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from spotgpu.cliutil import EXIT_CHECK_FAILED, EXIT_OK, UserError, add_json_flag, add_seconds_flag, print_json
+from spotgpu.cliutil import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    UserError,
+    add_json_flag,
+    add_seconds_flag,
+    number,
+    print_json,
+    whole,
+)
 from spotgpu.drills.local_nodes import Node
 
 PROVIDERS = ("aws", "gcp", "azure")
@@ -145,6 +158,23 @@ class Drill:
                 raise Hung(f"{what}: not within --timeout-seconds {self.spec.timeout_seconds:g}")
             time.sleep(step)
 
+    def wait_running(self, gang: list[Node], when: str, what: str, predicate: Callable[[], Any]) -> Any:
+        """:meth:`wait`, but a job that ended (exit 0) with no rank ever reporting fails at once, not at the timeout."""
+
+        def done_or_gone() -> Any:
+            value = predicate()
+            if not value and all(n.poll() is not None for n in gang):
+                value = predicate()  # an event written just before the launcher left
+                if not value:
+                    raise Hung(self.finished_early(when))
+            return value
+
+        return self.wait(what, done_or_gone)
+
+    def finished_early(self, when: str) -> str:
+        return (f"the job ran to its end {when}, so no rank stopped; fix: give the job more steps (the drill "
+                f"raises the notice {self.spec.notice_after_seconds:g} s after every rank restored)")
+
     def check_crashes(self, allow: tuple[int, ...] = ()) -> None:
         for node in self.all_nodes:
             code = node.poll()
@@ -186,7 +216,7 @@ class Drill:
             max_failures=0,
             local_addr="127.0.0.1",
         )
-        self.say(f"drill local: {spec.nodes} nodes ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
+        self.say(f"drill local: {spec.nodes} node(s) ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
         gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
         self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
         self.mark("allRestored")
@@ -200,11 +230,14 @@ class Drill:
             self.wait("a periodic save starting", lambda: _generation_started(root, seen), step=0.005)
         else:
             time.sleep(spec.notice_after_seconds)
+        if all(n.poll() is not None for n in gang):
+            raise Hung(self.finished_early("before the notice"))
         raised = self.mark("noticeRaised", noticed.raise_notice(spec.lead_seconds))
         self.say(f"drill local: notice on {noticed.name}")
-        stops = self.wait(
-            "every rank's gang stop", lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s
-        )
+        stops = self.wait_running(
+            gang, "before the notice reached it", "every rank's gang stop",
+            lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s,
+        )  # fmt: skip
         for node, records in zip(gang, stops, strict=True):
             stop = records[0]
             self.report.stops[node.name] = {
@@ -288,8 +321,6 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
         command = command[1:]
     if not command:
         raise UserError("CMD: missing; fix: spotgpu drill local --nodes 2 -- python -m spotgpu.drills.gang_job ...")
-    if args.nodes < 2:
-        raise UserError(f"--nodes {args.nodes}: a gang needs at least 2; fix: --nodes 2")
     if not 0 <= args.notice_node < args.nodes:
         raise UserError(f"--notice-node {args.notice_node}: no such node; fix: 0..{args.nodes - 1}")
     if args.provider == "gcp" and args.lead_seconds is not None:
@@ -309,7 +340,7 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
     return LocalDrill(
         command=command,
         nodes=args.nodes,
-        notice_node=args.notice_node,
+        notice_node=None if args.no_notice else args.notice_node,
         provider=args.provider,
         lead_seconds=args.lead_seconds,
         during_save=args.during_save,
@@ -320,7 +351,8 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"drill {'passed' if doc['status'] == 'passed' else 'FAILED'}: {doc['nodes']} nodes, notice on node{doc['noticeNode']}"]
+    notice = "no notice" if doc["noticeNode"] is None else f"notice on node{doc['noticeNode']}"
+    lines = [f"drill {'passed' if doc['status'] == 'passed' else 'FAILED'}: {doc['nodes']} node(s), {notice}"]
     lines.append(f"  stop steps:     {doc['stopSteps']}")
     final = doc["finalCheckpoint"]
     lines.append(f"  final checkpoint: {'committed' if final['committed'] else 'NOT committed'} at step {final['step']}")
@@ -346,11 +378,13 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("local", help="a real multi-node gang job on this machine: notice, gang stop, replacement, resume")
-    p.add_argument("--nodes", type=int, default=2, help="simulated VMs (one rank each)")
-    p.add_argument("--notice-node", type=int, default=0, help="the node that gets the notice")
+    p = sub.add_parser("local", help="a real gang job on this machine (1 node or more): notice, gang stop, replacement, resume")
+    p.add_argument("--nodes", type=whole(1), default=2, help="simulated VMs, one rank each (1: a single-node job)")
+    p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
+    p.add_argument("--no-notice", action="store_true",
+                   help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
     p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
-    p.add_argument("--lead-seconds", type=float, default=None, help="AWS/Azure: seconds between the notice and the reclaim")
+    p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
     add_seconds_flag(p, "--timeout-seconds", 240.0, "the whole drill must end within this many seconds; past it, a rank hung")

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from spotgpu.agent.client import ENV_ADDRESS
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
 from spotgpu.gang.launch import GangLaunch, launcher_argv
+from spotgpu.integrations.schedule import AGENT_CONFIG_ENV, CHECKPOINT_URL_ENV
 from spotgpu.models.notice import default_notice
 
 NODE_ENV = "SPOTGPU_DRILL_NODE"
@@ -92,7 +94,10 @@ class Node:
         )
         config_path = self.workdir / "agent.json"
         config_path.write_text(config.model_dump_json(by_alias=True, exclude_none=True), encoding="utf-8")
-        node_env = {**env, NODE_ENV: self.token, "SPOTGPU_AGENT": self.address}
+        # What a job reads on a pool VM, pointed at this simulated one: the agent, its config
+        # (pool_interval_seconds) and the store (checkpoint_url): a docs recipe runs unchanged.
+        node_env = {**env, NODE_ENV: self.token, ENV_ADDRESS: self.address, AGENT_CONFIG_ENV: str(config_path),
+                    CHECKPOINT_URL_ENV: checkpoint_store}  # fmt: skip
         self.agent = self._spawn([*spotgpu_argv(), "agent", "run", "--config", str(config_path)], "agent.log", node_env)
         self._wait_agent()
         argv = launcher_argv(launch, spotgpu="spotgpu")
@@ -110,13 +115,23 @@ class Node:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.agent is not None and self.agent.poll() is not None:
-                raise RuntimeError(f"{self.name}: the agent exited with {self.agent.returncode} (see {self.workdir}/agent.log)")
+                last = self._last_line("agent.log")
+                raise RuntimeError(f"{self.name}: the agent exited with {self.agent.returncode}: {last} "
+                                   f"(all of it: {self.workdir}/agent.log)")  # fmt: skip
             try:
                 socket.create_connection((host, int(port)), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.1)
         raise TimeoutError(f"{self.name}: the agent did not answer on {self.address} within {timeout:.0f}s")
+
+    def _last_line(self, log_name: str) -> str:
+        """The last line of a node's log (an ImportError, say), so the drill's own message carries it."""
+        try:
+            lines = [line for line in (self.workdir / log_name).read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return "(no log)"
+        return lines[-1].strip() if lines else "(empty log)"
 
     def raise_notice(self, lead_seconds: float | None) -> float:
         fake = self.fake

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from spotgpu.cliutil import add_deprecated_alias, add_json_flag, camel_keys
+from spotgpu.cliutil import PROBABILITY, STACK, add_deprecated_alias, add_json_flag, camel_keys
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import estimate_from_traces
 from spotgpu.economics.fit import nest
@@ -29,7 +29,7 @@ def cmd_cost_stack(args: argparse.Namespace) -> int:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
     report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
     if args.json:
-        print(json.dumps(camel_keys(report["pools"][args.pool], legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(report["pools"][args.pool]), indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render_economics(report))
     return 0
@@ -71,7 +71,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         for note in measured["telemetry"]["notes"]:
             print(f"  - {note}")
     if args.json:
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
@@ -96,14 +96,14 @@ def cmd_cost(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
     cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
-    cost.add_argument("--stack", help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
+    cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
     cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
     cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
     add_json_flag(cost, "the cost terms and the chosen interval instead of a table")
     cost.add_argument(
-        "--notice-credit", type=float, default=0.0, metavar="P",
+        "--notice-credit", type=PROBABILITY, default=0.0, metavar="P",
         help="probability a notice arrives in time for a final checkpoint (default 0: no credit)",
     )  # fmt: skip
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")

@@ -171,5 +171,5 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--provider", choices=("aws", "gcp", "azure"),
                      help="notice contract for the verdict (default: the telemetry's provider, else aws)")  # fmt: skip
     fit.add_argument("--out", metavar="MEASURED.yaml", help="write the measured profile (needs --profile)")
-    add_json_flag(fit, "the fit, the diff and the verdicts as one JSON document")
+    add_json_flag(fit, "the fit, the diff and the verdicts")
     fit.set_defaults(func=guard(cmd_fit), command="profile fit")

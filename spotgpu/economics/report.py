@@ -171,20 +171,7 @@ def render_economics(report: dict[str, Any]) -> str:
 
 
 def load_stack(stack: str, project_dir: str | Path = ".") -> StackConfig:
-    """The stack's spotgpu config, validated the way the program reads it (no Pulumi import)."""
-    import yaml
+    """The stack's spotgpu config, read by the one stack reader the preview uses (:func:`spotgpu.project.load_stack`)."""
+    from spotgpu.project import load_stack as read_stack
 
-    from spotgpu.config import read_stack_file, stack_config_from_engine
-
-    root = Path(project_dir)
-    project = root / "Pulumi.yaml"
-    if not project.exists():
-        raise ValueError(f"--program {project_dir}: no Pulumi.yaml; fix: point --program at the Pulumi project directory")
-    doc = yaml.safe_load(project.read_text(encoding="utf-8")) or {}
-    folder = root / str(doc.get("stackConfigDir", "."))
-    path = folder / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
-        raise ValueError(f"--stack {stack!r}: no {path}; fix: use one of {', '.join(known)}")
-    _, engine = read_stack_file(str(path))
-    return stack_config_from_engine(engine, "spotgpu", project_dir=str(root))
+    return read_stack(stack, project_dir)

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spotgpu.cliutil import UserError
+from spotgpu.cliutil import UserError, whole
 from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE
 from spotgpu.models.gang import DEFAULT_MAX_FAILURES, GangLaunch
 
@@ -280,7 +280,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = gang.add_parser("run", help="run `torchrun ...` incarnations, restarting by the workers' exit code")
     run.add_argument(
         "--max-failures",
-        type=int,
+        type=whole(0),
         default=DEFAULT_MAX_FAILURES,
         help="real failures (not 75/76) rejoined before giving up",
     )

@@ -23,6 +23,7 @@ from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.gang import AwsGangSpec, AzureGangSpec, AzureImage, GcpGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
+from spotgpu.models.urls import NO_CREDENTIALS_IN_VM_IMAGE, ImageReference, PackageRequirement
 
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 
@@ -164,7 +165,7 @@ class ControllerDeploySpec(SpotModel):
         default=None,
         description="AWS: the Lambda zip from `spotgpu controller package`; defaults to dist/spotgpu-controller-lambda.zip.",
     )
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         default=None,
         description="GCP/Azure: the controller container image (Dockerfile.controller); a per-cloud default when unset.",
     )
@@ -193,7 +194,7 @@ class _PoolBase(SpotModel):
     capacity: Capacity
     checkpoint: CheckpointStoreSpec = CheckpointStoreSpec()
     opt_out: OptOut = OptOut()
-    agent_package: str = Field(
+    agent_package: PackageRequirement = Field(
         default="spotgpu",
         description="pip requirement the bootstrap installs on every VM (a version pin or wheel URL).",
         json_schema_extra=fix_hint("give a pip requirement such as spotgpu==0.1.0"),
@@ -442,7 +443,9 @@ class GcpPoolSpec(_PoolBase):
         description="Ranked machine types: the first is preferred, the rest are fallbacks.",
         json_schema_extra=fix_hint("list machine types as [{machineType: g2-standard-8}, ...]"),
     )
-    image: AnyIdRef = Field(json_schema_extra=fix_hint("give an image self link or family path"))
+    image: Annotated[AnyIdRef, NO_CREDENTIALS_IN_VM_IMAGE] = Field(
+        json_schema_extra=fix_hint("give an image self link or family path")
+    )
     network: AnyIdRef = Field(json_schema_extra=fix_hint("give the VPC network self link or name"))
     subnetwork: AnyIdRef = Field(json_schema_extra=fix_hint("give the subnetwork self link or name"))
     target_shape: Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"] = Field(

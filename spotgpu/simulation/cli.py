@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.cliutil import Progress, add_deprecated_alias, add_json_flag, camel_keys
+from spotgpu.cliutil import STACK, Progress, add_deprecated_alias, add_json_flag, camel_keys, number, whole
 from spotgpu.economics.cost import on_demand_baseline
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
@@ -111,7 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {written}", file=sys.stderr)
     if args.json:
         doc = {"job": job.__dict__, "intervalMethod": method, "groups": results}
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, allow_nan=False))
     return 0
 
 
@@ -229,10 +229,17 @@ def _plot(curves: list[tuple[str, list[Curve]]], job: Job, path: Path) -> Path:
     return path
 
 
+def _interval_flag(text: str) -> str:
+    """``--interval``: auto, hazard or a whole number of seconds above 0, checked while parsing."""
+    if text in ("auto", "hazard") or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not auto, hazard or a number of seconds; fix: e.g. --interval 1800")
+
+
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
     sim.add_argument("--profile", help="WorkloadProfile as YAML or JSON (or --stack S --pool P)")
-    sim.add_argument("--stack", help="replay pool --pool of this stack: its workload, ladder and own zones")
+    sim.add_argument("--stack", type=STACK, help="replay pool --pool of this stack: its workload, ladder and own zones")
     sim.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     sim.add_argument("--pool", metavar="NAME", help="with --stack: the pool to replay")
     sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
@@ -242,21 +249,22 @@ def register(subparsers: Any) -> None:
                      help="trace group to replay, repeatable, e.g. 1-node/aws-02-15-2023 (default: all)")  # fmt: skip
     add_deprecated_alias(sim, "--group", "--trace-group")
     sim.add_argument("--home", help="home zone (default: every zone of the group, or of the pool, in turn)")
-    sim.add_argument("--nodes", type=int, help="override the profile's node count")
-    sim.add_argument("--work-hours", type=float, help="override the profile's workHours")
+    sim.add_argument("--nodes", type=whole(1), help="override the profile's node count")
+    sim.add_argument("--work-hours", type=number(0, above=True), help="override the profile's workHours")
     sim.add_argument(
-        "--deadline-hours", type=float, help="override the profile's deadlineHours (default without one: 2x work)"
+        "--deadline-hours", type=number(0, above=True), help="override the profile's deadlineHours (default without one: 2x work)"
     )
     sim.add_argument("--policy", action="append", choices=(*POLICY_NAMES, *RENAMED_POLICIES), metavar="POLICY",
                      help=f"policies to run, repeatable: {', '.join(POLICY_NAMES)} (default: all)")  # fmt: skip
     sim.add_argument(
-        "--interval", default="auto", help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds"
-    )
-    sim.add_argument("--fixed-wait-minutes", type=float, default=30.0,
+        "--interval", default="auto", type=_interval_flag,
+        help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds",
+    )  # fmt: skip
+    sim.add_argument("--fixed-wait-minutes", type=number(0), default=30.0,
                      help="wait of baseline-fixed-wait before it goes on-demand (default 30)")  # fmt: skip
-    sim.add_argument("--start-every-hours", type=float, default=24.0,
+    sim.add_argument("--start-every-hours", type=number(0, above=True), default=24.0,
                      help="hours between the replayed jobs' start offsets (default 24)")  # fmt: skip
-    sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
+    sim.add_argument("--max-starts", type=whole(1), default=None, help="cap start offsets per home zone")
     add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
     sim.add_argument("--plot", metavar="FILE.png",
                      help="draw the first job's committed progress per policy, the ladder included, into FILE "

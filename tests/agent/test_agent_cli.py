@@ -43,7 +43,7 @@ def test_agent_run_acknowledges_and_status_reports_it(fakes: Any, tmp_path: Path
         doc = json.loads(out)
         assert doc["phase"] == "drained"
         assert doc["acknowledged"] == [eid]
-        assert doc["identity"]["instance_type"] == "Standard_NC4as_T4_v3"
+        assert doc["identity"]["instanceType"] == "Standard_NC4as_T4_v3"
         summary = spotgpu("agent", "status", "--control", sock)
         text, err = summary.communicate(timeout=30)
         assert summary.returncode == 0, err

@@ -247,7 +247,7 @@ def test_cli_run_once_against_the_local_aws_api(endpoint: str, tmp_path: Any, mo
     assert spot["DesiredCapacity"] == 2
     assert main(["controller", "status", "--config", str(path), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["pools"]["pool-a"]["lost_since"] is not None
+    assert record["pools"]["pool-a"]["lostSince"] is not None
     assert main(["controller", "status", "--config", str(path)]) == 0
     assert capsys.readouterr().out.startswith("pool-a: capacity lost since ")
 

@@ -31,7 +31,7 @@ def test_cost_json_carries_inputs_and_formulas(capsys: pytest.CaptureFixture[str
     assert doc["provider"] == "azure" and doc["spotEligible"] is True
     assert doc["interval"]["method"] == "daly"
     lost = next(t for t in doc["terms"] if t["name"] == "lost_compute")
-    assert lost["inputs"]["final_checkpoint_fits_notice"] is False  # Azure's 30 s notice
+    assert lost["inputs"]["finalCheckpointFitsNotice"] is False  # Azure's 30 s notice
     assert "T/2 + C" in lost["formula"]
     assert doc["spotTotal"] < doc["onDemandTotal"]
 

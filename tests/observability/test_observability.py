@@ -121,7 +121,7 @@ def test_cloud_agent_files_scrape_the_agent_endpoint(cloud: str) -> None:
             assert yaml.safe_load(content)
 
 
-@pytest.mark.parametrize("what", ["dashboard", "alerts", "scrape-config --cloud gcp"])
+@pytest.mark.parametrize("what", ["dashboard", "alerts", "scrape-config --cloud gcp --pool train-gcp"])
 def test_the_command_prints_the_shipped_files(what: str) -> None:
     run = subprocess.run([sys.executable, "-m", "spotgpu", "observability", *what.split(), "--json"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
