@@ -54,7 +54,8 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
         return
     try:
         from spotgpu.economics.cost import effective_cost
-        from spotgpu.economics.interval import IntervalDecision
+        from spotgpu.economics.interval import IntervalDecision, choose_interval
+        from spotgpu.economics.tiers import pool_joint_loss
     except ImportError as err:  # the cost model ships with spotgpu; say so rather than pass silently
         raise NotApplicable(f"the spotgpu cost model is not importable ({err})") from None
     for pool in catalog.pools:
@@ -75,12 +76,18 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
             yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: {pool.contract_problem}")
             continue
         interval = as_number(pool.links.get(CHECKPOINT_INTERVAL))
+        joint = pool_joint_loss(profile, len(pool.zones))  # a tiered workload: its peers across the pool's zones
         decision = None
         if interval and interval > 0:
             decision = IntervalDecision(
                 seconds=int(interval), method="configured",
-                final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.checkpoint_write_seconds),
+                final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.final_commit_seconds),
                 reasons=(f"the pool's {CHECKPOINT_INTERVAL}",))
+            if profile.checkpoint_tiers is not None:  # the durable interval and restore mix for that local one
+                configured = profile.model_copy(update={"checkpoint_interval_seconds": int(interval)})
+                decision = choose_interval(configured, pool.contract, joint_loss=joint)
+        else:
+            decision = choose_interval(profile, pool.contract, joint_loss=joint)
         breakdown = effective_cost(profile, pool.contract, _ladder(pool), interval=decision)
         if not breakdown.spot_eligible:
             yield Finding(pool.res.urn, restate(

@@ -13,6 +13,7 @@ from typing import Any
 from spotgpu.economics.cost import effective_cost, json_safe
 from spotgpu.economics.fit import nest
 from spotgpu.economics.interval import choose_interval
+from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.economics.work_rate import pool_speeds, render_rungs, restate, rung_rates
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.stack import idle_rungs
@@ -28,7 +29,7 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
         if only is not None and pool.name != only:
             continue
         workload = config.workload_for(pool)
-        decision = choose_interval(workload, pool.notice)
+        decision = choose_interval(workload, pool.notice, joint_loss=pool_joint_loss(workload, len(pool.zones)))
         speeds = pool_speeds(pool, workload)
         priced, ladder = restate(workload, config.ladder_for(pool), speeds)
         breakdown = effective_cost(
@@ -53,6 +54,7 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
             "savingsFraction": round(breakdown.savings_fraction, 4),
             "effectiveCost": breakdown.to_dict(),
             "prices": _price_sources(config, pool, workload),
+            **({"checkpointTiers": decision.tiers.as_dict()} if decision.tiers is not None else {}),
         }, nulls, breakdown.unbounded_reason)  # fmt: skip
         pools[pool.name]["rungs"] = rung_rates(config, pool)
         if not speeds.neutral or speeds.unmeasured:
@@ -140,6 +142,14 @@ def render_economics(report: dict[str, Any]) -> str:
             f"  {name} ({p['cloud']}, {p['workload']}): checkpoint every {p['checkpointIntervalSeconds']} s "
             f"({p['intervalMethod']}); final checkpoint {fits} the notice"
         )
+        if "checkpointTiers" in p:
+            t = p["checkpointTiers"]
+            mix = ", ".join(f"{k} {v:.0%}" for k, v in t["restoreMix"].items())
+            lines.append(
+                f"    tiers: local every {t['localIntervalSeconds']} s (blocks {t['localWriteSeconds']:g} s), store "
+                f"every {t['durableIntervalSeconds']} s (every {t['durableEvery']} local); restores expected from: "
+                f"{mix}; P(a node's peers go with it) {t['jointLossProbability']:.1%}"
+            )
         if "effectiveCost" not in p:
             continue
         verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"
