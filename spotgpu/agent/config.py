@@ -21,6 +21,7 @@ from spotgpu.agent.http import check_base_url
 from spotgpu.agent.plan import contract_from_config
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.tiers import LocalTierConfig
 from spotgpu.models.urls import EndpointUrl, StoreUrlText
 
 AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
@@ -117,6 +118,11 @@ class AgentConfig(SpotModel):
         default=None,
         description="The fallback controller's stateUrl: drain requests in, committed checkpoints out; "
         "None turns the drain protocol off (see control_store_url).",
+    )
+    local_tier: LocalTierConfig | None = Field(
+        default=None,
+        description="A tiered workload's node-local checkpoint tier (spotgpu.models.tiers): mounted at boot, "
+        "read by the checkpoint library; None: every save goes to the object store.",
     )
     runtime: AgentRuntime | None = Field(default=None, description="Agent tuning; omitted means the defaults.")
 

@@ -170,3 +170,18 @@ def tier_medium(storage: LocalStorage | None, ram_gib: float) -> tuple[str | Non
         return "ramdisk", f"no local NVMe: a {ram_gib:g} GiB RAM disk of its {storage.host_memory_gib:g} GiB memory"
     return None, (f"no local NVMe, and a {ram_gib:g} GiB RAM disk is more than {RAM_DISK_MAX_SHARE:.0%} of its "
                   f"{storage.host_memory_gib:g} GiB memory")  # fmt: skip
+
+
+#: The job's environment names the mounted tier here (the gang unit, ``spotgpu drill local``).
+LOCAL_DIR_ENV = "SPOTGPU_LOCAL_DIR"
+
+
+class LocalTierConfig(SpotModel):
+    """What a pool's VMs know of a tiered workload (``localTier`` in /etc/spotgpu/agent.json): where the
+    boot script mounted the tier, what it keeps, and the two intervals the checkpoint library follows."""
+
+    path: str = Field(pattern=_PATH, json_schema_extra=fix_hint("an absolute path, e.g. /var/lib/spotgpu/local"))
+    keep: int = Field(ge=1, le=16)
+    peer_copies: int = Field(ge=0, le=3)
+    durable_interval_seconds: int = Field(gt=0, description="Seconds between uploads to the object store.")
+    ram_disk_gib: int = Field(ge=1, alias="ramDiskGiB", description="The RAM disk's size where the type has no NVMe.")
