@@ -214,7 +214,7 @@ class JobRun:
             else:  # a shard of the newest local step is gone with its copies: back to the newest durable one
                 self.lost_work += self.committed - self.durable
                 self.committed = self.durable
-                sources = ["local" if v.id in held else "store" for v in gang]
+                sources = ["local" if v.id in held else "store" for v in gang] if self.durable > 0 else []
             for source in sources:
                 self.restores[source] += 1
         # partners alternate groups (zones), so a zone reclaim rarely takes a shard with all its copies
@@ -228,7 +228,7 @@ class JobRun:
                     ring.append(ids.pop(0))
         n, c = len(ring), min(tiers.peer_copies, len(ring) - 1)
         self.holders = {vm: {vm, *(ring[(i + j) % n] for j in range(1, c + 1))} for i, vm in enumerate(ring)}
-        return tiers.tier_load_seconds if "store" not in sources else self.job.load_seconds
+        return tiers.tier_load_seconds if sources and "store" not in sources else self.job.load_seconds
 
     def vm_gone(self, vm_id: str) -> None:
         """Tiers: a VM left (taken or removed), and its local tier with it."""
