@@ -42,6 +42,16 @@ class InterruptionEvent:
     #: The cloud's time as served (repr) when it could not be read: the notice is acted on
     #: at once with the contract's minimum notice instead of being dropped.
     unparsed_time: str | None = None
+    #: The lead this notice's source documents when the cloud gives no time (GCP: the
+    #: maintenance-event value flips about 60 s before a migration); None: the contract's.
+    documented_lead: float | None = None
+    #: The longest lead this source documents, beyond which a cloud time is clock skew; None:
+    #: the kind's (:data:`spotgpu.agent.plan.MAX_DOCUMENTED_LEAD`). Scheduled maintenance (AWS
+    #: scheduled events, GCE upcoming maintenance) is announced days ahead: ``math.inf``.
+    max_lead: float | None = None
+    #: A value the cloud sent that the agent does not know (a new GCP maintenance-event value,
+    #: Azure EventType, AWS event code): the notice is then of the safest kind it could be.
+    unknown_value: str | None = None
 
     @property
     def dedup_key(self) -> tuple[str, str]:

@@ -92,11 +92,13 @@ def test_aws_token_failure_is_a_metadata_error(fakes: Any) -> None:
         aws.SpotInterruptionMonitor(imds(fake)).check()
 
 
-def test_aws_unknown_action_is_malformed(fakes: Any) -> None:
+def test_aws_unknown_action_is_still_an_interruption(fakes: Any) -> None:
+    """The item exists only for an interruption: an action the agent does not know is a preempt
+    (the safest reading) with the value kept, not a malformed answer retried forever (issue 36)."""
     fake = fakes("aws")
     fake.instance_action = {"action": "explode", "time": "2026-01-01T00:00:00Z"}
-    with pytest.raises(MetadataError, match="unknown action"):
-        aws.SpotInterruptionMonitor(imds(fake)).check()
+    [event] = aws.SpotInterruptionMonitor(imds(fake)).check()
+    assert (event.kind, event.unknown_value) == (InterruptionKind.PREEMPT, "explode")
 
 
 def test_aws_identity(fakes: Any) -> None:
@@ -156,11 +158,14 @@ def test_gcp_failed_request_keeps_the_etag_so_the_change_is_seen(fakes: Any) -> 
     assert monitor.check()[0].kind is InterruptionKind.PREEMPT
 
 
-def test_gcp_unexpected_value_is_malformed(fakes: Any) -> None:
+def test_gcp_garbled_value_is_malformed_but_an_unknown_word_is_a_notice(fakes: Any) -> None:
     fake = fakes("gcp")
-    fake.set_value("instance/preempted", "MAYBE")
+    fake.set_value("instance/preempted", '{"trunc')
     with pytest.raises(MetadataError, match="unexpected value"):
         gcp.PreemptedMonitor(gclient(fake)).check()
+    fake.set_value("instance/preempted", "MAYBE")
+    [event] = gcp.PreemptedMonitor(gclient(fake)).check()
+    assert (event.kind, event.unknown_value) == (InterruptionKind.PREEMPT, "MAYBE")
 
 
 def test_gcp_maintenance_event(fakes: Any) -> None:
