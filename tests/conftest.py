@@ -134,6 +134,35 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 
 
 @pytest.fixture(scope="module")
+def azurite_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Azurite's Queue service on loopback: the far end of Azure's Event Grid -> Storage queue path.
+
+    Yields the account's queue service URL and credential. ``azurite-queue`` ships beside
+    ``azurite-blob`` in the same npm package.
+    """
+    binary = str(Path(azurite_bin()).with_name("azurite-queue"))
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("azurite-queue")
+    proc = subprocess.Popen(
+        [binary, "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence",
+         "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, 60, proc)
+        yield {"url": f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", "account_name": AZURITE_ACCOUNT,
+               "account_key": AZURITE_KEY}  # fmt: skip
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
     """moto's server (EC2, Auto Scaling, SQS, S3, FIS, ...) on a free loopback port, for one test module."""
     from moto.server import ThreadedMotoServer

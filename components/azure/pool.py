@@ -28,13 +28,13 @@ import pulumi_azure_native.managedidentity as managedidentity
 
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
-from spotgpu_pulumi.azure.events import ScheduledEventsRoute, ScheduledEventsRouteArgs
 from spotgpu_pulumi.azure.controller_job import (
     AzureControllerJobArgs,
     ControllerJob,
     azure_config_output,
     plan_azure_controller_job,
 )
+from spotgpu_pulumi.azure.events import ScheduledEventsRoute, ScheduledEventsRouteArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
 from spotgpu_pulumi.azure.plan import plan_pool
 from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile

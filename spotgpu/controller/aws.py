@@ -38,7 +38,6 @@ from spotgpu.contract.sources import (
     AWS_HEALTH_KIND,
     AWS_INTERRUPTIONS,
     AWS_LAUNCH_SUCCESSFUL,
-    AWS_LAUNCH_UNSUCCESSFUL,
     AWS_QUEUE,
     AWS_ROUTED,
     AWS_TEST_NOTIFICATION,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import published_payloads as pp
+import pytest
 from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent.daemon import Agent, wire_cloud
@@ -212,8 +212,11 @@ def test_aws_answers_that_mean_no_notice(run: Any, payload: pp.Payload) -> None:
 
 @pytest.mark.parametrize(
     ("payload", "lead", "unknown"),
-    [(pp.GCP_MIGRATE, 60.0, None), (pp.GCP_TERMINATE, 3600.0, None),
-     (pp.GCP_SHUTDOWN, 60.0, "SHUTDOWN_ON_HOST_MAINTENANCE")],  # fmt: skip
+    [
+        (pp.GCP_MIGRATE, 60.0, None),
+        (pp.GCP_TERMINATE, 3600.0, None),
+        (pp.GCP_SHUTDOWN, 60.0, "SHUTDOWN_ON_HOST_MAINTENANCE"),
+    ],
     ids=lambda v: getattr(v, "name", str(v)),
 )
 def test_gcp_maintenance_values_and_their_documented_leads(
