@@ -60,6 +60,11 @@ MEMBER_READ_ACTIONS = (
 ScopeKind = Literal["container", "queue", "scale-set", "resource-group"]
 #: ``eventgrid``: the Scheduled Events system topic's own identity (it delivers to the queue).
 Principal = Literal["pool", "controller", "eventgrid"]
+#: Who gets what on the Scheduled Events queue: the controller reads and deletes, the topic writes.
+_QUEUE_GRANTS: tuple[tuple[Principal, str], ...] = (
+    ("controller", STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR),
+    ("eventgrid", STORAGE_QUEUE_DATA_MESSAGE_SENDER),
+)
 
 
 @dataclass(frozen=True)
@@ -219,9 +224,6 @@ def plan_roles(
                 scope=queue_scope,
                 guid=naming.stable_guid(*keys, who, "queue", events_queue),
             )
-            for who, role in (
-                ("controller", STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR),
-                ("eventgrid", STORAGE_QUEUE_DATA_MESSAGE_SENDER),
-            )
+            for who, role in _QUEUE_GRANTS
         ]
     return RolePlan((capacity, reader), tuple(grants))

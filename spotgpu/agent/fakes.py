@@ -202,7 +202,7 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _imds_date(ts: float) -> str:
+def imds_date(ts: float) -> str:
     """AWS scheduled-event dates: Go's ``2 Jan 2006 15:04:05 GMT`` (a one-digit day stays one digit)."""
     moment = datetime.fromtimestamp(ts, UTC)
     return f"{moment.day} {moment.strftime('%b %Y %H:%M:%S')} GMT"
@@ -252,11 +252,11 @@ class FakeAwsImds(FakeMetadataServer):
             self.raised_at = time.time()
             self.scheduled.append(
                 {
-                    "NotBefore": _imds_date(start),
+                    "NotBefore": imds_date(start),
                     "Code": code,
                     "Description": f"The instance is scheduled for {code}",
                     "EventId": eid,
-                    "NotAfter": _imds_date(start + 7 * 86400),
+                    "NotAfter": imds_date(start + 7 * 86400),
                     "State": "active",
                 }
             )

@@ -315,8 +315,8 @@ class AwsPoolAdapter:
             messages = resp.get("Messages", [])
             for msg in messages:
                 receipts.append(msg["ReceiptHandle"])
-                sent = (msg.get("Attributes") or {}).get("SentTimestamp")
-                received_at = int(sent) / 1000 if str(sent or "").isdigit() else now
+                sent = str((msg.get("Attributes") or {}).get("SentTimestamp") or "")
+                received_at = int(sent) / 1000 if sent.isdigit() else now
                 try:
                     body = json.loads(msg["Body"])
                 except ValueError:

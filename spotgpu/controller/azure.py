@@ -258,12 +258,18 @@ class StorageQueueSource:
             out.append(((msg.id, msg.pop_receipt), content, inserted))
         return out
 
+    @staticmethod
+    def _ids(receipt: object) -> tuple[str, str]:
+        """A receipt is ``(message id, pop receipt)``, as :meth:`receive` hands them out."""
+        if not isinstance(receipt, tuple) or len(receipt) != 2:
+            raise TypeError(f"not a Storage queue receipt: {receipt!r}")
+        return str(receipt[0]), str(receipt[1])
+
     def delete(self, receipts: list[object]) -> None:
         for receipt in receipts:
-            message_id, pop_receipt = receipt  # type: ignore[misc]
-            self.client.delete_message(message_id, pop_receipt)
+            self.client.delete_message(*self._ids(receipt))
 
     def release(self, receipts: list[object]) -> None:
         for receipt in receipts:
-            message_id, pop_receipt = receipt  # type: ignore[misc]
+            message_id, pop_receipt = self._ids(receipt)
             self.client.update_message(message_id, pop_receipt, visibility_timeout=0)

@@ -293,3 +293,16 @@ def test_every_published_event_names_its_source_and_expectation() -> None:
     for case in cases:
         assert len(case.source) > 20 and case.expect[0] in ("interruption", "launch_failure", "launched", "dropped")
         assert case.at is None or parse_time(case.at) is not None
+
+
+def test_the_lambda_batch_keeps_sqs_sent_timestamp_for_events_without_a_time(aws: dict[str, Any]) -> None:
+    """The Lambda handler's first receive is the event's records: their SentTimestamp is the receive time."""
+    from spotgpu.controller.aws_lambda import EventFirstSqs
+
+    [case] = [c for c in AWS if c.name == "spot-warning-ec2-user-guide"]  # "time": "yyyy-mm-ddThh:mm:ssZ"
+    adapter, sqs, _ = _aws_adapter(aws, "q-lambda")
+    record = {"messageId": "m1", "receiptHandle": "r1", "body": json.dumps(case.body), "eventSource": "aws:sqs",
+              "attributes": {"SentTimestamp": "1764590400123", "ApproximateReceiveCount": "1"}}  # fmt: skip
+    adapter.sqs = EventFirstSqs(sqs, [record])
+    [event] = adapter.observe(1764590500.0).interruptions
+    assert (event.at, event.time_basis) == (1764590400.123, "received")
