@@ -214,7 +214,10 @@ def parse_event(body: object, received_at: float) -> list[Parsed]:
     if not isinstance(detail, dict):
         return [Dropped(DropReason.MALFORMED, SOURCE, f"{detail_type}: no detail")]
     at, basis = _event_time(body.get("time"), received_at)
-    return _BRANCHES[branch](body, detail, at, basis)
+    try:
+        return _BRANCHES[branch](body, detail, at, basis)
+    except (AttributeError, TypeError, ValueError, KeyError) as err:  # a field of the wrong type
+        return [Dropped(DropReason.MALFORMED, SOURCE, f"{detail_type}: {type(err).__name__}")]
 
 
 def parsed_branches() -> set[str]:

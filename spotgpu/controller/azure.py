@@ -70,12 +70,20 @@ def _decoded(text: str) -> object:
 
 def parse_scheduled_event(body: object, received_at: float) -> list[Interruption | Dropped]:
     """One Event Grid event (``ScheduledEventEmitted``) -> one interruption per VM it names, or a drop."""
+    try:
+        return _parse_scheduled_event(body, received_at)
+    except (AttributeError, TypeError, ValueError, KeyError) as err:  # a field of the wrong type
+        return [Dropped(DropReason.MALFORMED, SOURCE, f"scheduled event: {type(err).__name__}")]
+
+
+def _parse_scheduled_event(body: object, received_at: float) -> list[Interruption | Dropped]:
     if not isinstance(body, dict):
         return [Dropped(DropReason.MALFORMED, SOURCE, "not an Event Grid event")]
     event_type = body.get("eventType") or body.get("type")  # Event Grid or CloudEvents schema
     if event_type not in AZURE_ROUTED:
         return [Dropped(DropReason.UNKNOWN_SHAPE, SOURCE, str(event_type))]
-    info = ((body.get("data") or {}).get("resourceInfo") or {}) if isinstance(body.get("data"), dict) else {}
+    data = body.get("data")
+    info = data.get("resourceInfo") if isinstance(data, dict) else None
     props = info.get("properties") if isinstance(info, dict) else None
     if not isinstance(props, dict):
         return [Dropped(DropReason.MALFORMED, SOURCE, f"{event_type}: no data.resourceInfo.properties")]
@@ -102,7 +110,8 @@ def _scale_set_of(body: object) -> str:
     """The scale set a scheduled event's resource id or subject names ('' when it names a VM)."""
     if not isinstance(body, dict):
         return ""
-    info = (body.get("data") or {}).get("resourceInfo") or {} if isinstance(body.get("data"), dict) else {}
+    data = body.get("data")
+    info = data.get("resourceInfo") if isinstance(data, dict) else None
     for text in (info.get("id") if isinstance(info, dict) else None, body.get("subject")):
         parts = str(text or "").split("/")
         lowered = [part.lower() for part in parts]

@@ -57,6 +57,13 @@ def _zone(url: str) -> str:
 def parse_log_entry(entry: object, received_at: float) -> Interruption | Dropped:
     """A Cloud Audit Log entry (system event) -> Interruption, for the methods the sink routes
     (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`: preemptions only); anything else is a drop."""
+    try:
+        return _parse_log_entry(entry, received_at)
+    except (AttributeError, TypeError, ValueError, KeyError) as err:  # a field of the wrong type
+        return Dropped(DropReason.MALFORMED, SOURCE, f"audit entry: {type(err).__name__}")
+
+
+def _parse_log_entry(entry: object, received_at: float) -> Interruption | Dropped:
     if not isinstance(entry, dict) or not isinstance(entry.get("protoPayload"), dict):
         return Dropped(DropReason.MALFORMED, SOURCE, "not an audit log entry")
     payload = entry["protoPayload"]

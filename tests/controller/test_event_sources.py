@@ -144,3 +144,31 @@ def test_the_gcp_sink_and_the_azure_subscription_route_what_the_parsers_read() -
         assert any(isinstance(p, Interruption) for c in samples for p in parse_scheduled_event(c.body, 0.0))
     [other] = parse_scheduled_event({"eventType": "Microsoft.Resources.ResourceWriteSuccess", "data": {}}, 0.0)
     assert isinstance(other, Dropped) and other.reason == DropReason.UNKNOWN_SHAPE
+
+
+def _spoiled(body: object) -> list[object]:
+    """``body`` with each field in turn replaced by a value of another type."""
+    out: list[object] = []
+    if isinstance(body, dict):
+        for key, value in body.items():
+            for junk in (None, 7, "x", [], {"k": 1}):
+                if junk != value:
+                    out.append({**body, key: junk})
+            out += [{**body, key: spoiled} for spoiled in _spoiled(value)]
+    elif isinstance(body, list):
+        out += [[*body[:i], spoiled, *body[i + 1:]] for i, item in enumerate(body) for spoiled in _spoiled(item)]
+    return out
+
+
+def test_no_published_shape_spoiled_field_by_field_crashes_a_parser() -> None:
+    """A field of the wrong type is a counted drop (or still an observation), never an exception that
+    would fail the whole pool's tick."""
+    for case in published_events.AWS:
+        for body in _spoiled(case.body):
+            assert all(hasattr(p, "__dataclass_fields__") for p in parse_event(body, 0.0))
+    for case in published_events.GCP:
+        for body in _spoiled(case.body):
+            assert hasattr(parse_log_entry(body, 0.0), "__dataclass_fields__")
+    for case in published_events.AZURE:
+        for body in _spoiled(case.body):
+            assert all(hasattr(p, "__dataclass_fields__") for p in parse_scheduled_event(body, 0.0))
