@@ -79,6 +79,17 @@ def azurite_bin() -> str:
     )
 
 
+def stop_process(proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    """Stop a server this suite started (by its own handle), then remove its working folder."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Azurite's Blob service on loopback; yields obstore options for az:// URLs."""
@@ -122,13 +133,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 "retry_config": {"max_retries": 2},
             }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_process(proc, workdir)
 
 
 
@@ -153,13 +158,7 @@ def azurite_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         yield {"url": f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", "account_name": AZURITE_ACCOUNT,
                "account_key": AZURITE_KEY}  # fmt: skip
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_process(proc, workdir)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.plan import TERMINAL_HORIZON_SECONDS
@@ -157,7 +157,7 @@ class SpotInterruptionMonitor:
                 cloud_deadline=deadline,
                 # Hibernation starts at once, so there is no two-minute window to subtract.
                 published_at=None if action == "hibernate" or deadline is None else deadline - SPOT_NOTICE_SECONDS,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
                 unparsed_time=unparsed,
                 unknown_value=unknown,
             )
@@ -181,7 +181,7 @@ class RebalanceMonitor:
         resp = self.imds.get(REBALANCE_PATH, self.read_timeout)
         if resp.status == 404:
             gone, self.active = self.active, None
-            return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []
+            return withdrawn(self.source, gone, time.time())
         doc = _json_object(resp, REBALANCE_PATH)
         published, unparsed = _time_or_none(doc.get("noticeTime"), "rebalance.noticeTime")
         now = time.time()
@@ -194,7 +194,7 @@ class RebalanceMonitor:
                 detected_at=now,
                 raw=doc,
                 published_at=published,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
                 unparsed_time=unparsed,
             )
         ]
@@ -248,7 +248,7 @@ class ScheduledEventsMonitor:
         found = [ev for ev in (self._event(raw, now) for raw in entries) if ev is not None]
         present = {ev.event_id for ev in found}
         gone, self.active = tuple(sorted(self.active - present)), present
-        return [*found, NoticeWithdrawn(self.source, gone, now)] if gone else list(found)
+        return [*found, *withdrawn(self.source, gone, now)]
 
     def _event(self, raw: object, now: float) -> InterruptionEvent | None:
         if not isinstance(raw, dict) or str(raw.get("State", "active")).lower() in SCHEDULED_EVENT_DONE:
@@ -266,7 +266,7 @@ class ScheduledEventsMonitor:
             detected_at=now,
             raw=raw,
             cloud_deadline=not_before,
-            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+            since_last_clean_poll=since(self.last_clean, now),
             unparsed_time=unparsed,
             max_lead=math.inf,
             unknown_value=None if code in SCHEDULED_EVENT_KINDS else code,
@@ -319,14 +319,14 @@ class TargetLifecycleMonitor:
         seq = self.transitions.observe(state)
         if not state or state in TARGET_STATES_KEPT:
             gone, self.active = self.active, None
-            return [NoticeWithdrawn(self.source, (gone,), now)] if gone else []
+            return withdrawn(self.source, gone, now)
         event = InterruptionEvent(
             event_id=f"{state}#{seq}",
             kind=InterruptionKind.TERMINATE,
             source=self.source,
             detected_at=now,
             raw=state,
-            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+            since_last_clean_poll=since(self.last_clean, now),
             documented_lead=0.0 if self.heartbeat_seconds is None else float(self.heartbeat_seconds),
             unknown_value=None if state == TARGET_TERMINATED else state,
         )

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 
-from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import cloud_time
@@ -144,7 +144,7 @@ class ScheduledEventsMonitor:
         self.incarnation = incarnation  # only after the whole document was read
         present = {ev.event_id for ev in found}
         gone, self.active = tuple(sorted(self.active - present)), present
-        return [*found, NoticeWithdrawn(self.source, gone, now)] if gone else list(found)
+        return [*found, *withdrawn(self.source, gone, now)]
 
     def _parse(self, raw: object, vm: str, now: float) -> InterruptionEvent | None:
         if not isinstance(raw, dict):
@@ -179,7 +179,7 @@ class ScheduledEventsMonitor:
             raw=raw,
             # "Started" (or no NotBefore) means it is happening now.
             cloud_deadline=None if unparsed else now if started or not_before is None else not_before,
-            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+            since_last_clean_poll=since(self.last_clean, now),
             acknowledge_ids=(event_id,) if kind.terminal and known else (),
             unparsed_time=unparsed,
             unknown_value=None if known else str(event_type),

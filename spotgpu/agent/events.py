@@ -80,6 +80,17 @@ class NoticeWithdrawn:
     detected_at: float
 
 
+def since(last_clean: float | None, now: float) -> float | None:
+    """Seconds since a source's last clean round (``since_last_clean_poll``), None before the first."""
+    return None if last_clean is None else now - last_clean
+
+
+def withdrawn(source: str, event_ids: tuple[str, ...] | str | None, now: float) -> list[NoticeWithdrawn]:
+    """The notices a source stopped showing, as the one-item list a monitor returns (none: ``[]``)."""
+    ids = (event_ids,) if isinstance(event_ids, str) else tuple(event_ids or ())
+    return [NoticeWithdrawn(source, ids, now)] if ids else []
+
+
 @dataclass
 class EventStore:
     """Remembers every (source, id) seen, so re-served notices are acted on once.

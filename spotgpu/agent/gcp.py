@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
-from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.timeparse import cloud_time
@@ -150,7 +150,7 @@ class _HangingGetMonitor:
         now = time.time()
         if reading is None:
             gone, self.active = self.active, None
-            return [NoticeWithdrawn(self.source, (gone,), now)] if gone else []
+            return withdrawn(self.source, gone, now)
         if reading.unknown:
             log.warning("%s: unknown value %r, read as %s", self.source, value, reading.kind)
         event = InterruptionEvent(
@@ -250,7 +250,7 @@ class UpcomingMaintenanceMonitor:
         window = _first(doc, "window_start_time", "windowStartTime", "startTime") if doc else None
         if not doc or window is None:
             gone, self.active = self.active, None
-            return [NoticeWithdrawn(self.source, (gone,), now)] if gone else []
+            return withdrawn(self.source, gone, now)
         kind_of, status = _first(doc, "type"), _first(doc, "maintenance_status", "maintenanceStatus")
         unknown = [str(v) for v in (kind_of, status) if v is not None and v not in (*UPCOMING_TYPES, *UPCOMING_STATUSES)]
         try:
@@ -265,14 +265,14 @@ class UpcomingMaintenanceMonitor:
             detected_at=now,
             raw=doc,
             cloud_deadline=start,
-            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+            since_last_clean_poll=since(self.last_clean, now),
             unparsed_time=unparsed,
             max_lead=math.inf,
             unknown_value=",".join(unknown) or None,
         )
         gone, self.active = self.active, event.event_id
         if gone and gone != event.event_id:
-            return [event, NoticeWithdrawn(self.source, (gone,), now)]
+            return [event, *withdrawn(self.source, gone, now)]
         return [event]
 
     def _document(self, resp: Response) -> dict[str, object] | None:
