@@ -85,7 +85,9 @@ def since(last_clean: float | None, now: float) -> float | None:
     return None if last_clean is None else now - last_clean
 
 
-def withdrawn(source: str, event_ids: tuple[str, ...] | str | None, now: float) -> list[NoticeWithdrawn]:
+def withdrawn(
+    source: str, event_ids: tuple[str, ...] | str | None, now: float
+) -> list[InterruptionEvent | NoticeWithdrawn]:
     """The notices a source stopped showing, as the one-item list a monitor returns (none: ``[]``)."""
     ids = (event_ids,) if isinstance(event_ids, str) else tuple(event_ids or ())
     return [NoticeWithdrawn(source, ids, now)] if ids else []
