@@ -141,14 +141,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 GANG_ROLES = ("noticed", "peer")
+#: Where a rank's restored state came from (spotgpu.checkpoint.tiers): its node's own tier, a peer's, the store.
+RESTORE_SOURCES = ("local", "peer", "store")
 
 
 def _report(body: dict[str, Any]) -> CheckpointReport:
     kind = body.get("checkpoint", "final")
-    if kind not in ("early", "final", "gang", "restore"):
-        raise ValueError(f"checkpoint {kind!r}: use early, final, gang or restore")
+    if kind not in ("early", "final", "gang", "restore", "step"):
+        raise ValueError(f"checkpoint {kind!r}: use early, final, gang, restore or step")
     if kind == "restore":
         body = {"committed": True, **body}  # a restore is of a committed generation
+    if kind == "step":
+        body = {**body, "committed": False}  # the first step after a restore: no checkpoint at all
+    source, nbytes, started = body.get("source"), body.get("bytes"), body.get("startedAt")
+    if source is not None and source not in RESTORE_SOURCES:
+        raise ValueError(f"source {source!r}: use one of {', '.join(RESTORE_SOURCES)}")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"bytes {nbytes!r}: use the bytes restored, a whole number")
+    if started is not None and (isinstance(started, bool) or not isinstance(started, int | float)):
+        raise ValueError(f"startedAt {started!r}: use epoch seconds")
     if not isinstance(body.get("committed"), bool):
         raise ValueError("committed must be true or false")
     role = body.get("role")
@@ -169,6 +180,9 @@ def _report(body: dict[str, Any]) -> CheckpointReport:
         role=role,
         noticed_ranks=noticed,
         outcome=None if role is None else str(body.get("outcome") or _outcome(body)),
+        source=source,
+        nbytes=nbytes,
+        started_at=None if started is None else float(started),
     )
 
 

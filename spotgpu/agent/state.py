@@ -20,8 +20,9 @@ Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "
 
 @dataclass
 class CheckpointReport:
-    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore
-    checkpoint: Literal["early", "final", "gang", "restore"]
+    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore |
+    #: step (the first training step after a restore: the end of a recovery)
+    checkpoint: Literal["early", "final", "gang", "restore", "step"]
     committed: bool
     step: int | None = None
     seconds: float | None = None
@@ -32,6 +33,10 @@ class CheckpointReport:
     role: str | None = None
     noticed_ranks: list[int] | None = None
     outcome: str | None = None
+    #: A restore's source (local | peer | store), bytes read and when it began (epoch seconds).
+    source: str | None = None
+    nbytes: int | None = None
+    started_at: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -45,6 +50,8 @@ class CheckpointReport:
         }
         if self.role is not None:
             data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
+        if self.checkpoint == "restore":
+            data.update(source=self.source, bytes=self.nbytes, startedAt=self.started_at)
         return data
 
 
@@ -125,7 +132,7 @@ class WorkloadState:
                 self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
-        if report.role is not None or report.checkpoint == "restore":
+        if report.role is not None or report.checkpoint in ("restore", "step"):
             for gang_listener in list(self.gang_listeners):
                 try:
                     gang_listener(report)

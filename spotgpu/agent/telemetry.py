@@ -206,7 +206,12 @@ class AgentTelemetry:
     def gang_report(self, report: dict[str, object]) -> None:
         """A multi-node job's stop (``gang-stop``) or resume (``restored``) as its rank reported it."""
         if report.get("checkpoint") == "restore":
-            self.log("restored", step=report.get("step"), generation=report.get("generation"))
+            self.log("restored", step=report.get("step"), generation=report.get("generation"),
+                     source=report.get("source"), seconds=report.get("seconds"), bytes=report.get("bytes"),
+                     reason=report.get("reason"), startedAt=report.get("startedAt"))  # fmt: skip
+            return
+        if report.get("checkpoint") == "step":
+            self.log("first-step", step=report.get("step"))
             return
         self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
         self.log("gang-stop", **report)

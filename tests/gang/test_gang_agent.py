@@ -64,13 +64,30 @@ def test_the_resumed_step_is_logged(agent: Agent, tmp_path: Path) -> None:
     assert wait_until(lambda: records(tmp_path, "restored"))[0]["generation"] == "step-40-abc"
 
 
+def test_a_restore_says_where_from_how_long_how_much_and_the_first_step_follows(agent: Agent, tmp_path: Path) -> None:
+    """Issue 33: each rank's ``restored`` record names its source, seconds and bytes (and why a nearer
+    copy was passed over); the first step after it ends the recovery."""
+    client = AgentClient(agent.control.url)
+    client.report_restore(40, "g", source="peer", seconds=1.5, nbytes=1 << 30, reason="local copy failed: hash",
+                          started_at=1000.0)  # fmt: skip
+    client.report_first_step(41)
+    [restored] = wait_until(lambda: records(tmp_path, "restored"))
+    assert {k: restored[k] for k in ("step", "source", "seconds", "bytes", "reason", "startedAt")} == {
+        "step": 40, "source": "peer", "seconds": 1.5, "bytes": 1 << 30, "reason": "local copy failed: hash",
+        "startedAt": 1000.0}  # fmt: skip
+    assert wait_until(lambda: records(tmp_path, "first-step"))[0]["step"] == 41
+    assert agent.state.final_report is None  # neither is a final checkpoint
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"checkpoint": "gang", "committed": True}, "role: missing"),
         ({"checkpoint": "gang", "committed": True, "role": "leader"}, "role 'leader'"),
         ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"}, "noticedRanks"),
-        ({"checkpoint": "later", "committed": True}, "use early, final, gang or restore"),
+        ({"checkpoint": "later", "committed": True}, "use early, final, gang, restore or step"),
+        ({"checkpoint": "restore", "source": "disk"}, "source 'disk': use one of local, peer, store"),
+        ({"checkpoint": "restore", "bytes": -1}, "bytes -1"),
     ],
 )
 def test_a_malformed_gang_report_is_one_clear_error(agent: Agent, body: dict[str, object], message: str) -> None:
