@@ -224,6 +224,13 @@ class AgentClient:
         body.update({k: v for k, v in extra.items() if v is not None})
         self._try("POST", "/v1/report", body)
 
+    def zone(self) -> str | None:
+        """This VM's zone as its agent read it from the metadata (None: no agent, or not read yet)."""
+        status = self._try("GET", "/v1/status")
+        identity = status.get("identity") if isinstance(status, dict) else None
+        zone = identity.get("zone") if isinstance(identity, dict) else None
+        return zone if isinstance(zone, str) and zone else None
+
     def report_first_step(self, step: int) -> None:
         """The first training step after a restore finished (``first-step``: the end of a recovery)."""
         self._try("POST", "/v1/report", {"checkpoint": "step", "step": step})

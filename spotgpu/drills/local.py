@@ -7,8 +7,15 @@ has restored (the gang helper reports it to its agent), raises a notice on one n
 with ``--during-save``, the moment a periodic save starts writing), reclaims that node once
 its agent drained, starts a replacement, and follows the gang until the job finishes.
 
+Each simulated VM has a local disk and a zone (``--zones``: nodes take zones in turn), exported as
+``SPOTGPU_LOCAL_DIR`` and ``SPOTGPU_ZONE`` for a tiered checkpoint; a reclaim deletes the disk.
+``--also-reclaim N`` reclaims node N without notice together with the noticed one (a zone reclaim,
+or a node and its peer), and replaces it too. Per node it reports where the resumed rank's state
+came from (``restore``: source, seconds, bytes, step) and the recovery's phases (notice, every rank
+stopped, the replacement joined, every rank restored, the first step), in seconds after the notice.
+
 Everything it reports it reads from the agents' events logs (``gang-stop``, ``restored``,
-``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. Every rank's
+``first-step``, ``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. Every rank's
 environment is what a job reads on a pool VM, pointed at its simulated VM:
 ``SPOTGPU_AGENT`` (the agent), ``SPOTGPU_AGENT_CONFIG`` (its config: the checkpoint interval) and
 ``SPOTGPU_CHECKPOINT_URL`` (the drill's store), so a docs recipe runs under the drill as written;
@@ -66,6 +73,8 @@ class LocalDrill:
     notice_after_seconds: float = 1.0
     workdir: Path | None = None
     run_id: str = "drill"
+    zones: int = 1
+    also_reclaim: tuple[int, ...] = ()
 
 
 @dataclass
@@ -83,6 +92,10 @@ class Report:
     launchers: dict[str, int | None] = field(default_factory=dict)
     processes_left: list[int] = field(default_factory=list)
     workdir: str = ""
+    restores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    zones: dict[str, str] = field(default_factory=dict)
+    reclaimed: list[str] = field(default_factory=list)
 
     def fail(self, reason: str) -> None:
         self.reasons.append(reason)
@@ -103,6 +116,10 @@ class Report:
                 "step": steps[0] if len(steps) == 1 else None,
             },
             "resumedSteps": self.resumed,
+            "restores": self.restores,
+            "phases": {key: round(value, 3) for key, value in self.phases.items()},
+            "zones": self.zones,
+            "reclaimed": self.reclaimed,
             "launcherExits": self.launchers,
             "timings": {key: round(value, 3) for key, value in self.timings.items()},
             "processesLeft": self.processes_left,
@@ -181,10 +198,13 @@ class Drill:
             if code not in (None, 0, *allow):
                 raise Hung(f"{node.name}: launcher exited {code} (a rank crashed or gave up; see {node.workdir})")
 
-    def start_node(self, launch: Any, url: str) -> Node:
+    def start_node(self, launch: Any, url: str, zone: str | None = None) -> Node:
         from spotgpu.drills.local_nodes import Node
 
-        node = Node(len(self.all_nodes), self.spec.provider, self.workdir / f"node{len(self.all_nodes)}")
+        index = len(self.all_nodes)
+        zone = zone or f"zone-{chr(ord('a') + index % self.spec.zones)}"
+        node = Node(index, self.spec.provider, self.workdir / f"node{index}", zone)
+        self.report.zones[node.name] = zone
         self.all_nodes.append(node)
         env = dict(os.environ)
         node.start(launch, url, env)
@@ -249,31 +269,62 @@ class Drill:
         self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
-        replacement = self.start_node(launch, url)
+        replacement = self.start_node(launch, url, noticed.zone)
         self.say(f"drill local: replacement {replacement.name} started")
         self.wait(f"{noticed.name}'s launcher leaving", lambda: noticed.poll() is not None)
         self.mark("noticedLauncherExited", noticed.launcher_exited_at)
         noticed.kill()  # the cloud reclaims the VM
         self.mark("noticedReclaimed")
-        gang = [n for n in gang if n is not noticed] + [replacement]
-        return self.finish(gang, noticed, raised)
+        self.report.reclaimed.append(noticed.name)
+        lost = [gang[i] for i in spec.also_reclaim]
+        for node in lost:  # reclaimed with it, no notice: a zone going, or a node and its peer
+            node.kill(abrupt=True)
+            self.report.reclaimed.append(node.name)
+            self.say(f"drill local: {node.name} reclaimed without notice")
+        replacements = [replacement] + [self.start_node(launch, url, node.zone) for node in lost]
+        gang = [n for n in gang if n is not noticed and n not in lost] + replacements
+        return self.finish(gang, noticed, raised, replacements)
 
-    def finish(self, gang: list[Node], noticed: Node | None, raised: float) -> Report:
+    def finish(self, gang: list[Node], noticed: Node | None, raised: float, replacements: list[Node] | None = None) -> Report:
         report = self.report
         if noticed is not None:
             resumed = self.wait(
                 "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
             )
             for node, records in zip(gang, resumed, strict=True):
-                report.resumed[node.name] = records[-1].get("step")
-                self.mark(f"{node.name}Resumed", float(records[-1]["ts"]))
+                record = records[-1]
+                report.resumed[node.name] = record.get("step")
+                report.restores[node.name] = {key: record.get(key) for key in ("source", "seconds", "bytes", "step",
+                                                                               "reason")}  # fmt: skip
+                self.mark(f"{node.name}Resumed", float(record["ts"]))
             self.say(f"drill local: resumed steps {list(report.resumed.values())}")
+            self.phase_times(gang, replacements or [], raised)
         self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
         self.mark("jobFinished")
         for node in self.all_nodes:
             report.launchers[node.name] = node.poll()
         self.judge()
         return report
+
+    def phase_times(self, gang: list[Node], replacements: list[Node], raised: float) -> None:
+        """The recovery's phases in seconds after the notice: every rank stopped, the replacement(s) joined
+        (began restoring: the new gang's process group formed), every rank restored, the first step."""
+        phases = self.report.phases
+        stops = [float(s["ts"]) for n in self.all_nodes for s in self.records(n, "gang-stop", raised)[:1]]
+        if stops:
+            phases["stopped"] = max(stops) - raised
+        joined = [float(r["startedAt"]) for n in replacements for r in self.records(n, "restored", raised)[-1:]
+                  if r.get("startedAt") is not None]  # fmt: skip
+        if joined:
+            phases["replacementJoined"] = max(joined) - raised
+        phases["restored"] = max(float(self.records(n, "restored", raised)[-1]["ts"]) for n in gang) - raised
+        try:
+            firsts = self.wait("every rank's first step", lambda: (f := [self.records(n, "first-step", raised) for n in gang])
+                               and (all(f) or all(n.poll() is not None for n in gang)) and f)  # fmt: skip
+        except Hung:
+            return
+        if all(firsts):
+            phases["firstStep"] = max(float(f[-1]["ts"]) for f in firsts) - raised
 
     def judge(self) -> None:
         report = self.report
@@ -323,6 +374,13 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
         raise UserError("CMD: missing; fix: spotgpu drill local --nodes 2 -- python -m spotgpu.drills.gang_job ...")
     if not 0 <= args.notice_node < args.nodes:
         raise UserError(f"--notice-node {args.notice_node}: no such node; fix: 0..{args.nodes - 1}")
+    also = tuple(args.also_reclaim or ())
+    for node in also:
+        if not 0 <= node < args.nodes or node == args.notice_node or also.count(node) > 1:
+            raise UserError(f"--also-reclaim {node}: not another node of the gang; fix: a node 0..{args.nodes - 1} "
+                            f"other than --notice-node {args.notice_node}, each once")  # fmt: skip
+    if also and args.no_notice:
+        raise UserError("--also-reclaim: nodes go with the noticed one, and --no-notice raises none; fix: drop one")
     if args.provider == "gcp" and args.lead_seconds is not None:
         raise UserError("--lead-seconds: a GCP preemption has no lead of its own (the notice contract gives it); fix: drop it")
     if args.during_save and not args.checkpoint_url:
@@ -347,6 +405,8 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
         checkpoint_url=args.checkpoint_url,
         timeout_seconds=args.timeout_seconds,
         workdir=Path(args.workdir) if args.workdir else None,
+        zones=args.zones,
+        also_reclaim=also,
     )
 
 
@@ -357,6 +417,15 @@ def render(doc: dict[str, Any]) -> str:
     final = doc["finalCheckpoint"]
     lines.append(f"  final checkpoint: {'committed' if final['committed'] else 'NOT committed'} at step {final['step']}")
     lines.append(f"  resumed steps:  {doc['resumedSteps']}")
+    if doc["reclaimed"]:
+        lines.append(f"  reclaimed:      {', '.join(doc['reclaimed'])} (zones {doc['zones']})")
+    for name, restore in doc["restores"].items():
+        size = "-" if restore.get("bytes") is None else f"{restore['bytes'] / 2**20:.1f} MiB"
+        why = f" ({restore['reason']})" if restore.get("reason") else ""
+        lines.append(f"  {name} restored step {restore.get('step')} from {restore.get('source')} in "
+                     f"{restore.get('seconds')} s, {size}{why}")  # fmt: skip
+    if doc["phases"]:
+        lines.append("  phases (s after the notice): " + ", ".join(f"{k} {v:g}" for k, v in doc["phases"].items()))
     lines.append(f"  launcher exits: {doc['launcherExits']}")
     lines.append("  timings (s from start): " + ", ".join(f"{k} {v:g}" for k, v in doc["timings"].items()))
     lines.extend(f"  reason: {reason}" for reason in doc["reasons"])
@@ -381,6 +450,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("local", help="a real gang job on this machine (1 node or more): notice, gang stop, replacement, resume")
     p.add_argument("--nodes", type=whole(1), default=2, help="simulated VMs, one rank each (1: a single-node job)")
     p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
+    p.add_argument("--also-reclaim", type=whole(0), action="append", default=None, metavar="N",
+                   help="reclaim node N too, without notice, when the noticed one goes (repeat for more)")
+    p.add_argument("--zones", type=whole(1), default=1,
+                   help="zones the simulated VMs take in turn (SPOTGPU_ZONE; a tiered checkpoint's peers go across)")
     p.add_argument("--no-notice", action="store_true",
                    help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
     p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")

@@ -174,6 +174,8 @@ def tier_medium(storage: LocalStorage | None, ram_gib: float) -> tuple[str | Non
 
 #: The job's environment names the mounted tier here (the gang unit, ``spotgpu drill local``).
 LOCAL_DIR_ENV = "SPOTGPU_LOCAL_DIR"
+#: ... and this VM's zone (``spotgpu gang run`` asks its agent), so peer copies go to other zones.
+ZONE_ENV = "SPOTGPU_ZONE"
 
 
 class LocalTierConfig(SpotModel):
