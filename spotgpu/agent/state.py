@@ -126,6 +126,8 @@ class WorkloadState:
             self.reports.append(report)
             if report.checkpoint == "final" and self.final_report is None:
                 self.final_report = report
+            elif report.outcome == "peer-lost" and self.phase == "final-checkpoint" and self.final_report is None:
+                self.final_report = report  # the gang lost a node during the notice: no final checkpoint is coming
             if report.role is not None:
                 self.gang = report
             if report.checkpoint == "restore":

@@ -9,7 +9,7 @@ its agent drained, starts a replacement, and follows the gang until the job fini
 
 Each simulated VM has a local disk and a zone (``--zones``: nodes take zones in turn), exported as
 ``SPOTGPU_LOCAL_DIR`` and ``SPOTGPU_ZONE`` for a tiered checkpoint; a reclaim deletes the disk.
-``--also-reclaim N`` reclaims node N without notice together with the noticed one (a zone reclaim,
+``--also-reclaim N`` reclaims node N without notice the moment the notice is raised (a zone reclaim,
 or a node and its peer), and replaces it too. Per node it reports where the resumed rank's state
 came from (``restore``: source, seconds, bytes, step) and the recovery's phases (notice, every rank
 stopped, the replacement joined, every rank restored, the first step), in seconds after the notice.
@@ -75,6 +75,8 @@ class LocalDrill:
     run_id: str = "drill"
     zones: int = 1
     also_reclaim: tuple[int, ...] = ()
+    #: a local tier on every node (keep 2, one peer copy), the store getting every k-th save; None: store only
+    durable_every: int | None = 2
 
 
 @dataclass
@@ -158,6 +160,8 @@ class Drill:
         self.report = Report(spec.nodes, spec.provider, spec.notice_node, workdir=str(self.workdir))
         self.all_nodes: list[Node] = []
         self.store: Any = None
+        #: nodes the drill reclaimed without notice (--also-reclaim)
+        self.unannounced: set[str] = set()
 
     # -- plumbing ------------------------------------------------------------------
     def mark(self, key: str, at: float | None = None) -> float:
@@ -194,16 +198,23 @@ class Drill:
 
     def check_crashes(self, allow: tuple[int, ...] = ()) -> None:
         for node in self.all_nodes:
+            if node.name in self.unannounced:
+                continue  # the drill took it without notice: its exit is the reclaim, not a crash
             code = node.poll()
             if code not in (None, 0, *allow):
                 raise Hung(f"{node.name}: launcher exited {code} (a rank crashed or gave up; see {node.workdir})")
 
-    def start_node(self, launch: Any, url: str, zone: str | None = None) -> Node:
+    def start_node(self, launch: Any, url: str, replaces: Node | None = None) -> Node:
         from spotgpu.drills.local_nodes import Node
+        from spotgpu.models.tiers import LocalTierConfig
 
         index = len(self.all_nodes)
-        zone = zone or f"zone-{chr(ord('a') + index % self.spec.zones)}"
-        node = Node(index, self.spec.provider, self.workdir / f"node{index}", zone)
+        slot = index if replaces is None else replaces.slot
+        zone = replaces.zone if replaces is not None else f"zone-{chr(ord('a') + index % self.spec.zones)}"
+        every = self.spec.durable_every
+        tier = None if every is None else LocalTierConfig(path="/unused", keep=2, peer_copies=1,
+                                                          durable_interval_seconds=600 * every, ram_disk_gib=1)  # fmt: skip
+        node = Node(index, self.spec.provider, self.workdir / f"node{index}", zone, slot, tier)
         self.report.zones[node.name] = zone
         self.all_nodes.append(node)
         env = dict(os.environ)
@@ -254,11 +265,21 @@ class Drill:
             raise Hung(self.finished_early("before the notice"))
         raised = self.mark("noticeRaised", noticed.raise_notice(spec.lead_seconds))
         self.say(f"drill local: notice on {noticed.name}")
+        lost = [gang[i] for i in spec.also_reclaim]
+        if lost:  # once the noticed VM's agent has its notice (so it does not rejoin the gang they break)
+            self.wait(f"{noticed.name}'s notice", lambda: self.records(noticed, "notice", raised), step=0.02)
+        for node in lost:  # reclaimed with it, no notice: a zone going, or a node and its peer
+            node.kill(abrupt=True)
+            self.report.reclaimed.append(node.name)
+            self.unannounced.add(node.name)
+            self.say(f"drill local: {node.name} reclaimed without notice")
+        lost_replacements = [self.start_node(launch, url, node) for node in lost]
+        standing = [n for n in gang if n not in lost]
         stops = self.wait_running(
-            gang, "before the notice reached it", "every rank's gang stop",
-            lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s,
+            standing, "before the notice reached it", "every rank's gang stop",
+            lambda: (s := [self.records(n, "gang-stop", raised) for n in standing]) and all(s) and s,
         )  # fmt: skip
-        for node, records in zip(gang, stops, strict=True):
+        for node, records in zip(standing, stops, strict=True):
             stop = records[0]
             self.report.stops[node.name] = {
                 key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
@@ -269,20 +290,15 @@ class Drill:
         self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
-        replacement = self.start_node(launch, url, noticed.zone)
+        replacement = self.start_node(launch, url, noticed)
         self.say(f"drill local: replacement {replacement.name} started")
         self.wait(f"{noticed.name}'s launcher leaving", lambda: noticed.poll() is not None)
         self.mark("noticedLauncherExited", noticed.launcher_exited_at)
         noticed.kill()  # the cloud reclaims the VM
         self.mark("noticedReclaimed")
-        self.report.reclaimed.append(noticed.name)
-        lost = [gang[i] for i in spec.also_reclaim]
-        for node in lost:  # reclaimed with it, no notice: a zone going, or a node and its peer
-            node.kill(abrupt=True)
-            self.report.reclaimed.append(node.name)
-            self.say(f"drill local: {node.name} reclaimed without notice")
-        replacements = [replacement] + [self.start_node(launch, url, node.zone) for node in lost]
-        gang = [n for n in gang if n is not noticed and n not in lost] + replacements
+        self.report.reclaimed.insert(0, noticed.name)
+        replacements = [replacement, *lost_replacements]
+        gang = [n for n in standing if n is not noticed] + replacements
         return self.finish(gang, noticed, raised, replacements)
 
     def finish(self, gang: list[Node], noticed: Node | None, raised: float, replacements: list[Node] | None = None) -> Report:
@@ -329,7 +345,7 @@ class Drill:
     def judge(self) -> None:
         report = self.report
         for name, code in report.launchers.items():
-            if code != 0:
+            if code != 0 and name not in self.unannounced:  # reclaimed without notice: killed, not crashed
                 report.fail(f"{name}: launcher exited {code}")
         steps = {stop.get("step") for stop in report.stops.values()}
         if len(steps) > 1:
@@ -407,6 +423,8 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
         workdir=Path(args.workdir) if args.workdir else None,
         zones=args.zones,
         also_reclaim=also,
+        durable_every=None if args.no_tiers else args.durable_every,
+        notice_after_seconds=args.notice_after_seconds,
     )
 
 
@@ -452,6 +470,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
     p.add_argument("--also-reclaim", type=whole(0), action="append", default=None, metavar="N",
                    help="reclaim node N too, without notice, when the noticed one goes (repeat for more)")
+    p.add_argument("--no-tiers", action="store_true",
+                   help="no local tier on the simulated VMs: the job keeps every save in the store (to compare)")
+    p.add_argument("--durable-every", type=whole(1), default=2, metavar="K",
+                   help="with the local tier: the store gets every K-th save (default 2)")
     p.add_argument("--zones", type=whole(1), default=1,
                    help="zones the simulated VMs take in turn (SPOTGPU_ZONE; a tiered checkpoint's peers go across)")
     p.add_argument("--no-notice", action="store_true",
@@ -459,6 +481,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
     p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
+    add_seconds_flag(p, "--notice-after-seconds", 1.0, "seconds of training after every rank restored before the notice")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
     add_seconds_flag(p, "--timeout-seconds", 240.0, "the whole drill must end within this many seconds; past it, a rank hung")
     p.add_argument("--workdir", default=None, help="where node logs go (default: a new temporary directory)")

@@ -148,3 +148,21 @@ def test_a_copy_corrupted_in_transit_is_not_counted_in_the_local_commit(tmp_path
     doc = json.loads((tmp_path / "saved-r0.json").read_text())
     assert doc["holders"][-1] == {"0": [1], "1": [], "2": [3], "3": [0]}
     assert not any((tmp_path / "node2" / "local").rglob("r00001/commits/*.json"))
+
+
+def test_after_a_roll_back_the_new_timeline_saves_its_steps_again(tmp_path: Path) -> None:
+    """Defect (found by the drill): after the gang fell back to a durable step, the survivors' tiers still held
+    the abandoned timeline's newer steps, and re-saving one raised CommitConflictError on every rank."""
+    import numpy as np
+
+    from spotgpu.checkpoint.tiered import LocalTier, TieredCheckpointManager
+
+    mgr = TieredCheckpointManager((tmp_path / "store").as_uri(), LocalTier(tmp_path / "local", keep=3, peer_copies=0,
+                                                                           durable_every=100))  # fmt: skip
+    for step in (5, 10, 15):
+        mgr.save(step, {"w": np.full(8, step)})
+    back = mgr.restore(max_step=5)  # as after losing the newer steps' copies
+    assert back is not None and back.step == 5 and back.source == "local"
+    mgr.save(10, {"w": np.full(8, 99)})  # the new timeline's step 10
+    again = mgr.restore()
+    assert again is not None and again.step == 10 and int(again.state["w"][0]) == 99

@@ -62,7 +62,8 @@ def reference2(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, dict
     return reference(tmp_path_factory.mktemp("ref2"), 2, "--state-mb", "4")
 
 
-def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during_save: bool = False) -> dict[str, Any]:
+def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during_save: bool = False,
+          **spec_extra: Any) -> dict[str, Any]:  # fmt: skip
     spec = LocalDrill(
         command=job(tmp, *extra),
         nodes=nodes,
@@ -73,6 +74,7 @@ def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during
         checkpoint_url=f"file://{tmp / 'ckpt'}",
         timeout_seconds=240,
         workdir=tmp / "drill",
+        **spec_extra,
     )
     doc = run_drill(spec, say=lambda line: print(line, flush=True)).document()
     print(json.dumps(doc, indent=1))
@@ -134,13 +136,41 @@ def test_documented_ci_drill_notice_on_node1_during_save_resumes_bitwise(
     assert outcome(tmp_path / "drill" / "out") == reference2
 
 
+@pytest.fixture(scope="module")
+def reference4(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    return reference(tmp_path_factory.mktemp("ref4"), 4)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_four_nodes_resume_bitwise(tmp_path: Path) -> None:
-    expected = reference(tmp_path / "ref", 4)
+def test_four_nodes_resume_bitwise_survivors_from_their_tier_the_replacement_from_a_peer(
+    tmp_path: Path, reference4: tuple[dict[int, dict[int, str]], dict[str, Any]]
+) -> None:
     doc = drill(tmp_path, 4, 2, "gcp")
     check(doc, 4, 2)
-    assert outcome(tmp_path / "out") == expected
+    assert outcome(tmp_path / "out") == reference4
+    sources = {name: r["source"] for name, r in doc["restores"].items()}
+    assert sources == {"node0": "local", "node1": "local", "node3": "local", "node4": "peer"}
+    assert list(doc["phases"]) == ["stopped", "replacementJoined", "restored", "firstStep"]
+    assert 0 < doc["phases"]["stopped"] < doc["phases"]["replacementJoined"] <= doc["phases"]["restored"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_node_and_its_peer_reclaimed_together_resume_from_the_store_bitwise(
+    tmp_path: Path, reference4: tuple[dict[int, dict[int, str]], dict[str, Any]]
+) -> None:
+    """Zones a, b, a, b: node 1's shard is copied to node 2. Node 2 goes without notice the moment node 1's
+    notice arrives: the gang loses a peer, no final checkpoint; rank 1's newest local step is gone with both
+    nodes, so the gang restores the newest durable one, rank 1's replacement from the store, the other
+    replacement from its shard's surviving copy, the survivors from their own tiers; still bit for bit."""
+    doc = drill(tmp_path, 4, 1, "aws", also_reclaim=(2,), zones=2, durable_every=1)
+    assert doc["status"] == "passed", doc["reasons"]
+    assert doc["reclaimed"] == ["node1", "node2"] and doc["processesLeft"] == []
+    sources = {name: r["source"] for name, r in doc["restores"].items()}
+    assert sources == {"node0": "local", "node3": "local", "node4": "peer", "node5": "store"}
+    assert len({r["step"] for r in doc["restores"].values()}) == 1
+    assert outcome(tmp_path / "out") == reference4
 
 
 @pytest.mark.slow

@@ -94,3 +94,17 @@ def test_a_malformed_gang_report_is_one_clear_error(agent: Agent, body: dict[str
     status, answer = post(agent, body)
     assert status == 400 and message in str(answer["error"])
     assert agent.state.gang is None and agent.state.reports == []
+
+
+def test_a_gang_that_lost_a_peer_during_the_notice_is_not_waited_for(agent: Agent) -> None:
+    """Issue 33 drill: a node of the gang reclaimed with the noticed one: the noticed rank reports the lost
+    peer instead of a final checkpoint, and its agent drains then, not at the end of the notice's budget."""
+    import time
+
+    from spotgpu.agent.state import CheckpointReport
+
+    agent.state.set_phase("final-checkpoint")
+    started = time.time()
+    agent.state.add_report(CheckpointReport("gang", False, 15, role="peer", outcome="peer-lost", reason="peer lost"))
+    report = agent.state.wait_final_report(started + 30)
+    assert report is not None and report.outcome == "peer-lost" and time.time() - started < 5

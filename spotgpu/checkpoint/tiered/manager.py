@@ -228,7 +228,8 @@ class TieredCheckpointManager:
         notes: list[str] = []
         for _ in range(MAX_RESTORE_ROUNDS):
             plan = choose_restore(inventory, max_step)
-            if plan is None:
+            if plan is None:  # nothing every rank can get: a fresh start, and the tier's old timeline goes
+                self.node.drop_newer(-1, self.session)
                 return None
             result, problem = self._read(plan, into)
             outcomes = self.link.all_gather(problem)

@@ -121,6 +121,10 @@ class NodeTier:
         read found it bad: its failed verdict is there)."""
         if (self.shard_root(shard) / layout.failed_path(step)).exists():
             return None
+        return self._named(shard, step)
+
+    def _named(self, shard: int, step: int) -> str | None:
+        """The generation the shard root's commit marker of ``step`` names, whatever became of it."""
         try:
             doc = json.loads((self.shard_root(shard) / layout.commit_path(step)).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -180,13 +184,25 @@ class NodeTier:
             self.manager(shard, session).gc()
 
     def drop_newer(self, step: int, session: str) -> None:
-        """After the gang restored ``step``: generations past it belong to a timeline that was abandoned."""
+        """After the gang restored ``step``: generations past it belong to a timeline that was abandoned
+        (the new one will save those steps again). Deleted outright, not by GC, which always keeps a
+        root's newest verified generation; each one's commit marker goes first."""
         for marker in self.markers():
             if marker.step > step:
                 (self.root / "gang" / f"{marker.generation}.json").unlink(missing_ok=True)
         for path in _json_files(self.root / "durable"):
             if int(path.name.split("-", 1)[0]) > step:
                 path.unlink(missing_ok=True)
+        for shard in self.shards():
+            root = self.shard_root(shard)
+            for commit in sorted((root / layout.COMMITS).glob("*.json")):
+                newer = layout.parse_commit_path(f"{layout.COMMITS}/{commit.name}")
+                generation = self._named(shard, newer) if newer is not None and newer > step else None
+                if generation is None:
+                    continue
+                files = self.generation_files(shard, newer, generation)  # type: ignore[arg-type]
+                for rel in [files[-1], *files[:-1]]:  # the marker first: a crash leaves uncommitted debris
+                    (root / rel).unlink(missing_ok=True)
         self.prune(session)
 
     # -- copies arriving ------------------------------------------------------------------
