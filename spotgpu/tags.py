@@ -109,6 +109,7 @@ def decode_ladder(text: str) -> list[DecodedStep]:
 _WORKLOAD_FIELDS = {
     "w": "checkpoint_write_seconds",
     "r": "interruptions_per_hour",
+    "j": "gang_interruptions_per_hour",
     "b": "max_lost_work_seconds",
     "l": "checkpoint_load_seconds",
     "s": "restart_seconds",

@@ -15,7 +15,7 @@ from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
 from spotgpu.economics.profile_cli import add_telemetry_args
-from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
+from spotgpu.economics.report import load_stack, render_economics, render_hours, render_terms, stack_economics
 from spotgpu.models import default_notice
 from spotgpu.traces import load_group
 
@@ -86,6 +86,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if math.isfinite(bill.expected_interruptions):
         print(f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
               f"on-demand share {bill.on_demand_share:.1%}")  # fmt: skip
+        print("  " + render_hours(bill.hours))
     else:
         print("  expected interruptions and finish: unbounded (the job does not finish on spot)")
     for reason in [*decision.reasons, *bill.reasons]:
