@@ -12,10 +12,9 @@ be measured, not guessed. Two sources feed them:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import re
 
 import numpy as np
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotgpu.catalogue import PriceQuote
 from spotgpu.config import format_error
 from spotgpu.models import FallbackLadder, WorkloadProfile
-from spotgpu.catalogue import PriceQuote
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.ladder import default_ladder
 from spotgpu.models.stack import ceiling_problem

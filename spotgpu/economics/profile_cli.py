@@ -12,11 +12,11 @@ from spotgpu.cliutil import add_json_flag
 from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
 from spotgpu.economics.report import load_stack
-from spotgpu.economics.trace_fit import fit_group, read_trace_dir, render_trace_fit
 from spotgpu.economics.telemetry_files import FORMATS
+from spotgpu.economics.topology import map_pool_zones, region_of
+from spotgpu.economics.trace_fit import fit_group, read_trace_dir, render_trace_fit
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import default_ladder
-from spotgpu.economics.topology import map_pool_zones, region_of
 
 
 def cmd_fit(args: argparse.Namespace) -> int:

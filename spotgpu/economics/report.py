@@ -8,10 +8,9 @@ which term dominates, and whether the pool is spot-eligible at all.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from dataclasses import dataclass
 
 from spotgpu.economics.cost import CostBreakdown, effective_cost, json_safe
 from spotgpu.economics.fit import nest
@@ -105,7 +104,7 @@ FIGURES = (
 )  # fmt: skip
 
 
-def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, dict[str, Any]]:
+def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, Any]:
     """Every figure the pool's bill rests on: its value and where it came from, as ``{kind, from}``.
 
     ``kind`` is ``typed`` (``from`` names the stack key), ``measured`` (the telemetry files and samples, via
@@ -119,7 +118,7 @@ def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, dict[str, A
     aliases |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(workload.prices).model_fields.items()}
     out: dict[str, dict[str, Any]] = {}
     for key in FIGURES:
-        value = _dotted(doc, key)
+        value = dotted(doc, key)
         if value is None and key not in ("prices.onDemandPerHour",):
             continue
         origin = workload.sources.get(key)
@@ -131,22 +130,21 @@ def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, dict[str, A
             kind = "typed" if workload.prices.on_demand_per_hour is not None else "catalogue"
             where = quote.source if quote else "no price"
         elif origin is not None:
-            kind = origin.split(":")[0].split(" ")[0] if origin.split(":")[0].split(" ")[0] in SOURCE_KINDS else "measured"
-            where = origin
+            kind, where = source_kind(origin), origin
         elif aliases.get(key, key) in typed:
             kind, where = "typed", f"workloads.{name}.{key}"
         else:
             kind, where = "default", f"workloads.{name}.{key} not set: the model's default"
         out[key] = {"value": value, "kind": kind, "from": where}
-    return out
+    return nest(out)
 
 
 def _measured_figures(config: StackConfig, pool: PoolSpec, workload: WorkloadProfile) -> dict[str, Any]:
     """The figures the workload's measuredProfile file set (its spot price too), and the speeds in use."""
     measured = config.workloads[pool.workload].model_dump(by_alias=True)
-    given = [k for k in MEASURED_FIELDS if k in workload.sources and _dotted(measured, k) is not None]
+    given = [k for k in MEASURED_FIELDS if k in workload.sources and dotted(measured, k) is not None]
     out: dict[str, Any] = {"file": workload.measured_profile,
-                           "figures": nest({k: _dotted(measured, k) for k in given})}  # fmt: skip
+                           "figures": nest({k: dotted(measured, k) for k in given})}  # fmt: skip
     if pool.spot_per_hour is not None:
         out["note"] = (f"pools[{pool.name}].spotPerHour {pool.spot_per_hour:g} wins over the workload's "
                        "prices.spotPerHour for this pool")  # fmt: skip
@@ -155,7 +153,7 @@ def _measured_figures(config: StackConfig, pool: PoolSpec, workload: WorkloadPro
     return out
 
 
-def _dotted(doc: dict[str, Any], name: str) -> Any:
+def dotted(doc: dict[str, Any], name: str) -> Any:
     """``doc``'s value at ``name``, a key or a dotted path into a block (``prices.spotPerHour``); None when absent."""
     value: Any = doc
     for key in name.split("."):
@@ -258,21 +256,40 @@ def render_economics(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def flat_figures(figures: dict[str, Any], prefix: str = "") -> dict[str, dict[str, Any]]:
+    """The figures document (nested like a profile: ``prices.spotPerHour`` under ``prices``) by dotted name."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in figures.items():
+        if isinstance(value, dict) and "kind" not in value:
+            out |= flat_figures(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def source_kind(origin: str) -> str:
+    """The kind a ``sources`` line names by its first word (``measured: ...``, ``fitted from traces: ...``)."""
+    word = origin.split(":")[0].split(" ")[0]
+    return word if word in SOURCE_KINDS else "measured"
+
+
 #: Figures the ``prices:`` line already shows; the figures table lists the rest.
 _PRICE_LINE = ("prices.spotPerHour", "prices.onDemandPerHour")
 
 
-def render_figures(figures: dict[str, dict[str, Any]], indent: str = "      ") -> list[str]:
-    """The figures table: name, value, kind and where it came from (prices are on the line above it)."""
-    rows = [(k, f) for k, f in figures.items() if k not in _PRICE_LINE]
+def render_figures(figures: dict[str, dict[str, Any]], indent: str = "      ", prices: bool = False) -> list[str]:
+    """The figures table: name, value, kind and where it came from (the preview prints prices on the line
+    above it; ``prices`` lists them here too)."""
+    rows = [(k, f) for k, f in flat_figures(figures).items() if prices or k not in _PRICE_LINE]
     if not rows:
         return []
     width = max(len(k) for k, _ in rows)
     out = [f"{indent}figures (value: where it came from):"]
     for key, f in rows:
-        value = "-" if f["value"] is None else f"{f['value']:g}"
+        v = f["value"]
+        value = "-" if v is None else (f"{int(v):,}" if float(v).is_integer() and abs(v) >= 1e6 else f"{v:g}")
         origin = f["from"] if f["from"].startswith(f["kind"]) else f"{f['kind']}: {f['from']}"
-        out.append(f"{indent}  {key:<{width}} {value:>12}  {origin}")
+        out.append(f"{indent}  {key:<{width}} {value:>14}  {origin}")
     return out
 
 

@@ -164,7 +164,7 @@ def fit_group(traces: Sequence[Trace], nodes: int = 1, zones: Sequence[str] | No
     per_node = estimate_from_traces(chosen, nodes=1)
     zone_fits = []
     for t in chosen:
-        rate, runs, gaps = zone_estimate(t)
+        _, runs, gaps = zone_estimate(t)
         held = float((t.data >= 1).sum()) * t.gap_seconds / 3600.0
         zone_fits.append(ZoneFit(t.zone, _gpu_type(t), t.group, held, int((~runs.censored).sum()),
                                  tuple(float(x) for x in gaps.lengths), t.mean_availability()))  # fmt: skip

@@ -103,7 +103,7 @@ class StackConfig(SpotModel):
                 )  # fmt: skip
             _check_gpu_fit(pool, workload)
             if isinstance(pool, AzurePoolSpec):
-                _check_max_price(pool, spot, self._size_quotes(pool))
+                _check_max_price(pool, spot, spot_at, self._size_quotes(pool))
         return self
 
     def on_demand_quote(self, pool: PoolSpec) -> PriceQuote | None:
@@ -285,13 +285,13 @@ def _check_gpu_fit(pool: PoolSpec, workload: WorkloadProfile) -> None:
         raise problem
 
 
-def _check_max_price(pool: AzurePoolSpec, spot: float, quotes: dict[str, PriceQuote | None]) -> None:
+def _check_max_price(pool: AzurePoolSpec, spot: float, spot_at: str, quotes: dict[str, PriceQuote | None]) -> None:
     if pool.max_price == -1:
         return
     at = f"pools[{pool.name}].maxPrice"
     if pool.max_price < spot:
         raise FieldProblem(
-            f"is below the spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour); Azure refuses "
+            f"is below the spot price {spot:g} ({spot_at}); Azure refuses "
             "or evicts VMs whose max price is under the current spot price",
             at=at, value=pool.max_price, fix=f"use -1 (pay up to on-demand) or at least {spot:g}",
         )

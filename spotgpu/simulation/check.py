@@ -38,17 +38,17 @@ import numpy as np
 from spotgpu.economics.cost import MAX_DEADLINE_MISS_PROBABILITY, CostBreakdown, effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, gang_traces, probe_size
 from spotgpu.economics.interval import AnyNotice, choose_interval
-from spotgpu.economics.report import figure_sources, pool_bill
+from spotgpu.economics.report import figure_sources, flat_figures, pool_bill
+from spotgpu.economics.topology import map_pool_zones, region_of
 from spotgpu.economics.trace_fit import TraceFit, fit_group
 from spotgpu.models import PoolSpec, StackConfig
 from spotgpu.models.ladder import FallbackLadder
-from spotgpu.models.pool_types import pool_region, pool_types
+from spotgpu.models.pool_types import pool_region
 from spotgpu.models.workload import WorkloadProfile
 from spotgpu.simulation.baselines import OnDemandOnly
 from spotgpu.simulation.compare import start_grid
 from spotgpu.simulation.ladder import ControllerLadder
 from spotgpu.simulation.replay import Job, replay
-from spotgpu.economics.topology import map_pool_zones, region_of
 from spotgpu.traces import Trace, all_groups, load_group
 
 #: How far the replay's spot cost may be from the model's before the two are said to disagree.
@@ -146,8 +146,8 @@ def _home_means(values: Sequence[float], homes: np.ndarray, zones: Sequence[str]
 
 
 def _replay_group(job: Job, ladder: FallbackLadder, strategy: str, group: str, traces: list[Trace],
-                  pool_name: str, region: str, zones: tuple[str, ...], types: tuple[str, ...]) -> GroupReplay | None:
-    mapping = map_pool_zones(pool_name, region, zones, types, [t.zone for t in traces])
+                  region: str, zones: tuple[str, ...]) -> GroupReplay | None:
+    mapping = map_pool_zones("pool", region, zones, (), [t.zone for t in traces])
     if not any(region_of(z) == region for z in mapping.trace_zones):
         return None  # another region's zones would stand in: not the traces that match the pool
     by_zone = {t.zone: t for t in traces}
@@ -183,22 +183,22 @@ def _replay_group(job: Job, ladder: FallbackLadder, strategy: str, group: str, t
 
 
 @lru_cache(maxsize=64)
-def _replay_cached(job: Job, ladder_json: str, strategy: str, cloud: str, region: str, zones: tuple[str, ...],
-                   types: tuple[str, ...], pool_name: str) -> PoolReplay:
+def _replay_cached(job: Job, ladder_json: str, strategy: str, cloud: str, region: str, zones: tuple[str, ...]) -> PoolReplay:
     started = time.perf_counter()
     ladder = FallbackLadder.model_validate_json(ladder_json)
     found = []
     for group in groups_for(cloud, region):
-        done = _replay_group(job, ladder, strategy, group, load_group(group), pool_name, region, zones, types)
+        done = _replay_group(job, ladder, strategy, group, load_group(group), region, zones)
         if done is not None:
             found.append(done)
     return PoolReplay(tuple(found), time.perf_counter() - started)
 
 
-def replay_pool(job: Job, ladder: FallbackLadder, strategy: str, cloud: str, region: str, zones: Sequence[str],
-                types: Sequence[str] = (), pool_name: str = "pool") -> PoolReplay:
-    """The pool's ladder replayed on every trace group of its cloud that holds a zone of its region."""
-    return _replay_cached(job, ladder.model_dump_json(), strategy, cloud, region, tuple(zones), tuple(types), pool_name)
+def replay_pool(job: Job, ladder: FallbackLadder, strategy: str, cloud: str, region: str,
+                zones: Sequence[str]) -> PoolReplay:
+    """The pool's ladder replayed on every trace group of its cloud that holds a zone of its region (cached
+    on the inputs: the preview and the policy pack ask for the same pool in one process)."""
+    return _replay_cached(job, ladder.model_dump_json(), strategy, cloud, region, tuple(zones))
 
 
 @dataclass(frozen=True)
@@ -336,12 +336,11 @@ def check_pool(config: StackConfig, pool: PoolSpec) -> ModelVsReplay:
     """One pool of a stack: its bill (the preview's) against its ladder replayed on its cloud's traces."""
     bill = pool_bill(config, pool)
     sources = {k: (f["from"] if f["from"].startswith(f["kind"]) else f"{f['kind']}: {f['from']}")
-               for k, f in figure_sources(config, pool).items()}  # fmt: skip
+               for k, f in flat_figures(figure_sources(config, pool)).items()}  # fmt: skip
     replayed = None
     if pool.cloud in clouds_with_traces():
         job = job_for(bill.priced, bill.decision.seconds)
-        replayed = replay_pool(job, bill.ladder, bill.priced.fallback_policy, pool.cloud, pool_region(pool), pool.zones,
-                               pool_types(pool), pool.name)  # fmt: skip
+        replayed = replay_pool(job, bill.ladder, bill.priced.fallback_policy, pool.cloud, pool_region(pool), pool.zones)
     return compare(bill.breakdown, bill.priced, pool.notice, bill.ladder, replayed, sources, pool.cloud,
                    pool.checkpoint.keep_generations)  # fmt: skip
 

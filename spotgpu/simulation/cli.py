@@ -22,6 +22,7 @@ from spotgpu.economics.estimate import (
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.report import load_stack
+from spotgpu.economics.topology import ZoneMapping, map_pool_zones
 from spotgpu.economics.work_rate import pool_speeds, restate
 from spotgpu.models import FallbackLadder, StepKind, WorkloadProfile, default_notice
 from spotgpu.models.pool_types import pool_types
@@ -29,7 +30,6 @@ from spotgpu.models.pools import PoolSpec
 from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
-from spotgpu.economics.topology import ZoneMapping, map_pool_zones
 from spotgpu.traces import all_groups, load_group
 
 
