@@ -81,7 +81,10 @@ def cmd_fit_traces(args: argparse.Namespace) -> int:
         if pool is None:
             raise ValueError(f"--pool {args.pool!r} is not a pool of stack {args.stack}; use one of "
                              f"{', '.join(p.name for p in config.pools)}")  # fmt: skip
-        base = config.workloads[pool.workload]
+        # the stack's workload, its on-demand price resolved for the pool (a profile file must carry one)
+        typed = config.workloads[pool.workload]
+        base = typed.model_copy(update={"prices": typed.prices.model_copy(
+            update={"on_demand_per_hour": config.workload_for(pool).prices.on_demand})})
         nodes = nodes or base.nodes
     elif args.pool:
         raise ValueError("--pool goes with --stack S (with --traces) or --telemetry (the pool's records)")
