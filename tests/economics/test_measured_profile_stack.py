@@ -30,7 +30,7 @@ def _measured(path: str, pool_prices: bool = True) -> Any:
 def _write_measured(project: Path) -> dict[str, Any]:
     """What `profile fit --profile BASE --out` writes: the whole base profile, measured figures laid over it."""
     base = yaml.safe_load((project / "stacks" / "Pulumi.m.yaml").read_text())["config"]["spotgpu:workloads"]["llm-finetune"]
-    doc = {**{k: v for k, v in base.items() if k != "measuredProfile"}, **FIGURES, "workHours": 999}
+    doc = {**{k: v for k, v in base.items() if k not in ("measuredProfile", "sources")}, **FIGURES, "workHours": 999}
     (project / "measured").mkdir(exist_ok=True)
     (project / "measured" / "llm-finetune.yaml").write_text("# measured by `spotgpu profile fit` from: a.jsonl\n"
                                                             + yaml.safe_dump(doc))  # fmt: skip

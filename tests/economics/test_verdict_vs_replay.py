@@ -30,6 +30,7 @@ def _typed_rate(config: dict[str, Any]) -> None:
     workload = config["spotgpu:workloads"]["llm-finetune"]
     workload["interruptionsPerHour"] = 0.08
     workload.pop("gangInterruptionsPerHour")
+    workload.pop("sources")
 
 
 def test_a_typed_rate_far_below_the_traces_rate_previews_as_disputed_naming_the_key(tmp_path: Path) -> None:
@@ -57,6 +58,7 @@ def _dear_spot(config: dict[str, Any]) -> None:
     workload = config["spotgpu:workloads"]["llm-finetune"]
     workload.update(interruptionsPerHour=0.01, expectedReacquisitionSeconds=600)
     workload.pop("gangInterruptionsPerHour")
+    workload.pop("sources")
     config["spotgpu:pools"][0]["spotPerHour"] = 4.5
     for step in config["spotgpu:ladders"]["training-aws"]["steps"][:2]:
         step["costCeilingPerHour"] = 5
@@ -93,6 +95,7 @@ def test_the_shipped_stacks_preview_with_no_idle_rung_no_dispute_and_no_warning(
         status = pool["replay"]["status"]
         assert status == ("agrees" if pool["cloud"] == "aws" else "model only"), (name, pool["replay"]["line"])
         assert pool["prices"]["spotSource"] == f"pools[{name}].spotPerHour"  # per-pool spot prices
+        assert pool["figures"]["interruptionsPerHour"]["kind"] == "fitted"  # fitted, not guessed
         assert pool["figures"]["prices"]["onDemandPerHour"]["kind"] == "catalogue"  # each pool's own catalogue price
     text = _cli("preview", "--stack", stack).stdout
     assert "WARNING" not in text and "DISPUTED" not in text and "no violations" in text
@@ -107,9 +110,27 @@ def test_the_stacks_figures_are_what_the_command_in_their_comment_fits(stack: st
     argv = shlex.split(command)
     done = _cli(*argv[1:], "--json")
     assert done.returncode == 0, done.stderr
-    fitted = json.loads(done.stdout)["groups"][0]["measuredProfile"]
+    group = json.loads(done.stdout)["groups"][0]
+    fitted, sources = group["measuredProfile"], group["sources"]
     workload = next(iter(yaml.safe_load(text)["config"]["spotgpu:workloads"].values()))
     assert fitted and {k: workload[k] for k in fitted} == fitted
+    assert {k: workload["sources"][k] for k in sources} == sources  # and says where each came from
+
+
+def test_the_docs_trace_fit_recipe_prints_the_documented_figures() -> None:
+    """docs/economics.md "Availability traces": the command block run exactly as written, from the repository."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from doc_blocks import block_after
+
+    command = block_after("economics.md", "<!-- tested: tests/economics/test_verdict_vs_replay.py", "bash").strip()
+    done = _cli(*shlex.split(command)[1:])
+    assert done.returncode == 0, done.stderr
+    doc = (REPO / "docs" / "economics.md").read_text()
+    printed = doc[doc.index(command):].split("ends with\n\n```\n", 1)[1].split("```", 1)[0]
+    for line in printed.splitlines()[1:]:  # each figure, as the docs show it (their comment shortened)
+        assert line.split("#")[0].rstrip() in done.stdout, line
 
 
 def test_every_figure_says_where_it_came_from_in_the_preview_cost_and_json(tmp_path: Path) -> None:

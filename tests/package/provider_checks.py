@@ -108,7 +108,7 @@ def _construct_inputs(raw: dict[str, Any], pool: dict[str, Any]) -> dict[str, An
     inputs: dict[str, Any] = {k: v for k, v in pool.items() if k in per_cloud}
     if pool["cloud"] == "gcp":
         inputs["machineTypes"] = [{"machineType": m["machineType"]} for m in pool["machineTypes"]]
-    workload = dict(raw["workloads"][pool["workload"]])
+    workload = {k: v for k, v in raw["workloads"][pool["workload"]].items() if k != "sources"}  # annotations only
     workload["checkpointIntervalSeconds"] = str(workload.get("checkpointIntervalSeconds", "auto"))
     # a program against the schema types the prices the stack takes from the pool and the catalogue
     priced = parse_stack_config(raw).workload_for(next(p for p in parse_stack_config(raw).pools if p.name == pool["name"]))
