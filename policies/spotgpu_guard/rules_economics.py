@@ -107,7 +107,7 @@ def _replayed(pool: SpotPool, profile: Any, ladder: FallbackLadder | None, decis
     except ImportError:  # the simulations ship with spotgpu; without them the model alone judges
         return None
     zones = sorted(z for z in pool.zones if not z.startswith("subnet:"))
-    if ladder is None or not zones or pool.cloud not in clouds_with_traces():
+    if ladder is None or pool.contract is None or not zones or pool.cloud not in clouds_with_traces():
         return None
     seconds = decision.seconds if decision is not None else choose_interval(profile, pool.contract).seconds
     replayed = replay_pool(job_for(profile, seconds), ladder, profile.fallback_policy, pool.cloud, region_of(zones[0]),

@@ -8,6 +8,7 @@ which term dominates, and whether the pool is spot-eligible at all.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,7 +196,7 @@ def render_terms(cost: dict[str, Any], indent: str = "    ") -> list[str]:
     return lines
 
 
-def render_hours(hours: dict[str, float | None]) -> str:
+def render_hours(hours: Mapping[str, float | None]) -> str:
     """The model's expected hours in ``simulate``'s units (node-hours billed, job-hours, goodput)."""
     def h(key: str) -> str:
         v = hours.get(key)

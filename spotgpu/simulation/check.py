@@ -49,7 +49,7 @@ from spotgpu.simulation.baselines import OnDemandOnly
 from spotgpu.simulation.compare import start_grid
 from spotgpu.simulation.ladder import ControllerLadder
 from spotgpu.simulation.replay import Job, replay
-from spotgpu.traces import Trace, all_groups, load_group
+from spotgpu.traces import Trace, all_groups, load_group, trace_cloud
 
 #: How far the replay's spot cost may be from the model's before the two are said to disagree.
 TOLERANCE = 0.15
@@ -57,11 +57,6 @@ TOLERANCE = 0.15
 START_EVERY_HOURS = 24.0
 #: The share of replayed jobs that must meet the deadline for the replay to call a pool spot-eligible.
 MIN_DEADLINES_MET = 1.0 - MAX_DEADLINE_MISS_PROBABILITY
-
-
-def trace_cloud(group: str) -> str:
-    """The cloud a trace group was recorded on: its set's name up to the first ``-`` (``aws-02-15-2023``)."""
-    return group.split("/")[-1].split("-")[0]
 
 
 def groups_for(cloud: str, region: str) -> list[str]:
@@ -246,7 +241,7 @@ class ModelVsReplay:
             out |= {"replaySpotUsd": round(r.mean("ladder_usd"), 2), "replayOnDemandUsd": round(r.mean("on_demand_usd"), 2),
                     "replayEligible": r.eligible,
                     "replayToModel": None if self.ratio is None or not math.isfinite(self.ratio) else round(self.ratio, 4),
-                    "jobs": r.jobs, "seconds": round(r.seconds, 2), "groups": [g.to_dict() for g in r.groups],
+                    "jobs": r.jobs, "groups": [g.to_dict() for g in r.groups],
                     "startEveryHours": START_EVERY_HOURS}  # fmt: skip
         if self.drivers:
             out["drivers"] = [{"key": d.key, "value": d.value, "source": d.source, "tracesValue": round(d.traces_value, 4),
@@ -279,7 +274,7 @@ def compare(model: CostBreakdown, workload: WorkloadProfile, notice: AnyNotice, 
     where = ", ".join(g.group for g in groups)
     summary = (f"replay ${ladder_usd:,.2f} beside the model's " +
                (f"${model_usd:,.2f}" if model_usd is not None else "unbounded") +
-               f" ({ratio:.2f}x; {replayed.jobs} jobs on {where}, {replayed.seconds:.1f} s)")  # fmt: skip
+               f" ({ratio:.2f}x; {replayed.jobs} jobs on {where})")  # fmt: skip
     if agree_verdict and within:
         line = f"agrees within {TOLERANCE:.0%}: {summary}; {model_text}, the replay {span}"
         return ModelVsReplay("agrees", line, model_usd, model.spot_eligible, saves, replayed, ratio)

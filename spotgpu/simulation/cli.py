@@ -30,7 +30,7 @@ from spotgpu.models.pools import PoolSpec
 from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
-from spotgpu.traces import all_groups, load_group
+from spotgpu.traces import all_groups, load_group, trace_cloud
 
 
 def _job_for(profile: WorkloadProfile, args: argparse.Namespace, groups: list[str]) -> tuple[Job, str]:
@@ -135,6 +135,9 @@ def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], gr
     by_zone = {t.zone: t for t in traces}
     if not args.json:
         print("\n".join(mapping.lines(ladder.step(StepKind.ALTERNATE_SKU) is not None)))
+        if trace_cloud(group) != pool.cloud:
+            print(f"  no {pool.cloud} traces ship: {group} ({trace_cloud(group)}) stands in; the preview judges this "
+                  "pool by the model only")  # fmt: skip
     return [by_zone[z] for z in mapping.trace_zones], mapping
 
 
