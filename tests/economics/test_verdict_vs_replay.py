@@ -289,3 +289,15 @@ def test_an_alternate_sku_rung_that_takes_no_type_of_its_pool_is_an_error_unless
     done = _cli("preview", "--program", str(project), "--stack", "stated", "--no-policy")
     assert done.returncode == 0, done.stderr
     assert "WARNING: ladder training-aws steps[2]: alternate_sku takes no type of this pool" in done.stdout
+
+
+def test_a_figure_measured_from_telemetry_names_the_files_and_samples(tmp_path: Path) -> None:
+    from test_spot_price_telemetry import BASE, G5_MEDIAN, aws_history
+
+    prices = tmp_path / "aws-spot-prices.json"
+    prices.write_text(json.dumps(aws_history()))
+    done = _cli("cost", "--profile", str(BASE), "--telemetry", str(prices), "--sku", "g5.12xlarge", "--json")
+    assert done.returncode == 0, done.stderr
+    spot = json.loads(done.stdout)["figures"]["prices"]["spotPerHour"]
+    assert spot["value"] == G5_MEDIAN and spot["kind"] == "measured"
+    assert "g5.12xlarge's 15 price(s)" in spot["from"] and str(prices) in spot["from"]
