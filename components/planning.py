@@ -82,7 +82,8 @@ def pool_tags(base: Mapping[str, str], pool: str) -> dict[str, str]:
 
 
 def capacity_links(
-    args: PoolArgs, role: str, store: str, *, notice: str | None = None, fallback_group: str | None = None
+    args: PoolArgs, role: str, store: str, *, notice: str | None = None, fallback_group: str | None = None,
+    zones: tuple[str, ...] | None = None,
 ) -> dict[str, str]:
     """The link map a capacity group carries (its template, group or scale set).
 
@@ -103,6 +104,7 @@ def capacity_links(
         notice=notice,
         waiver=waiver_text(spec) if noticed else None,
         controller_waiver=tags.controller_waiver(spec.controller) if noticed else None,
+        zones=zones,
     )
 
 

@@ -144,7 +144,8 @@ def test_fallback_size_defaults_to_first_size_and_is_checked() -> None:
     assert p.fallback.capacity == 0 and p.fallback.name == "train-az-prod-ondemand"
     with pytest.raises(PlanError, match="fallbackVmSize entry 'Standard_B2s' is B-series"):
         _plan(unchecked(spec(), fallback_vm_size="Standard_B2s"))
-    assert _plan(spec(fallbackVmSize="Standard_NC40ads_H100_v5")).fallback.vm_size == "Standard_NC40ads_H100_v5"
+    h100 = spec(fallbackVmSize="Standard_NC40ads_H100_v5", on_demand_ceiling=8)  # its list price 6.98 is above 5
+    assert _plan(h100).fallback.vm_size == "Standard_NC40ads_H100_v5"
 
 
 def test_spot_tags_carry_every_link_the_policy_pack_reads() -> None:
