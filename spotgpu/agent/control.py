@@ -8,7 +8,8 @@ Routes (JSON in and out):
 * ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
-  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step).
+  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step, its
+  ``source`` local|peer|store, ``seconds``, ``bytes``; ``step``: the first step after a restore).
 * ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
   ``steps`` steps (and the GPU model, when the workload knows it): logged, never a checkpoint.
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.

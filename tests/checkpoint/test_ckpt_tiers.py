@@ -166,3 +166,20 @@ def test_after_a_roll_back_the_new_timeline_saves_its_steps_again(tmp_path: Path
     mgr.save(10, {"w": np.full(8, 99)})  # the new timeline's step 10
     again = mgr.restore()
     assert again is not None and again.step == 10 and int(again.state["w"][0]) == 99
+
+
+def test_the_documented_example_runs_as_written(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.doc_blocks import block_after
+
+    script = tmp_path / "example.py"
+    script.write_text(block_after("checkpoints.md", "<!-- tested: tests/checkpoint/test_ckpt_tiers.py"))
+    env = {**os.environ, "SPOTGPU_LOCAL_DIR": str(tmp_path / "local"), "SPOTGPU_AGENT_CONFIG": str(tmp_path / "none")}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "100 local 4096"
+    assert any((tmp_path / "demo-store").rglob("commits/*.json"))  # the durable copy reached the store

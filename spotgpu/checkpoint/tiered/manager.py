@@ -86,6 +86,9 @@ class TieredCheckpointManager:
         self.save_policy = save_policy
         self.store_kwargs = store_kwargs
         self.last_save_seconds: float | None = None
+        #: seconds of the last save's steps: ``write`` (the local write), ``copies`` (sending and receiving),
+        #: ``verify`` (the copies' hashes), ``commit`` (the gang marker)
+        self.last_save_phases: dict[str, float] = {}
         self._last_save: tuple[int, float] | None = None
         self._saves = 0
         if tier is None:
@@ -154,12 +157,16 @@ class TieredCheckpointManager:
         generation = layout.generation_name(step, self.session)
         error: str | None = None
         info: GenerationInfo | None = None
+        phases = self.last_save_phases = {}
+        started = time.monotonic()
         try:
             info = self.node.manager(self.rank, self.session).save(step, state)
         except Exception as err:  # the others must still hear from us
             error = f"{type(err).__name__}: {err}"
+        phases["write"] = time.monotonic() - started
         wrote = self.link.all_gather(error is None)
         held = self._copy_to_peers(step, generation, wrote)
+        started = time.monotonic()
         outcomes = self.link.all_gather({"error": error, "held": held})
         failed = {r: o["error"] for r, o in enumerate(outcomes) if o["error"]}
         if failed:
@@ -168,6 +175,7 @@ class TieredCheckpointManager:
         holders = {shard: sorted(r for r, o in enumerate(outcomes) if o["held"].get(shard)) for shard in range(self.world_size)}
         marker = GangMarker(step, generation, self.world_size, holders, self.zones, self.dirs)
         self.node.write_marker(marker)
+        phases["commit"] = time.monotonic() - started
         assert info is not None
         return info, marker
 
@@ -179,7 +187,10 @@ class TieredCheckpointManager:
             sends = {holder: (self.node.shard_root(self.rank), files) for holder in self.partners[self.rank]}
         owners = [o for o, hs in self.partners.items() if self.rank in hs and wrote[o]]
         staged = {owner: self.node.incoming(generation, owner) for owner in owners}
+        started = time.monotonic()
         received = self.link.exchange(sends, staged)
+        self.last_save_phases["copies"] = time.monotonic() - started
+        started = time.monotonic()
         verified: dict[int, bool] = {}
         for owner, files in received.items():
             report = CheckpointManager(staged[owner].as_uri(), rank=0, world_size=1, session=self.session).verify(step)
@@ -189,6 +200,7 @@ class TieredCheckpointManager:
             else:
                 log.warning("copy of rank %s's step %s failed verification on arrival: %s", owner, step,
                             "; ".join(report.problems))  # fmt: skip
+        self.last_save_phases["verify"] = time.monotonic() - started
         return verified
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:

@@ -17,11 +17,13 @@ the guarantees of a store generation: committed only with its marker, every byte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,7 +174,9 @@ class NodeTier:
         return {*steps, *durable, *self.pinned}
 
     def prune(self, session: str) -> None:
-        """Drop what the tier no longer keeps: gang markers and every shard root's generations."""
+        """Drop what the tier no longer keeps: gang markers, and every shard root's generations of other steps
+        and its debris (a save or a copy cut short). Deleted directly, marker first: a store's GC would read
+        every byte of each root's newest generation to verify it first, at every save."""
         kept = self.kept()
         for marker in self.markers():
             if marker.step not in kept:
@@ -181,7 +185,36 @@ class NodeTier:
             if int(path.name.split("-", 1)[0]) not in kept:
                 path.unlink(missing_ok=True)
         for shard in self.shards():
-            self.manager(shard, session).gc()
+            self._prune_root(shard, lambda step: step not in kept)
+
+    def _prune_root(self, shard: int, drop: Callable[[int], bool]) -> None:
+        """Delete the shard root's committed generations of the steps ``drop`` names (marker first, so a crash
+        leaves uncommitted debris), then debris older than :data:`LOCAL_GRACE_SECONDS`."""
+        root = self.shard_root(shard)
+        committed: set[str] = set()
+        for commit in sorted((root / layout.COMMITS).glob("*.json")):
+            step = layout.parse_commit_path(f"{layout.COMMITS}/{commit.name}")
+            generation = None if step is None else self._named(shard, step)
+            if step is None or generation is None:
+                continue
+            if not drop(step):
+                committed.add(generation)
+                continue
+            files = self.generation_files(shard, step, generation)
+            for rel in [files[-1], *files[:-1]]:
+                (root / rel).unlink(missing_ok=True)
+            (root / layout.failed_path(step)).unlink(missing_ok=True)
+        now = time.time()
+        for path in root.rglob("*"):
+            if not path.is_file() or (path.name.endswith(".json") and path.parent.name in ("commits", "failed")):
+                continue
+            rel = path.relative_to(root).as_posix()
+            generation = layout.generation_of(rel)
+            if generation is not None and generation in committed:
+                continue
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > LOCAL_GRACE_SECONDS:
+                    path.unlink()
 
     def drop_newer(self, step: int, session: str) -> None:
         """After the gang restored ``step``: generations past it belong to a timeline that was abandoned
@@ -194,15 +227,7 @@ class NodeTier:
             if int(path.name.split("-", 1)[0]) > step:
                 path.unlink(missing_ok=True)
         for shard in self.shards():
-            root = self.shard_root(shard)
-            for commit in sorted((root / layout.COMMITS).glob("*.json")):
-                newer = layout.parse_commit_path(f"{layout.COMMITS}/{commit.name}")
-                generation = self._named(shard, newer) if newer is not None and newer > step else None
-                if generation is None:
-                    continue
-                files = self.generation_files(shard, newer, generation)  # type: ignore[arg-type]
-                for rel in [files[-1], *files[:-1]]:  # the marker first: a crash leaves uncommitted debris
-                    (root / rel).unlink(missing_ok=True)
+            self._prune_root(shard, lambda s: s > step)
         self.prune(session)
 
     # -- copies arriving ------------------------------------------------------------------
