@@ -57,7 +57,17 @@ class Reporter(Protocol):
         reason: str | None = None,
     ) -> None: ...
 
-    def report_restore(self, step: int | None, generation: str | None, **detail: Any) -> None: ...
+    def report_restore(
+        self,
+        step: int | None,
+        generation: str | None,
+        *,
+        source: str | None = None,
+        seconds: float | None = None,
+        nbytes: int | None = None,
+        reason: str | None = None,
+        started_at: float | None = None,
+    ) -> None: ...
 
     def report_first_step(self, step: int) -> None: ...
 

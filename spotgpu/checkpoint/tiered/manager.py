@@ -298,13 +298,9 @@ class TieredCheckpointManager:
             if not why:  # restore found nothing at all: ask the generation itself what is wrong
                 why = source.verify(plan.step).problems
             return None, f"generation {plan.generation} did not verify: {'; '.join(why) or 'not found'}"
-        if mine.kind == PEER:  # this node now holds its shard too
-            self.node.accept(staged[mine.holder], self.rank, received.get(mine.holder, []))  # type: ignore[index]
+        if mine.kind == PEER and mine.holder is not None:  # this node now holds its shard too
+            self.node.accept(staged[mine.holder], self.rank, received.get(mine.holder, []))
         return result, None
-
-    # -- the durable view ----------------------------------------------------------------------
-    def list(self) -> list[GenerationInfo]:
-        return (self.plain or self._store()).list()
 
     def close(self, timeout: float | None = None) -> None:
         """Let queued uploads finish (up to ``timeout``)."""
@@ -312,7 +308,13 @@ class TieredCheckpointManager:
             self.uploader.close(timeout)
 
     def uploads(self) -> list[Upload]:
-        return [] if self.plain is not None else list(self.uploader.completed)
+        """The background uploads that ended (``error`` None: the store committed them)."""
+        return [] if self.plain is not None else [*self.uploader.completed]
+
+    # -- the durable view (last in the class: its name would shadow ``list`` in later annotations) ---------
+    def list(self) -> list[GenerationInfo]:
+        """The store's generations (``CheckpointManager.list``): what survives every node."""
+        return (self.plain or self._store()).list()
 
 
 def _store_outcome(upload: Upload) -> str:

@@ -208,9 +208,8 @@ class NodeTier:
         for path in root.rglob("*"):
             if not path.is_file() or (path.name.endswith(".json") and path.parent.name in ("commits", "failed")):
                 continue
-            rel = path.relative_to(root).as_posix()
-            generation = layout.generation_of(rel)
-            if generation is not None and generation in committed:
+            owner = layout.generation_of(path.relative_to(root).as_posix())
+            if owner is not None and owner in committed:
                 continue
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime > LOCAL_GRACE_SECONDS:

@@ -141,7 +141,7 @@ class _Reader:
 
     def next_chunk(self) -> np.ndarray | None:
         filled = 0
-        view = memoryview(self.buffer)
+        view = memoryview(self.buffer.data)
         while filled < len(self.buffer) and self.index < len(self.paths):
             if self.handle is None:
                 self.handle = open(self.paths[self.index], "rb", buffering=0)  # noqa: SIM115 - closed below
