@@ -183,3 +183,26 @@ def test_twin_a_node_and_its_peer_lost_together_fall_back_to_the_durable_step() 
     lost, restores = twin(zone(2, 0, 50), TIER)
     assert lost == pytest.approx(280) and restores["store"] == 2 and restores["peer"] == 0
     assert math.isclose(twin(zone(2, 0, 50), None)[0], 280)
+
+
+def test_the_preview_prints_both_intervals_and_the_restore_mix() -> None:
+    """The prod stack with tiers on its workload: every pool (3 zones, so peers across them) shows the local
+    and the store interval and the expected restore sources, in the text and in --json."""
+    from pathlib import Path
+
+    from spotgpu.config import read_stack_file
+    from spotgpu.economics.report import render_economics, stack_economics
+
+    repo = Path(__file__).resolve().parents[2]
+    raw, _ = read_stack_file(str(repo / "stacks" / "Pulumi.prod.yaml"))
+    for workload in raw["workloads"].values():
+        workload["checkpointTiers"] = TIERS
+    report = stack_economics(parse_stack_config(raw, project_dir=str(repo)))
+    for name, pool in report["pools"].items():
+        tiers = pool["checkpointTiers"]
+        assert tiers["durableIntervalSeconds"] == tiers["durableEvery"] * tiers["localIntervalSeconds"], name
+        assert set(tiers["restoreMix"]) == {"local", "peer", "store"}
+        assert tiers["jointLossProbability"] < 0.1  # peers across the pool's zones
+    text = render_economics(report)
+    assert text.count("tiers: local every ") == len(report["pools"])
+    assert "restores expected from: local" in text
