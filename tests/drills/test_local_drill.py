@@ -105,6 +105,22 @@ def test_two_nodes_notice_on_node0_resume_bitwise(
     assert outcome(tmp_path / "out") == reference2
 
 
+def run_as_written(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
+    """A documented ``spotgpu drill local ... --json`` command under bash; its JSON document (it must exit 0)."""
+    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
+    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # the drill's own cleanup kills its nodes by PID
+        out, err = proc.communicate(timeout=30)
+    print(err[-4000:])
+    assert proc.returncode == 0, out[-4000:]
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
 def documented_drill() -> str:
     """The CI command of docs/operations.md ("Gang jobs"), exactly as written."""
     text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
@@ -119,19 +135,7 @@ def test_documented_ci_drill_notice_on_node1_during_save_resumes_bitwise(
 ) -> None:
     command = documented_drill()
     assert command.startswith("spotgpu drill local --nodes 2 --notice-node 1 --during-save")
-    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
-    proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=290)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the drill's own cleanup kills its nodes by PID
-        out, err = proc.communicate(timeout=30)
-    print(err[-4000:])
-    assert proc.returncode == 0, out[-4000:]
-    doc = json.loads(out)
+    doc = run_as_written(command, tmp_path, 290)
     check(doc, 2, 1)
     assert outcome(tmp_path / "drill" / "out") == reference2
 
@@ -168,17 +172,7 @@ def test_documented_drill_a_node_and_its_peer_reclaimed_together_resume_from_the
     command = block_after("operations.md", "<!-- tested: tests/drills/test_local_drill.py runs this command", "bash")
     assert command.startswith("spotgpu drill local --nodes 4 --notice-node 1 --also-reclaim 2 --zones 2")
     expected = reference(tmp_path / "ref", 4, *command.split("gang_job", 1)[1].split()[4:])
-    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
-    proc = subprocess.Popen(["bash", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
-    try:
-        out, err = proc.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the drill's own cleanup kills its nodes by PID
-        out, err = proc.communicate(timeout=30)
-    print(err[-4000:])
-    assert proc.returncode == 0, out[-4000:]
-    doc = json.loads(out)
+    doc = run_as_written(command, tmp_path, 400)
     assert doc["status"] == "passed", doc["reasons"]
     assert doc["reclaimed"] == ["node1", "node2"] and doc["processesLeft"] == []
     sources = {name: r["source"] for name, r in doc["restores"].items()}

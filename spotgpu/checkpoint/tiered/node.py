@@ -31,7 +31,7 @@ from typing import Any
 from spotgpu.checkpoint import layout
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.tiered.plan import Held
-from spotgpu.storage.local_store import TMP_PREFIX
+from spotgpu.storage.local_store import TMP_PREFIX, _fsync_dir
 
 #: Debris in a local root (a save cut short) is removed after this long: no other writer shares the node's tier.
 LOCAL_GRACE_SECONDS = 60.0
@@ -264,10 +264,3 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
