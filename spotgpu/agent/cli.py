@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     Progress,
@@ -187,6 +188,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     status.set_defaults(func=cmd_status)
 
     demo = cmds.add_parser("demo", help="raise one notice against a loopback fake metadata server")
-    demo.add_argument("provider", choices=("aws", "gcp", "azure"), help="which cloud's metadata server to fake")
+    demo.add_argument("provider", choices=CLOUDS, help="which cloud's metadata server to fake")
     add_json_flag(demo, "the agent's status after the notice")
     demo.set_defaults(func=cmd_demo)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
@@ -43,8 +44,6 @@ from spotgpu.cliutil import (
     whole,
 )
 from spotgpu.drills.local_nodes import Node
-
-PROVIDERS = ("aws", "gcp", "azure")
 
 
 class Hung(Exception):
@@ -383,7 +382,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
     p.add_argument("--no-notice", action="store_true",
                    help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
-    p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
+    p.add_argument("--provider", choices=CLOUDS, default="aws", help="whose notice (fake metadata server)")
     p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")

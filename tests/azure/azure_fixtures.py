@@ -34,8 +34,3 @@ def spec(stack: str = "prod", **changes: Any) -> AzurePoolSpec:
     result = pool_args(stack, **changes).spec
     assert isinstance(result, AzurePoolSpec)
     return result
-
-
-def unchecked(base: AzurePoolSpec, **updates: Any) -> AzurePoolSpec:
-    """A copy with snake_case fields replaced *without* validation (to reach the planner's own checks)."""
-    return base.model_copy(update=updates)

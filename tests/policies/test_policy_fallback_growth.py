@@ -57,12 +57,12 @@ def test_the_compliant_pool_with_its_controller_job_passes(cloud: str) -> None:
 
 
 def test_the_component_records_the_opt_out_waiver_the_rule_reads() -> None:
-    from spotgpu_pulumi.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool, plan_pool
     from tests.aws.aws_fixtures import pool_args
 
     def pool(controller: dict[str, Any]) -> Callable[[], Any]:
         args = pool_args("prod", controller=controller)
-        return lambda: GpuPool(args.spec.name, args)
+        return lambda: GpuPool(args.spec.name, plan_pool(args))
 
     assert _violations(pool({"enabled": False, "waiver": "our Kueue admission check grows it"})) == []
     assert _violations(pool({"enabled": False})), "an opt-out without a reason must fail"
