@@ -120,8 +120,10 @@ def agent_config(
     *,
     lifecycle_hook: str | None = None,
     autoscaling_group: str | None = None,
+    lifecycle_hook_heartbeat_seconds: int | None = None,
 ) -> AgentConfig:
-    """The node agent's config on every VM of the pool; only AWS adds its lifecycle hook and group."""
+    """The node agent's config on every VM of the pool; only AWS adds its lifecycle hook, its heartbeat
+    (how long a scaled-in VM may drain) and its group."""
     spec = args.spec
     return AgentConfig(
         provider=spec.cloud,
@@ -131,6 +133,7 @@ def agent_config(
         checkpoint_store=store,
         checkpoint_interval_seconds=args.interval.seconds,
         lifecycle_hook=lifecycle_hook,
+        lifecycle_hook_heartbeat_seconds=lifecycle_hook_heartbeat_seconds if lifecycle_hook else None,
         autoscaling_group=autoscaling_group,
         control_store=control_store_url(store),  # drain requests in, committed checkpoints out
     )

@@ -83,6 +83,17 @@ def azurite_bin() -> str:
     )
 
 
+def stop_process(proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    """Stop a server this suite started (by its own handle), then remove its working folder."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Azurite's Blob service on loopback; yields obstore options for az:// URLs."""
@@ -126,15 +137,32 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 "retry_config": {"max_retries": 2},
             }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_process(proc, workdir)
 
 
+
+
+@pytest.fixture(scope="module")
+def azurite_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Azurite's Queue service on loopback: the far end of Azure's Event Grid -> Storage queue path.
+
+    Yields the account's queue service URL and credential. ``azurite-queue`` ships beside
+    ``azurite-blob`` in the same npm package.
+    """
+    binary = str(Path(azurite_bin()).with_name("azurite-queue"))
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("azurite-queue")
+    proc = subprocess.Popen(
+        [binary, "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence",
+         "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, 60, proc)
+        yield {"url": f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", "account_name": AZURITE_ACCOUNT,
+               "account_key": AZURITE_KEY}  # fmt: skip
+    finally:
+        stop_process(proc, workdir)
 
 
 @pytest.fixture(scope="module")

@@ -244,10 +244,12 @@ def plan_pool(args: PoolArgs) -> AwsPoolPlan:
     )
     spot_group = names.spot_group if spec.mode == "asg" else None  # fleet instances have no lifecycle hook
     spot_agent = planning.agent_config(
-        args, "spot", store, lifecycle_hook=DRAIN_HOOK if spot_group else None, autoscaling_group=spot_group
+        args, "spot", store, lifecycle_hook=DRAIN_HOOK if spot_group else None, autoscaling_group=spot_group,
+        lifecycle_hook_heartbeat_seconds=heartbeat,
     )
     fallback_agent = planning.agent_config(
-        args, "on-demand", store, lifecycle_hook=DRAIN_HOOK, autoscaling_group=names.fallback_group
+        args, "on-demand", store, lifecycle_hook=DRAIN_HOOK, autoscaling_group=names.fallback_group,
+        lifecycle_hook_heartbeat_seconds=heartbeat,
     )
     base = f"spotgpu-{args.environment}-{spec.name}"
     rendezvous = plan_rendezvous(spec, base, planning.pool_tags(args.base_tags, spec.name))

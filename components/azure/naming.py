@@ -180,6 +180,28 @@ def container_resource_id(subscription_id: str, resource_group: str, account: st
     )
 
 
+#: The Storage queue, in the pool's own account, that Event Grid delivers the pool's Scheduled Events to.
+EVENTS_QUEUE = "scheduled-events"
+
+
+def events_queue_url(account: str, queue: str = EVENTS_QUEUE) -> str:
+    """The queue's URL, the form the controller's ``eventsQueueUrl`` takes."""
+    return f"https://{account}.queue.core.windows.net/{queue}"
+
+
+def queue_resource_id(subscription_id: str, resource_group: str, account: str, queue: str) -> str:
+    """ARM id of a storage queue: the narrowest scope a queue data role can be granted on."""
+    return (
+        f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Storage"
+        f"/storageAccounts/{account}/queueServices/default/queues/{queue}"
+    )
+
+
+def events_names(pool: str, environment: str) -> tuple[str, str]:
+    """(system topic, event subscription) names: 3-128 and 3-64 letters, digits and '-'."""
+    return _fit(f"{pool}-{environment}-scheduled-events", 128), _fit(f"{pool}-{environment}-to-queue", 64)
+
+
 def scale_set_resource_id(subscription_id: str, resource_group: str, name: str) -> str:
     return (
         f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers"

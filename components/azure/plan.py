@@ -183,6 +183,21 @@ class StoragePlan:
 
 
 @dataclass(frozen=True)
+class EventsPlan:
+    """Where the pool's Scheduled Events go for the controller (``publishEventsToEventGrid``).
+
+    The scale sets publish to the subscription's ``MaintenanceResources`` system topic; an
+    Event Grid subscription on it sends this resource group's ``ScheduledEventEmitted`` events
+    to a Storage queue in the pool's account, which the controller reads (``eventsQueueUrl``).
+    """
+
+    queue: str
+    queue_url: str
+    system_topic: str
+    subscription: str
+
+
+@dataclass(frozen=True)
 class AzurePoolPlan:
     #: what it was planned from (the workload and ladder the controller's config is rendered from)
     args: PoolArgs
@@ -210,6 +225,8 @@ class AzurePoolPlan:
     roles: RolePlan
     #: a gang pool's rendezvous host (spotgpu_pulumi.azure.rendezvous); None renders the pool as before
     rendezvous: AzureRendezvousPlan | None
+    #: the Scheduled Events route to the controller; None without publishEventsToEventGrid
+    events: EventsPlan | None = None
 
     @property
     def checkpoint_store(self) -> str:
@@ -304,6 +321,10 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
 
         rendezvous = plan_azure_rendezvous(spec, env, planning.pool_tags(base_tags, pool))
     gang = rendezvous.launch if rendezvous is not None else None  # a gang pool's VMs start the launch
+    events = None
+    if spec.publish_events_to_event_grid:
+        topic, subscription = naming.events_names(pool, env)
+        events = EventsPlan(naming.EVENTS_QUEUE, naming.events_queue_url(account), topic, subscription)
     return AzurePoolPlan(
         args=args,
         spec=spec,
@@ -330,6 +351,8 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
             account=account,
             container=naming.CHECKPOINT_CONTAINER,
             scale_sets={s.key: s.name for s in (*spot, fallback)},
+            events_queue=events.queue if events is not None else None,
         ),
         rendezvous=rendezvous,
+        events=events,
     )

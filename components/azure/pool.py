@@ -8,6 +8,7 @@ of the others)::
     ├─ CheckpointStorage           <pool>-checkpoints     (account, blob service, container, lifecycle, grant)
     ├─ VirtualMachineScaleSet      <pool>-spot-<size key> (one per GPU size: Flexible, Spot, FD=1)
     ├─ OnDemandFallbackGroup       <pool>-fallback        (Regular, capacity 0, Terminate notice)
+    ├─ ScheduledEventsRoute        <pool>-events          (publishEventsToEventGrid: system topic -> queue)
     ├─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
     └─ RendezvousHost              <pool>-rendezvous      (a gang pool only: pool group, NSG, NIC, Regular VM)
 
@@ -32,6 +33,7 @@ from spotgpu_pulumi.azure.controller_job import (
     azure_config_output,
     plan_azure_controller_job,
 )
+from spotgpu_pulumi.azure.events import ScheduledEventsRoute, ScheduledEventsRouteArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
 from spotgpu_pulumi.azure.plan import AzurePoolPlan
 from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile
@@ -106,6 +108,21 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             OnDemandFallbackGroupArgs(plan, identity.id, pool_group),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        route = None
+        if plan.events is not None:
+            route = ScheduledEventsRoute(
+                f"{name}-events",
+                ScheduledEventsRouteArgs(
+                    plan=plan.events,
+                    resource_group=plan.resource_group,
+                    account_name=checkpoints.account_name,
+                    account_id=checkpoints.account_id,
+                    subscription_id=subscription_id,
+                    sender_grant=roles.for_principal("eventgrid")[0],
+                    tags=plan.controller_tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[checkpoints]),
+            )
         controller = ControllerIdentity(
             f"{name}-controller",
             ControllerIdentityArgs(
@@ -115,7 +132,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 tags=plan.controller_tags,
                 roles=roles,
                 subscription_id=subscription_id,
-                scoped_resources=[*spot_sets, fallback.scale_set, checkpoints],
+                scoped_resources=[*spot_sets, fallback.scale_set, checkpoints, *([route.queue] if route else [])],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -130,6 +147,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 spot_sets=[s.name for s in plan.spot],
                 fallback_set=plan.fallback.name,
                 group_types={**{s.name: (s.vm_size,) for s in plan.spot}, plan.fallback.name: (plan.fallback.vm_size,)},
+                events_queue_url=plan.events.queue_url if plan.events is not None else None,
             )
             job = ControllerJob(
                 f"{name}-controller-job",
@@ -150,7 +168,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 checkpointStore=plan.checkpoint_store,
                 spotGroups=[s.name for s in plan.spot],
                 fallbackGroup=plan.fallback.name,
-                events="",  # Scheduled Events are read on each VM; there is no pool-level queue
+                # The Scheduled Events queue (publishEventsToEventGrid); otherwise each VM reads its own.
+                events=plan.events.queue_url if plan.events is not None else "",
                 nodeIdentity=identity.client_id,
                 controllerIdentity=controller.client_id,
                 controllerStateUrl=plan.control_store,

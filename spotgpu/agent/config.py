@@ -113,6 +113,13 @@ class AgentConfig(SpotModel):
         json_schema_extra=fix_hint("use a port 1 to 65535 (9464 is the default)"),
     )
     lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
+    lifecycle_hook_heartbeat_seconds: int | None = Field(
+        default=None,
+        ge=30,
+        le=7200,
+        description="AWS: the hook's heartbeat timeout, how long a scaled-in VM may drain (None: the API's 3600).",
+        json_schema_extra=fix_hint("use the hook's HeartbeatTimeout, 30 to 7200 seconds"),
+    )
     autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
     control_store: StoreUrlText | None = Field(
         default=None,

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent, since
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.state import CheckpointReport
 from spotgpu.agent.telemetry import AgentTelemetry
@@ -215,7 +215,7 @@ class DrainMonitor:
                 raw={"requestedAt": requested, "store": self.link.url},
                 cloud_deadline=now + self.budget_seconds,
                 published_at=requested,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
             )
         ]
 

@@ -26,6 +26,7 @@ from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
+from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.interruptions import InterruptionKind
 
 log = logging.getLogger(__name__)
@@ -72,19 +73,28 @@ def wire_cloud(
                     config.autoscaling_group, config.lifecycle_hook, lambda: identity().instance_id, factory
                 )
             )
-        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds, read)]
-        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds, read))
+        interval = rt.poll_interval_seconds
+        # With a hook the group waits up to its heartbeat for the drain; without, it terminates at once.
+        heartbeat = (config.lifecycle_hook_heartbeat_seconds or aws.DEFAULT_HEARTBEAT_SECONDS) if config.lifecycle_hook else None
+        monitors: list[Monitor] = [
+            aws.SpotInterruptionMonitor(imds, interval, read),
+            aws.RebalanceMonitor(imds, interval, read),
+            aws.ScheduledEventsMonitor(imds, interval, read),
+            aws.TargetLifecycleMonitor(imds, interval, read, heartbeat_seconds=heartbeat),
+        ]
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
         timeout = rt.hanging_get_timeout_seconds
+        preempted, maintenance = Transitions(), Transitions()  # one per value, shared by its two readers
         return CloudWiring(
             [
-                gcp.PreemptedMonitor(client, timeout),
-                gcp.MaintenanceMonitor(client, timeout),
+                gcp.PreemptedMonitor(client, timeout, transitions=preempted),
+                gcp.MaintenanceMonitor(client, timeout, transitions=maintenance),
                 # The stall guards: a stalled hanging GET hides a notice for at most `every` s.
-                gcp.PreemptedMonitor.plain_reads(client, every, read),
-                gcp.MaintenanceMonitor.plain_reads(client, every, read),
+                gcp.PreemptedMonitor.plain_reads(client, every, read, preempted),
+                gcp.MaintenanceMonitor.plain_reads(client, every, read, maintenance),
+                gcp.UpcomingMaintenanceMonitor(client, every, read),
             ],
             lambda: gcp.fetch_identity(client),
         )

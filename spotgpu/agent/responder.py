@@ -25,7 +25,19 @@ log = logging.getLogger(__name__)
 
 
 class Acknowledger(Protocol):
+    """Answers the cloud for a notice once the drain is done.
+
+    An acknowledger may also define ``handles(event) -> bool``: only the notices it answers
+    are given to it (Azure approves only events with ``acknowledge_ids``; the AWS lifecycle
+    hook is completed only for the notices the group waits on). Without it, it gets them all.
+    """
+
     def acknowledge(self, event: InterruptionEvent) -> None: ...
+
+
+def _handles(ack: Acknowledger, event: InterruptionEvent) -> bool:
+    handles = getattr(ack, "handles", None)
+    return True if handles is None else bool(handles(event))
 
 
 @dataclass
@@ -192,6 +204,8 @@ class Responder:
         """Acknowledge with retries until it succeeds or the VM must be gone."""
         give_up = (deadline or time.time()) + self.ack_grace_seconds
         for ack in self.acknowledgers:
+            if not _handles(ack, event):
+                continue
             while True:
                 try:
                     ack.acknowledge(event)

@@ -37,6 +37,12 @@ class AgentTelemetry:
         self.notices = Counter(
             "spotgpu_agent_notices", "Interruption notices acted on, by kind and source", ["kind", "source"], registry=r
         )
+        self.unknown_values = Counter(
+            "spotgpu_agent_unknown_values",
+            "Notices carrying a value this agent does not know (read as the safest kind), by source and value",
+            ["source", "value"],
+            registry=r,
+        )
         self.duplicates = Counter(
             "spotgpu_agent_duplicate_notices", "Re-served notices ignored by de-duplication", ["source"], registry=r
         )
@@ -161,6 +167,8 @@ class AgentTelemetry:
 
     def notice(self, event: InterruptionEvent, deadline: float | None, basis: str) -> None:
         self.notices.labels(kind=str(event.kind), source=event.source).inc()
+        if event.unknown_value is not None:
+            self.unknown_values.labels(source=event.source, value=event.unknown_value[:64]).inc()
         latency = event.detection_latency()
         if latency is not None:
             self.detection_latency.labels(source=event.source).observe(latency)
@@ -179,6 +187,7 @@ class AgentTelemetry:
             detectionLatencySeconds=latency,
             raw=event.raw,
             **({"unparsedTime": event.unparsed_time} if event.unparsed_time is not None else {}),
+            **({"unknownValue": event.unknown_value} if event.unknown_value is not None else {}),
         )
 
     def notice_cleared(self, cleared: dict[str, object]) -> None:

@@ -58,9 +58,11 @@ def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledP
     from azure.identity import DefaultAzureCredential
     from azure.mgmt.compute import ComputeManagementClient
 
-    from spotgpu.controller.azure import AzurePoolAdapter
+    from spotgpu.controller.azure import AzurePoolAdapter, StorageQueueSource
 
-    return AzurePoolAdapter(pool, ComputeManagementClient(DefaultAzureCredential(), pool.subscription_id))
+    credential = DefaultAzureCredential()
+    events = StorageQueueSource(pool.events_queue_url, credential) if pool.events_queue_url else None
+    return AzurePoolAdapter(pool, ComputeManagementClient(credential, pool.subscription_id), events, peek=peek)
 
 
 class DryRun:

@@ -8,7 +8,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # launch_failure | interruption | step_changed | reacquired | fallback_usage | drain_requested | removed | deferred | resumed | action_failed
+    #: launch_failure | interruption | event_dropped | step_changed | reacquired | fallback_usage |
+    #: drain_requested | removed | deferred | resumed | action_failed (and the runner's lease events)
+    kind: str
     pool: str
     at: float
     data: dict[str, Any] = field(default_factory=dict)

@@ -238,6 +238,10 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     target = plan.capacity.target
 
     _account(plan, obs, state, ready, events)
+    events.extend(
+        Event("event_dropped", plan.name, now, {"reason": d.reason, "source": d.source, "what": d.what})
+        for d in obs.dropped
+    )
     _count_failures(plan, obs, state, events)
     status = deadline(plan, state, now)  # on this tick's progress (counted in _account): nothing below changes it
     step = _walk(plan, obs, state, ready, events, actions, status)
@@ -319,7 +323,7 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
                 "launch_failure",
                 plan.name,
                 f.at,
-                {"group": f.group, "reason": f.reason.value, "code": f.code, "zone": f.zone},
+                {"group": f.group, "reason": f.reason.value, "code": f.code, "zone": f.zone, "timeBasis": f.time_basis},
             )
         )
         if f.reason is not FailureReason.OTHER:
@@ -347,7 +351,14 @@ def _walk(
         if not state.remember(f"i:{i.event_id}"):
             continue
         stale = _stale(plan, state, i.at, now)
-        events.append(Event("interruption", plan.name, i.at, {"vm": i.vm_id, "type": i.kind, "stale": stale}))
+        events.append(
+            Event(
+                "interruption",
+                plan.name,
+                i.at,
+                {"vm": i.vm_id, "type": i.kind, "stale": stale, "zone": i.zone, "timeBasis": i.time_basis},
+            )
+        )
         if stale:
             continue  # recorded, but an event from before this incarnation never moves the ladder
         if i.kind in LOSS_KINDS and state.interrupted_at is None:

@@ -73,6 +73,12 @@ class ControllerTelemetry:
             ["pool"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "spotgpu_controller_events_dropped",
+            "Received event messages that became no observation, by pool and reason (each logged once).",
+            ["pool", "reason"],
+            registry=r,
+        )
         self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
         self.action_failures = Counter(
             "spotgpu_controller_action_failures", "Actions the cloud refused.", ["pool", "action"], registry=r
@@ -85,6 +91,8 @@ class ControllerTelemetry:
                 self.launch_failures.labels(pool, d["group"], d["reason"]).inc()
             case "interruption":
                 self.interruptions.labels(pool, d["type"]).inc()
+            case "event_dropped":
+                self.events_dropped.labels(pool, d["reason"]).inc()
             case "reacquired":
                 self.reacquisition.labels(pool).observe(d["latencySeconds"])
                 self.step_seconds.labels(pool, d["step"]).observe(d["secondsOnStep"])

@@ -65,9 +65,27 @@ def test_deadline_far_beyond_any_documented_lead_is_clock_skew() -> None:
     assert d.at == T0 + 30
 
 
-def test_deadline_in_the_past_while_still_running_is_clock_skew() -> None:
+def test_a_deadline_in_the_past_is_due_now_not_a_skew_guess() -> None:
+    """Defect (issue 36): a past time was classed as clock skew, so a maintenance event whose
+    NotBefore had passed got a +3600 s deadline though it was about to start."""
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=T0 - 300), AzureNoticeContract())
+    assert (d.at, d.basis) == (T0, "past")
     d = resolve_deadline(event(cloud=T0 - 300), AwsNoticeContract())
-    assert (d.at, d.basis) == (T0 + 120, "skew")
+    assert (d.at, d.basis) == (T0, "past")
+
+
+def test_a_documented_lead_is_used_when_the_cloud_gives_no_time() -> None:
+    """Defect (issue 36): MIGRATE_ON_HOST_MAINTENANCE got the 1-hour lead; Google documents ~60 s."""
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, documented_lead=60.0), GcpNoticeContract())
+    assert (d.at, d.basis) == (T0 + 60, "documented")
+
+
+def test_scheduled_maintenance_may_be_announced_weeks_ahead() -> None:
+    weeks = T0 + 14 * 86400
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=weeks, max_lead=float("inf")), AwsNoticeContract())
+    assert (d.at, d.basis) == (weeks, "cloud")
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=weeks), AwsNoticeContract())
+    assert d.basis == "skew"  # without the source's own bound, the kind's 1 h still applies
 
 
 def test_slightly_past_deadline_is_now_not_skew() -> None:

@@ -443,7 +443,7 @@ def test_events_reach_one_encrypted_queue_only_from_the_pools_rules(prod: list[R
     assert queue.inputs["visibilityTimeoutSeconds"] == AWS_QUEUE.visibility_timeout_seconds
     assert queue.inputs["receiveWaitTimeSeconds"] == AWS_QUEUE.receive_wait_seconds
     rules = {r.name.removeprefix("train-aws-events-"): r for r in index(prod)[RULE]}
-    assert set(rules) == {"spot-signals", "state-changes", "launches", "terminations"}
+    assert set(rules) == {"spot-signals", "state-changes", "launches", "terminations", "scheduled-changes"}
     patterns = {k: json.loads(r.inputs["eventPattern"]) for k, r in rules.items()}
     assert "EC2 Spot Instance Interruption Warning" in patterns["spot-signals"]["detail-type"]
     assert "EC2 Instance Rebalance Recommendation" in patterns["spot-signals"]["detail-type"]

@@ -62,6 +62,7 @@ def test_tree_is_a_component_with_named_children(prod: list[RecordedResource]) -
         VMSS,
         "spotgpu:azure:CheckpointStorage",
         "spotgpu:azure:OnDemandFallbackGroup",
+        "spotgpu:azure:ScheduledEventsRoute",  # publishEventsToEventGrid: the events reach the controller
         "spotgpu:azure:ControllerIdentity",
         "spotgpu:azure:ControllerJob",
     }
@@ -279,7 +280,7 @@ def test_role_assignment_names_are_stable_guids(prod: list[RecordedResource]) ->
     again = _record(pool_args("prod"))
     first = {r.name: r.inputs["roleAssignmentName"] for r in index(prod)[ASSIGN]}
     second = {r.name: r.inputs["roleAssignmentName"] for r in index(again)[ASSIGN]}
-    assert first == second and len(set(first.values())) == len(first) == 7
+    assert first == second and len(set(first.values())) == len(first) == 9
 
 
 def test_exports_name_what_operators_and_the_controller_need() -> None:
@@ -330,7 +331,7 @@ def test_bad_spec_fails_with_one_line_before_any_resource() -> None:
 
 def test_preview_mode_registers_the_same_static_tree() -> None:
     res = _record(pool_args("prod"), preview=True)
-    assert len(index(res)[VMSS]) == 4 and len(index(res)[ASSIGN]) == 7
+    assert len(index(res)[VMSS]) == 4 and len(index(res)[ASSIGN]) == 9
 
 
 def test_every_taggable_resource_carries_the_base_tags(prod: list[RecordedResource]) -> None:
@@ -341,3 +342,36 @@ def test_every_taggable_resource_carries_the_base_tags(prod: list[RecordedResour
         assert r.inputs["tags"]["spotgpu-environment"] == "prod"
         assert r.inputs["tags"]["managed-by"] == "spotgpu"
         assert r.inputs["tags"][tags.POOL] == "train-az"
+
+
+def test_scheduled_events_reach_a_queue_the_controller_reads(prod: list[RecordedResource]) -> None:
+    """Defect (issue 36): publishEventsToEventGrid published the pool's Scheduled Events "for the
+    controller", but nothing routed them anywhere the controller reads."""
+    from spotgpu.contract.sources import AZURE_QUEUE, AZURE_SCHEDULED_EVENT, AZURE_SYSTEM_TOPIC_TYPE
+    from spotgpu.controller.config import parse_controller_config
+    from spotgpu.controller.render import CONFIG_ENV
+    from spotgpu_pulumi.azure.roles import STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR, STORAGE_QUEUE_DATA_MESSAGE_SENDER
+
+    queue = _one(prod, "azure-native:storage:Queue", "train-az-events-queue").inputs
+    assert queue["queueName"] == "scheduled-events"
+    assert queue["accountName"] == "train-az-checkpoints-account"  # the checkpoint account's name (the mock echoes it)
+    topic = _one(prod, "azure-native:eventgrid:SystemTopic", "train-az-events-topic").inputs
+    assert topic["topicType"] == AZURE_SYSTEM_TOPIC_TYPE and topic["location"] == "global"
+    assert topic["source"].startswith("/subscriptions/") and topic["identity"] == {"type": "SystemAssigned"}
+    sub = _one(prod, "azure-native:eventgrid:SystemTopicEventSubscription", "train-az-events-subscription").inputs
+    assert sub["filter"]["includedEventTypes"] == [AZURE_SCHEDULED_EVENT]
+    assert sub["filter"]["subjectBeginsWith"].endswith("/resourceGroups/ml-prod/")
+    delivery = sub["deliveryWithResourceIdentity"]
+    assert delivery["identity"] == {"type": "SystemAssigned"}  # the account refuses shared keys
+    assert delivery["destination"]["endpointType"] == "StorageQueue"
+    assert delivery["destination"]["queueName"] == "scheduled-events"
+    assert delivery["destination"]["queueMessageTimeToLiveInSeconds"] == AZURE_QUEUE.message_ttl_seconds
+    grants = {r.name: r.inputs for r in index(prod)[ASSIGN]}
+    queue_scope = "/queueServices/default/queues/scheduled-events"
+    reader, writer = grants["train-az-controller-events-queue"], grants["train-az-events-eventgrid-events-queue"]
+    assert reader["scope"].endswith(queue_scope) and reader["roleDefinitionId"].endswith(STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR)
+    assert writer["scope"].endswith(queue_scope) and writer["roleDefinitionId"].endswith(STORAGE_QUEUE_DATA_MESSAGE_SENDER)
+    job = next(r for r in index(prod)["azure-native:app:Job"])
+    env = {e["name"]: e.get("value") for e in job.inputs["template"]["containers"][0]["env"]}
+    [pool] = parse_controller_config(json.loads(env[CONFIG_ENV])).pools
+    assert pool.events_queue_url == "https://spotgpuprodckpt.queue.core.windows.net/scheduled-events"  # type: ignore[union-attr]

@@ -201,10 +201,11 @@ def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> Non
     assert _tree(built, root) == _tree(direct, root)
     rg = next(r for r in built if r.type == "azure-native:resources:ResourceGroup")
     placed = [r for r in built if "resourceGroupName" in r.inputs and r.type != rg.type]
-    assert len(placed) == 12 and {r.inputs["resourceGroupName"] for r in placed} == {"ml-team-rg"}
+    # + the Scheduled Events queue, system topic and subscription (publishEventsToEventGrid, issue 36)
+    assert len(placed) == 15 and {r.inputs["resourceGroupName"] for r in placed} == {"ml-team-rg"}
     assert all(rg.urn in r.property_dependencies["resourceGroupName"] for r in placed)
     scopes = [r.inputs["scope"] for r in built if r.type == "azure-native:authorization:RoleAssignment"]
-    assert len(scopes) == 7 and all("/resourceGroups/ml-team-rg" in s for s in scopes)
+    assert len(scopes) == 9 and all("/resourceGroups/ml-team-rg" in s for s in scopes)
     job = next(r for r in built if r.type == "azure-native:app:Job")
     config = json.loads(job.inputs["template"]["containers"][0]["env"][0]["value"])
     assert config["pools"][0]["resourceGroupName"] == "ml-team-rg"
