@@ -18,6 +18,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 import pulumi
 from pydantic import Field
 
+from spotgpu.catalogue import names
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 from spotgpu_pulumi.package_args import (
@@ -69,7 +70,7 @@ class _GcpIds(SpotModel):
     )
     subscription_name: Annotated[
         Ref,
-        ref_check(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/subscriptions/)?[A-Za-z][\w.~+%-]{2,254}$"),
+        ref_check(rf"^(projects/{names.GCP_PROJECT}/subscriptions/)?[A-Za-z][\w.~+%-]{{2,254}}$"),
         REF_SERIALIZER,
     ] = _fix("give the preemption subscription's name or projects/PROJECT/subscriptions/NAME")
     bucket_name: Annotated[Ref, ref_check(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"), REF_SERIALIZER] | None = _fix(

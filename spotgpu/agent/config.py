@@ -18,7 +18,7 @@ from spotgpu.agent import azure as agent_azure
 from spotgpu.agent.actions import parse_signal
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
-from spotgpu.agent.plan import contract_from_config
+from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.catalogue import CLOUDS, Cloud
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract

@@ -22,8 +22,8 @@ from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
-from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
+from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
 from spotgpu.agent.transitions import Transitions

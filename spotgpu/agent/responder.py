@@ -17,7 +17,7 @@ from typing import Protocol
 
 from spotgpu.agent import actions
 from spotgpu.agent.events import EventStore, InterruptionEvent, NoticeWithdrawn
-from spotgpu.agent.plan import Contract, budget_seconds, plan_response, resolve_deadline
+from spotgpu.agent.response_rules import Contract, budget_seconds, plan_response, resolve_deadline
 from spotgpu.agent.state import Phase, WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry
 

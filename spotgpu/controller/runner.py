@@ -29,7 +29,7 @@ from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.events import Event
 from spotgpu.controller.lease import FencedStore, Lease, LeaseGuardedAdapter, LeaseVerdict
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, deadline, reconcile
+from spotgpu.controller.reconcile import PoolPlan, TickResult, can_give_back, deadline, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.controller.telemetry import ControllerTelemetry

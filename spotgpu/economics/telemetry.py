@@ -376,7 +376,6 @@ def _line_blocks(lines: Iterable[str]) -> Iterator[bytes]:
 #: An agent record the fit does not use, recognised by its ``"record"`` value without parsing the line
 #: (most of a log is these: ``commit-reported`` every tick). Only their time is read, when needed.
 _UNUSED_MARK = re.compile(rb'"record": "(' + b"|".join(re.escape(k.encode()) for k in sorted(AGENT_UNUSED)) + rb')"')
-_RECORD_KEY = b'"record": "'
 _TS_KEY = b'"ts": '
 
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from spotgpu.agent.events import EventStore, InterruptionEvent
-from spotgpu.agent.plan import (
+from spotgpu.agent.response_rules import (
     budget_seconds,
     contract_from_config,
     plan_response,

@@ -3,7 +3,7 @@
 Pure: no clock, no I/O. The same observation and record always give the same
 actions, which is what makes the controller safe to run from a cron-style
 function, restart at any point, or replay against a 45-day trace. The digital
-twin (``spotgpu.controller.twin``, ``spotgpu simulate --policy ladder``) runs
+twin (``spotgpu.simulation.twin``, ``spotgpu simulate --policy ladder``) runs
 exactly this function against a trace-driven cloud; :func:`next_wake` tells it
 (and could tell a sleeping controller) when a decision can next change.
 
@@ -39,6 +39,7 @@ from spotgpu.controller.observe import FailureReason, PoolObservation, Vm
 from spotgpu.controller.state import Backoff, PoolState
 from spotgpu.controller.strategies import RecoveryStrategy, StrategyContext
 from spotgpu.economics.deadline import DeadlineStatus, deadline_status
+from spotgpu.economics.exposure import with_checkpoint_stalls
 from spotgpu.models.ladder import LadderStep, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import WorkloadProfile
@@ -431,7 +432,7 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     """The cost model's deadline test on committed work; ``None`` when the pool tracks no deadline.
 
     Work left is turned into wall time on on-demand (which still checkpoints, so
-    ``1 + C/T``) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
+    ``1 + C/T``, :func:`spotgpu.economics.exposure.with_checkpoint_stalls`) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
     escalates earlier, a faster one later), and the overhead is one restart + load plus one tick.
     Pure: a tick computes it once and passes it down (:attr:`TickResult.deadline`).
     """
@@ -443,8 +444,9 @@ def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineSta
     if plan.job_started_at is None or work.deadline_hours is None:
         return None
     elapsed_h = (now - plan.job_started_at) / 3600.0
-    stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
-    left = max(0.0, work.work_hours - work_done_hours) * stall / plan.on_demand_speed
+    left = with_checkpoint_stalls(
+        max(0.0, work.work_hours - work_done_hours), work.checkpoint_write_seconds, plan.checkpoint_interval_seconds
+    ) / plan.on_demand_speed
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
