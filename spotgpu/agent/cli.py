@@ -34,6 +34,7 @@ from spotgpu.cliutil import (
     style,
 )
 from spotgpu.config import ConfigError, format_error
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
@@ -55,11 +56,13 @@ def load_config(path: str) -> AgentConfig:
 def render_status(doc: dict[str, Any]) -> str:
     """The few lines an operator looks at first; ``--json`` has everything."""
     identity = doc.get("identity") or {}
-    notice = doc.get("notice") or {}
-    deadline = notice.get("deadline")
-    if isinstance(deadline, (int, float)):
-        left = deadline - float(doc.get("now") or time.time())  # type: ignore[arg-type]
-        deadline = time.strftime("%H:%M:%SZ", time.gmtime(deadline)) + (f" (in {left:.0f} s)" if left > 0 else " (passed)")
+    notice = NoticeDocument.from_json(doc["notice"]) if doc.get("notice") else None
+    deadline: str | None = None
+    if notice is not None and notice.deadline is not None:
+        left = notice.deadline - float(doc.get("now") or time.time())
+        deadline = time.strftime("%H:%M:%SZ", time.gmtime(notice.deadline)) + (
+            f" (in {left:.0f} s)" if left > 0 else " (passed)"
+        )
     phase = str(doc.get("phase", "?"))
     lines = [
         f"pool:      {doc.get('pool', '?')} ({doc.get('provider', '?')})",
@@ -67,13 +70,12 @@ def render_status(doc: dict[str, Any]) -> str:
         f"phase:     {style(phase, 'green' if phase == 'running' else 'yellow')}"
         f" (accepting work: {'yes' if doc.get('acceptingWork') else 'no'})",
         "notice:    "
-        + (f"{notice.get('kind', '?')} from {notice.get('source', '?')}, deadline {deadline or '?'}" if notice else "none"),
+        + (f"{notice.kind} from {notice.source}, deadline {deadline or '?'}" if notice else "none"),
     ]
-    cleared = doc.get("cleared")
-    if not notice and isinstance(cleared, dict):
-        at = cleared.get("clearedAt")
-        when = time.strftime("%H:%M:%SZ", time.gmtime(at)) if isinstance(at, (int, float)) else "?"
-        lines[-1] += f" (the {cleared.get('kind', '?')} notice from {cleared.get('source', '?')} cleared at {when})"
+    if notice is None and isinstance(doc.get("cleared"), dict):
+        cleared = ClearedNotice.from_json(doc["cleared"])
+        when = time.strftime("%H:%M:%SZ", time.gmtime(cleared.cleared_at))
+        lines[-1] += f" (the {cleared.kind} notice from {cleared.source} cleared at {when})"
     final = doc.get("finalReport")
     if final:
         lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())

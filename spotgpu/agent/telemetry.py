@@ -23,6 +23,7 @@ from spotgpu import catalogue
 from spotgpu.agent.control import ThroughputSample
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
 LEAD_BUCKETS = (0.0, 5.0, 15.0, 30.0, 60.0, 90.0, 120.0, 300.0, 900.0, 3600.0)
@@ -190,9 +191,13 @@ class AgentTelemetry:
             **({"unknownValue": event.unknown_value} if event.unknown_value is not None else {}),
         )
 
-    def notice_cleared(self, cleared: dict[str, object]) -> None:
-        self.notices_cleared.labels(source=str(cleared["source"])).inc()
-        self.log("notice-cleared", **cleared)
+    def workload_notified(self, phase: str, notice: NoticeDocument, now: float) -> None:
+        """The workload was told (its phase, and the notice as served, its budget counted ``now``)."""
+        self.log("workload-notified", phase=phase, **notice.to_json(now))
+
+    def notice_cleared(self, cleared: ClearedNotice) -> None:
+        self.notices_cleared.labels(source=cleared.source).inc()
+        self.log("notice-cleared", **cleared.to_json())
 
     def duplicate(self, event: InterruptionEvent) -> None:
         self.duplicates.labels(source=event.source).inc()
