@@ -80,6 +80,8 @@ class WorkloadArgs(TypedDict):
     """Mean seconds from an interruption to a replacement running."""
     interruptions_per_hour: float
     """Interruption exposure per node-hour."""
+    gang_interruptions_per_hour: NotRequired[float]
+    """Interruptions per hour of the whole gang, measured on gangs of its size (replaces the rate x nodes)."""
     work_hours: float
     """Wall-clock hours of useful compute one job needs on all its nodes."""
     prices: PricesArgs

@@ -86,7 +86,8 @@ def pool_tags(base: Mapping[str, str], pool: str) -> dict[str, str]:
 
 
 def capacity_links(
-    args: PoolArgs, role: str, store: str, *, notice: str | None = None, fallback_group: str | None = None
+    args: PoolArgs, role: str, store: str, *, notice: str | None = None, fallback_group: str | None = None,
+    zones: tuple[str, ...] | None = None,
 ) -> dict[str, str]:
     """The link map a capacity group carries (its template, group or scale set).
 
@@ -108,6 +109,7 @@ def capacity_links(
             notice=notice,
             waiver=waiver_text(spec) if noticed else None,
             controller_waiver=tags.controller_waiver(spec.controller) if noticed else None,
+            zones=zones,
         )
     except FieldProblem as problem:  # the workload does not fit a tag: its key, not the pool's
         raise PlanError(problem.below(f"workloads.{spec.workload}")) from None

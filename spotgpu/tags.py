@@ -40,6 +40,9 @@ CHECKPOINT_INTERVAL = "spotgpu-checkpoint-interval"
 NOTICE = "spotgpu-notice"
 #: Stated waivers (opt-outs) recorded for reviewers.
 WAIVER = "spotgpu-waiver"
+#: The pool's zones as the stack states them, comma-joined: an AWS group names subnets by id, which name no
+#: zone, and the policy pack replays a pool's ladder on the traces of its zones.
+ZONES = "spotgpu-zones"
 #: Why no controller job in the stack grows this pool's fallback group (``controller: {enabled: false, waiver}``).
 CONTROLLER_WAIVER = "spotgpu-controller-waiver"
 
@@ -110,6 +113,7 @@ def decode_ladder(text: str) -> list[DecodedStep]:
 _WORKLOAD_FIELDS = {
     "w": "checkpoint_write_seconds",
     "r": "interruptions_per_hour",
+    "j": "gang_interruptions_per_hour",
     "b": "max_lost_work_seconds",
     "l": "checkpoint_load_seconds",
     "s": "restart_seconds",
@@ -266,6 +270,7 @@ def pool_links(
     notice: str | None = None,
     waiver: str | None = None,
     controller_waiver: str | None = None,
+    zones: tuple[str, ...] | None = None,
 ) -> dict[str, str]:
     """The tag map a pool resource carries; omitted links are left out, not blank."""
     if role not in ROLES:
@@ -280,6 +285,7 @@ def pool_links(
         NOTICE: notice,
         WAIVER: waiver[:256] if waiver else None,
         CONTROLLER_WAIVER: controller_waiver[:256] if controller_waiver else None,
+        ZONES: ",".join(zones)[:256] if zones else None,
     }
     tags.update({k: v for k, v in optional.items() if v})
     return tags

@@ -258,7 +258,9 @@ def plan_pool(args: PoolArgs) -> AwsPoolPlan:
 
     def links(role: str) -> dict[str, str]:
         """Both groups carry the whole map: they share the launch settings, waivers included."""
-        return planning.capacity_links(args, role, store, notice="aws", fallback_group=names.fallback_group)
+        # the subnets are named by id, which names no zone: the pool's zones travel as a link
+        return planning.capacity_links(args, role, store, notice="aws", fallback_group=names.fallback_group,
+                                       zones=spec.zones)
 
     return AwsPoolPlan(
         args=args,

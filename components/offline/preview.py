@@ -108,8 +108,12 @@ def _economics(config: StackConfig | None) -> dict[str, Any]:
     if config is None:
         return {}
     from spotgpu.economics.report import stack_economics
+    from spotgpu.simulation.check import check_stack
 
-    return stack_economics(config)
+    report = stack_economics(config)
+    for name, check in check_stack(config).items():  # the model's verdict held up against the replay
+        report["pools"][name]["replay"] = check.to_dict()
+    return report
 
 
 def to_document(result: PreviewResult) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 ``spot-eligible`` rebuilds the workload from its tag and asks the cost model
 (:func:`spotgpu.economics.cost.effective_cost`) with the resource's own notice
 contract, ladder and configured interval: spot is chosen by effective cost, not
-by list price. ``capacity-diversified`` wants each pool (all resources sharing a
+by list price. Where the pool's cloud has availability traces, its ladder is also
+replayed on them (:mod:`spotgpu.simulation.check`, the preview's own check) and the
+rule judges on the more pessimistic of the two. ``capacity-diversified`` wants each pool (all resources sharing a
 ``spotgpu-pool`` link) to span several zones and several GPU types or sizes, so
 one shortage cannot take all of it; a stated ``spotgpu-waiver`` satisfies it.
 """
@@ -81,7 +83,8 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
                 seconds=int(interval), method="configured",
                 final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.checkpoint_write_seconds),
                 reasons=(f"the pool's {CHECKPOINT_INTERVAL}",))
-        breakdown = effective_cost(profile, pool.contract, _ladder(pool), interval=decision)
+        ladder = _ladder(pool)
+        breakdown = effective_cost(profile, pool.contract, ladder, interval=decision)
         if not breakdown.spot_eligible:
             yield Finding(pool.res.urn, restate(
                 f"{who}: spot is not worth it for this workload by effective cost: {'; '.join(breakdown.reasons)}; "
@@ -90,6 +93,35 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
                 "improve the figures of the workload {pool}.workload names (checkpointWriteSeconds, restartSeconds) "
                 "or shorten the waits of the ladder {pool}.ladder names, run it on on-demand, or set spot-eligible "
                 "to disabled in policy-config.json"))  # fmt: skip
+            continue
+        check = _replayed(pool, profile, ladder, decision, breakdown)
+        if check is not None and not check.pessimistic_eligible:  # the more pessimistic of the model and the replay
+            yield Finding(pool.res.urn, restate(
+                f"{who}: spot is not worth it by the replay of its ladder on the traces (the model alone says it "
+                f"is): {check.line}; fix: fit the figures from the traces or the fleet (spotgpu profile fit --traces "
+                "DIR / --telemetry LOGS), then judge again; or run it on on-demand capacity", pool.res, pool.links,
+                "fit the figures of the workload {pool}.workload names from the traces (spotgpu profile fit --traces "
+                "DIR) or the fleet (--telemetry LOGS), or run it on on-demand"))  # fmt: skip
+
+
+def _replayed(pool: SpotPool, profile: Any, ladder: FallbackLadder | None, decision: Any, breakdown: Any) -> Any:
+    """The pool's ladder replayed on its cloud's traces beside the model (``spotgpu.simulation.check``, the
+    preview's own check, cached: the preview asks for the same pool); None without traces or a ladder."""
+    try:
+        from spotgpu.economics.interval import choose_interval
+        from spotgpu.economics.topology import region_of
+        from spotgpu.simulation.check import clouds_with_traces, compare, job_for, replay_pool
+    except ImportError:  # the simulations ship with spotgpu; without them the model alone judges
+        return None
+    zones = sorted(z for z in pool.zones if not z.startswith("subnet:"))
+    if ladder is None or pool.contract is None or not zones or pool.cloud not in clouds_with_traces():
+        return None
+    seconds = decision.seconds if decision is not None else choose_interval(profile, pool.contract).seconds
+    replayed = replay_pool(job_for(profile, seconds), ladder, profile.fallback_policy, pool.cloud, region_of(zones[0]),
+                           zones)  # fmt: skip
+    sources = {k: f"{WORKLOAD} tag" for k in ("interruptionsPerHour", "gangInterruptionsPerHour",
+                                               "expectedReacquisitionSeconds")}  # fmt: skip
+    return compare(breakdown, profile, pool.contract, ladder, replayed, sources, pool.cloud)
 
 
 def _waiver(pools: list[SpotPool]) -> str | None:

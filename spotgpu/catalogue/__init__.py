@@ -12,7 +12,10 @@ source and date:
 * ``gcp.json`` and ``azure.json`` are entered by hand from the providers'
   documentation (their SDKs carry no usable enum) and record regions only,
   not which zones or locations offer each GPU;
-* ``prices.json`` holds list prices used only as overridable defaults.
+* ``prices.json`` holds list prices used only as overridable defaults;
+* ``gpus.json`` holds each GPU model's dense BF16/FP16 tensor throughput and memory bandwidth
+  from its vendor's spec sheet (source per row), from which an unmeasured model gets a labelled
+  speed prior (:func:`spec_prior`).
 
 The catalogue can lag a provider's launches, so a pool may state
 ``optOut.catalogue: <reason>`` to use a type or region it does not know yet.
@@ -194,7 +197,9 @@ def on_demand_price(
 __all__ = [
     "CLOUDS",
     "GpuShape",
+    "GpuSpec",
     "PriceQuote",
+    "SpeedPrior",
     "aws_gpu",
     "aws_gpu_types",
     "aws_instance_types",
@@ -209,8 +214,10 @@ __all__ = [
     "gcp_machine",
     "gcp_machine_types",
     "gcp_regions",
+    "gpu_spec",
     "on_demand_price",
     "price_provenance",
+    "spec_prior",
 ]
 
 
@@ -224,3 +231,88 @@ def list_price(sku: str) -> PriceQuote | None:
             if quote is not None:
                 return quote
     return None
+
+
+# --- GPU spec sheets and the speed prior -----------------------------------------------
+
+_MEMORY = re.compile(r"(\d+)\s*GB")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model's spec-sheet figures (``data/gpus.json``): dense tensor TFLOPS, memory GB/s, their source."""
+
+    model: str
+    dense_tflops: float
+    memory_gbps: float
+    precision: str
+    source: str
+    verified: bool
+
+
+def gpu_spec(model: str | None, memory_gib: float | None = None) -> GpuSpec | None:
+    """The spec row of a catalogue GPU model name, or None when the table has none.
+
+    The clouds name one model differently (AWS's ``A100`` is GCP's ``A100 40GB`` or ``A100 80GB``):
+    an exact name wins; else the rows named ``<model> <size>GB...`` are candidates, the one whose size
+    is nearest ``memory_gib`` (the catalogue shape's), else the one with the least bandwidth (the
+    slower variant: a prior errs low).
+    """
+    if not model:
+        return None
+    rows: dict[str, dict[str, Any]] = _load("gpus")["models"]
+    name = model if model in rows else None
+    if name is None:
+        candidates = [k for k in rows if k.startswith(model + " ")]
+        if not candidates:
+            return None
+        if memory_gib is not None:
+            def distance(key: str) -> float:
+                m = _MEMORY.search(key)
+                return abs(float(m.group(1)) - memory_gib) if m else float("inf")
+
+            name = min(candidates, key=lambda k: (distance(k), rows[k]["memoryGBps"]))
+        else:
+            name = min(candidates, key=lambda k: rows[k]["memoryGBps"])
+    row = rows[name]
+    return GpuSpec(name, float(row["denseTflops"]), float(row["memoryGBps"]), str(row["precision"]),
+                   str(row["source"]), bool(row.get("verified", False)))
+
+
+def gpu_spec_gap(model: str) -> str:
+    """Why the spec table has no row for ``model`` (its note, or that nobody entered one)."""
+    notes: dict[str, str] = _load("gpus").get("notInTable", {})
+    return notes.get(model, f"no spec-sheet row for {model} in spotgpu/catalogue/data/gpus.json")
+
+
+@dataclass(frozen=True)
+class SpeedPrior:
+    """An unmeasured model's speed against the reference model, from their spec sheets.
+
+    The lower of the two ratios: a training step is some compute-bound and some memory-bound
+    work, so its time ratio lies between the TFLOPS ratio and the bandwidth ratio (a two-term
+    roofline); the lower one never overstates how much work an hour of the model does.
+    """
+
+    model: str
+    reference: str
+    flops_ratio: float
+    bandwidth_ratio: float
+
+    @property
+    def speed(self) -> float:
+        return round(min(self.flops_ratio, self.bandwidth_ratio), 4)
+
+    def describe(self) -> str:
+        return (f"spec prior {self.speed:g} against {self.reference}: the lower of dense TFLOPS x{self.flops_ratio:.3g} "
+                f"and memory GB/s x{self.bandwidth_ratio:.3g} (spotgpu/catalogue/data/gpus.json)")
+
+
+def spec_prior(model: str | None, reference: str | None, model_memory_gib: float | None = None,
+               reference_memory_gib: float | None = None) -> SpeedPrior | None:
+    """The speed prior of ``model`` against ``reference`` (1.0 for the reference itself); None when
+    either has no spec row."""
+    own, ref = gpu_spec(model, model_memory_gib), gpu_spec(reference, reference_memory_gib)
+    if own is None or ref is None or model is None or reference is None:
+        return None
+    return SpeedPrior(model, reference, own.dense_tflops / ref.dense_tflops, own.memory_gbps / ref.memory_gbps)

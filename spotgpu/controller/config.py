@@ -264,7 +264,8 @@ def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, w
         if step.kind is StepKind.QUEUE_DEFER:
             continue
         groups = [g for g in pool.groups if g.role is step.kind]
-        rates = [workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model) for g in groups]
+        model = next((g.gpu_model for g in pool.groups if g.role is StepKind.SAME_POOL), None)
+        rates = [workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model, model) for g in groups]
         costs = [pool.price(g, workload) / (r if step.per_work_hour else 1.0) for g, r in zip(groups, rates, strict=True)]
         if costs and min(costs) > step.ceiling:
             cheapest = groups[costs.index(min(costs))]

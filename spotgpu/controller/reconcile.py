@@ -155,16 +155,23 @@ class PoolPlan:
         return all(u == 1.0 for u in self._units.values())
 
     @cached_property
+    def _reference_model(self) -> str | None:
+        """The primary group's GPU model: the reference a speed prior is taken against when the workload's
+        ``gpu.relativeThroughput`` names none (``spotgpu.models.workload.speed_basis``)."""
+        return next((g.gpu_model for g in self.groups if g.role is StepKind.SAME_POOL), None)
+
+    @cached_property
     def _rates(self) -> dict[str, tuple[GroupSpec, float]]:
-        reference = self._reference_gpus
-        return {g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model)) for g in self.groups}
+        reference, model = self._reference_gpus, self._reference_model
+        return {g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model, model))
+                for g in self.groups}
 
     @cached_property
     def _on_demand_speeds(self) -> tuple[float, tuple[str, ...]]:
         gpu = self.workload.gpu
         speeds, unmeasured = [], []
         for g in self.on_demand_groups:
-            speed, measured = gpu.speed(g.gpu_model) if gpu is not None else (1.0, True)
+            speed, measured = gpu.speed(g.gpu_model, reference=self._reference_model) if gpu is not None else (1.0, True)
             if not measured and gpu is not None and gpu.relative_throughput:
                 unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
             speeds.append(speed)
@@ -174,9 +181,9 @@ class PoolPlan:
     def on_demand_speed(self) -> float:
         """Work per hour on the on-demand type, against the type ``workHours`` was measured on.
 
-        1.0 without a ``gpu.relativeThroughput`` table; with one, a type it does not list is taken
-        at the slowest listed speed (conservative: the deadline test then escalates early) and is
-        named in :attr:`unmeasured_models`.
+        A type ``gpu.relativeThroughput`` does not list takes its spec prior (against the table's
+        reference, or the primary group's model without a table), else the slowest listed speed
+        (conservative: the deadline test then escalates early), and is named in :attr:`unmeasured_models`.
         """
         return self._on_demand_speeds[0]
 
@@ -190,15 +197,16 @@ class PoolPlan:
         hit = self._rates.get(group.name)
         if hit is not None and hit[0] is group:
             return hit[1]
-        return self.workload.work_per_node_hour(group.gpus_per_node or self._reference_gpus, group.gpu_model)
+        return self.workload.work_per_node_hour(group.gpus_per_node or self._reference_gpus, group.gpu_model,
+                                                self._reference_model)
 
     def speed(self, group_name: str) -> float:
-        """The group's GPU speed against the reference type (1.0 without ``gpu.relativeThroughput``)."""
+        """The group's GPU speed against the reference type (1.0 without a ``gpu`` block)."""
         gpu = self.workload.gpu
         if gpu is None:
             return 1.0
         group = next((g for g in self.groups if g.name == group_name), None)
-        return gpu.speed(group.gpu_model if group is not None else None)[0]
+        return gpu.speed(group.gpu_model if group is not None else None, reference=self._reference_model)[0]
 
     def units(self, group_name: str) -> float:
         """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""

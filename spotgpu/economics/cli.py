@@ -15,9 +15,19 @@ from spotgpu.economics.fit import nest
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
-from spotgpu.economics.profile_cli import add_telemetry_args
-from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
-from spotgpu.models import default_notice
+from spotgpu.economics.profile_cli import add_telemetry_args, telemetry_sources
+from spotgpu.economics.report import (
+    FIGURES,
+    dotted,
+    load_stack,
+    render_economics,
+    render_figures,
+    render_hours,
+    render_terms,
+    source_kind,
+    stack_economics,
+)
+from spotgpu.models import WorkloadProfile, default_notice
 from spotgpu.traces import load_group
 
 
@@ -62,8 +72,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
     decision = choose_interval(profile, notice, hazard=hazard)
     bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
                           reacquisition_samples=samples)  # fmt: skip
+    figures = profile_figures(profile, args.profile, telemetry_sources(fitted.fit, args.telemetry) if args.telemetry else {})
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
-           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured}  # fmt: skip
+           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured, "figures": figures}  # fmt: skip
     if measured and not args.json:
         fields = ", ".join(f"{k} {v:g}" for k, v in updates.items()) or "none"
         print(f"measured from telemetry: {fields}")
@@ -76,6 +87,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
+    print("\n".join(render_figures(figures, indent="  ", prices=True)))
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
     base = bill.details["onDemandBaseline"]
@@ -87,11 +99,36 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if math.isfinite(bill.expected_interruptions):
         print(f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
               f"on-demand share {bill.on_demand_share:.1%}")  # fmt: skip
+        print("  " + render_hours(bill.hours))
     else:
         print("  expected interruptions and finish: unbounded (the job does not finish on spot)")
     for reason in [*decision.reasons, *bill.reasons]:
         print(f"  - {reason}")
     return 0
+
+
+def profile_figures(profile: WorkloadProfile, path: str, measured: dict[str, str]) -> dict[str, Any]:
+    """Every figure ``cost --profile`` prices with and where it came from: the telemetry that measured it
+    (``measured``: files and samples), a ``sources`` entry the file carries (a measured or fitted profile),
+    the profile file's key (typed), or the model's default."""
+    doc = profile.model_dump(by_alias=True)
+    typed = {*profile.model_fields_set, *(f"prices.{k}" for k in profile.prices.model_fields_set)}
+    names = {f.alias or k: k for k, f in type(profile).model_fields.items()}
+    names |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(profile.prices).model_fields.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for key in FIGURES:
+        value = dotted(doc, key)
+        if value is None:
+            continue
+        origin = measured.get(key) or profile.sources.get(key)
+        if origin is not None:
+            kind, where = source_kind(origin), origin
+        elif names.get(key, key) in typed:
+            kind, where = "typed", f"{path}: {key}"
+        else:
+            kind, where = "default", f"{path}: {key} not set: the model's default"
+        out[key] = {"value": value, "kind": kind, "from": where}
+    return nest(out)
 
 
 def register(subparsers: Any) -> None:

@@ -82,6 +82,8 @@ class CostBreakdown:
     on_demand_share: float = 0.0
     deadline_miss_probability: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    #: expected capacity and time, in the units ``simulate`` prints: node-hours billed, job-hours, goodput
+    hours: dict[str, float] = field(default_factory=dict)
 
     def term(self, name: str) -> CostTerm:
         for t in self.terms:
@@ -114,6 +116,7 @@ class CostBreakdown:
                 "onDemandShare": round(self.on_demand_share, 4),
                 "deadlineMissProbability": round(self.deadline_miss_probability, 4),
                 "details": self.details,
+                "hours": {k: round(v, 4) for k, v in self.hours.items()},
             },
             nulls, self.unbounded_reason,
         )  # fmt: skip
@@ -242,6 +245,7 @@ def effective_cost(
         expected_finish_hours=e.finish_hours,
         on_demand_share=e.on_demand_share,
         deadline_miss_probability=miss_p,
+        hours=expected_hours(profile, e),
         details={
             "gangInterruptionsPerHour": e.gang_rate_per_hour,
             "overheadHoursPerInterruption": e.overhead_hours,
@@ -252,6 +256,22 @@ def effective_cost(
             "onDemandBaseline": baseline.to_dict(),
         },
     )
+
+
+def expected_hours(p: WorkloadProfile, e: Exposure) -> dict[str, float]:
+    """The bill's capacity and time in ``simulate``'s units: node-hours billed on spot and on-demand (each node
+    of the gang), job-hours of lost work and of waiting with no capacity, and goodput (the job's work
+    node-hours over paid node-hours). Infinite (null in JSON) when the job cannot progress."""
+    n, phi, p_fb, nodes = e.interruptions, e.on_demand_share, e.reacquisition.fallback_probability, p.nodes
+    reload_h, lost_h = e.reload_seconds / 3600.0, e.lost_seconds / 3600.0
+    per = (lambda x: 0.0 if x == 0 else n * x)  # noqa: E731 - 0 stays 0 when n is infinite
+    spot = nodes * ((p.work_hours + e.stall_hours) * (1.0 - phi) + per((1.0 - p_fb) * reload_h) + per(lost_h)) + per(
+        e.idle_hours * (nodes - 1))
+    od = nodes * ((p.work_hours + e.stall_hours) * phi + per(p_fb * reload_h))
+    paid = spot + od
+    return {"spotNodeHours": spot, "onDemandNodeHours": od, "idleJobHours": per(e.idle_hours),
+            "lostWorkJobHours": per(lost_h),
+            "goodput": p.work_hours * nodes / paid if math.isfinite(paid) and paid > 0 else math.inf}  # fmt: skip
 
 
 def _spot_compute(p: WorkloadProfile, e: Exposure) -> CostTerm:

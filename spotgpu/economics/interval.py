@@ -130,13 +130,15 @@ def gang_rate(profile: WorkloadProfile, measured_per_hour: float | None = None) 
 
     A gang stops when any node is taken. Nodes of one pool are not independent (they are
     reclaimed together when a zone runs dry), so a rate measured on gangs of the same size
-    (``estimate_from_traces(traces, nodes=N).interruptions_per_hour``) replaces
-    ``interruptionsPerHour * N``.
+    (``estimate_from_traces(traces, nodes=N).interruptions_per_hour``, or the profile's
+    ``gangInterruptionsPerHour``) replaces ``interruptionsPerHour * N``.
     """
     if measured_per_hour is not None:
         if not math.isfinite(measured_per_hour) or measured_per_hour < 0:
             raise ValueError(f"gang_interruptions_per_hour {measured_per_hour!r} must be a non-negative number")
         return measured_per_hour
+    if profile.gang_interruptions_per_hour is not None:  # the profile's own, measured on gangs of its size
+        return profile.gang_interruptions_per_hour
     return profile.interruptions_per_hour * profile.nodes
 
 

@@ -13,19 +13,25 @@ import numpy as np
 from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import STACK, Progress, add_deprecated_alias, add_json_flag, camel_keys, number, whole
 from spotgpu.economics.cost import on_demand_baseline
-from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
+from spotgpu.economics.estimate import (
+    aligned_availability,
+    aligned_counts,
+    estimate_from_traces,
+    gang_traces,
+    probe_size,
+)
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.report import load_stack
+from spotgpu.economics.topology import ZoneMapping, map_pool_zones
 from spotgpu.economics.work_rate import pool_speeds, restate
-from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.models import FallbackLadder, StepKind, WorkloadProfile, default_notice
 from spotgpu.models.pool_types import pool_types
 from spotgpu.models.pools import PoolSpec
 from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
-from spotgpu.simulation.topology import ZoneMapping, map_pool_zones
-from spotgpu.traces import all_groups, load_group
+from spotgpu.traces import all_groups, load_group, trace_cloud
 
 
 def _job_for(profile: WorkloadProfile, args: argparse.Namespace, groups: list[str]) -> tuple[Job, str]:
@@ -120,7 +126,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 Curve = tuple[str, np.ndarray, np.ndarray]
 
 
-def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], group: str) -> tuple[list[Any], ZoneMapping]:
+def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], group: str,
+                 ladder: FallbackLadder) -> tuple[list[Any], ZoneMapping]:  # fmt: skip
     """The group's traces that stand in for the pool's zones (in the pool's order), and the mapping."""
     region = getattr(pool, "region", None) or getattr(pool, "subnet_region", None) or getattr(pool, "location", "")
     mapping = map_pool_zones(pool.name, str(region or ""), pool.zones, pool_types(pool), [t.zone for t in traces])
@@ -128,7 +135,10 @@ def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], gr
         raise CliError(f"trace group {group} has no zone to stand in for pool {pool.name}'s zones; pick another group")
     by_zone = {t.zone: t for t in traces}
     if not args.json:
-        print("\n".join(mapping.lines()))
+        print("\n".join(mapping.lines(ladder.step(StepKind.ALTERNATE_SKU) is not None)))
+        if trace_cloud(group) != pool.cloud:
+            print(f"  no {pool.cloud} traces ship: {group} ({trace_cloud(group)}) stands in; the preview judges this "
+                  "pool by the model only")  # fmt: skip
     return [by_zone[z] for z in mapping.trace_zones], mapping
 
 
@@ -143,7 +153,14 @@ def _simulate_group(
     traces = load_group(group)
     mapping: ZoneMapping | None = None
     if pool is not None:
-        traces, mapping = _pool_traces(args, pool, traces, group)
+        traces, mapping = _pool_traces(args, pool, traces, group, ladder)
+    probe = probe_size(traces[0])
+    assumption = None if job.nodes <= probe else (
+        f"the {group} traces probed {probe} instance(s): a zone that held the probe is taken to hold the gang of "
+        f"{job.nodes}")  # fmt: skip
+    if assumption and not args.json:
+        print(f"note: {assumption} (docs/economics.md, Simulator)")
+    traces = gang_traces(traces, job.nodes)
     avail = aligned_availability(traces, job.nodes)
     gap = traces[0].gap_seconds
     if not avail.any():
@@ -188,7 +205,12 @@ def _simulate_group(
                 hours, work = ladder_progress(policy, job, aligned_counts(traces), gap, int(st[0]), int(homes[0]), zones)
                 drawn.append((policy.name, hours, work))
     baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
-    doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+    doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict(),
+           "units": {"money": "USD", "capacity": "node-hours (spotNodeHours, onDemandNodeHours: each billed node)",
+                     "job": "job-hours (lostWorkJobHours, idleJobHours: the job itself)",
+                     "goodput": "the job's work node-hours over paid node-hours"}}
+    if assumption:
+        doc["gangAssumption"] = assumption
     if mapping is not None:
         doc["topology"] = mapping.to_dict()
     return doc, drawn

@@ -168,6 +168,7 @@ class TwinCloud:
         #: (``drains/<pool>/<vm>.json``).
         self.channel = AgentChannel(plan.name, DrainChannel(drain_store) if drain_store is not None else None)
         self.run = JobRun(job, self.channel)
+        self.run.start_idle(start)  # no gang until the first one forms
         self.groups: dict[str, TwinGroup] = {}
         for g in plan.groups:
             avail = traces.get(g.name)

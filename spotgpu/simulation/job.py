@@ -116,6 +116,8 @@ class JobRun:
         self.lost_work = 0.0
         self.restarts = 0
         self.gang_losses = 0  # times a loss stopped the job (a gang of 16 losing 3 VMs at once: 1)
+        self.idle_since: float | None = None  # when the job last stopped with no gang (None: a gang holds it)
+        self.idle_seconds = 0.0  # wall time with no gang (what the baselines' idle hours count)
 
     # --- progress ----------------------------------------------------------------
     def work_at(self, t: float) -> tuple[float, float]:
@@ -154,6 +156,21 @@ class JobRun:
             for vm_id in self.gang:
                 self.channel.report(vm_id, at, int(committed))
 
+    def start_idle(self, t: float) -> None:
+        """The job stands with no gang from ``t`` (its start, a loss, a stop): wall time billed as idle job-hours."""
+        if self.idle_since is None:
+            self.idle_since = t
+
+    def _end_idle(self, t: float) -> None:
+        if self.idle_since is not None:
+            self.idle_seconds += max(0.0, t - self.idle_since)
+            self.idle_since = None
+
+    def idle_hours(self, until: float) -> float:
+        """Hours the job stood with no gang, up to ``until`` (the end of the run or of the replay)."""
+        open_idle = max(0.0, until - self.idle_since) if self.idle_since is not None and self.phase != "done" else 0.0
+        return (self.idle_seconds + open_idle) / 3600.0
+
     # --- what happens to it ------------------------------------------------------
     def form_gang(self, ready: Sequence[GangNode], t: float) -> None:
         """Start a gang on ``ready`` (ready VMs that are not draining) once they hold the job's GPUs."""
@@ -167,6 +184,7 @@ class JobRun:
                 break
             gang.append(v)
             units += v.units
+        self._end_idle(t)
         self.gang = tuple(v.id for v in gang)
         self.gang_speed = min(v.speed for v in gang)
         self.gangs.append(tuple(sorted(v.group for v in gang)))
@@ -186,6 +204,7 @@ class JobRun:
             return True
         elif self.phase == "stopping":
             self.gang, self.phase, self.phase_until = (), "idle", math.inf
+            self.start_idle(t)
         return False
 
     def _start_run(self, t: float) -> None:
@@ -203,6 +222,7 @@ class JobRun:
             self.settle_commits(t)
             _, done = self.work_at(t)
             self.lost_work += done - self.committed
+        self.start_idle(t)
         self.gang, self.phase, self.phase_until = (), "idle", math.inf
         self.finish = math.inf
 
@@ -218,6 +238,7 @@ class JobRun:
         for vm_id in self.gang:
             self.channel.report(vm_id, notice_at + self.job.write_seconds, int(done))
         self.phase = "idle"
+        self.start_idle(notice_at)
         return True
 
     def drained(self, vm_id: str, t: float) -> None:

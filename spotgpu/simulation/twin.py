@@ -50,6 +50,8 @@ class TwinResult:
     removals: list[Removal]
     #: each gang the job formed, as its members' groups: a 4-GPU rung standing in for an 8-GPU primary shows twice the nodes
     gangs: list[tuple[str, ...]] = field(default_factory=list)
+    #: wall hours the job stood with no gang (job-hours: the unit of the baselines' idle hours)
+    idle_hours: float = 0.0
 
 
 def run_twin(
@@ -119,6 +121,7 @@ def run_twin(
         steps_reached=steps,
         removals=list(cloud.removals),
         gangs=list(run.gangs),
+        idle_hours=run.idle_hours(min(done_at, end) if math.isfinite(done_at) else end),
     )
 
 

@@ -83,7 +83,8 @@ def test_the_config_in_the_environment_is_the_stack_rendered_and_validates(prod:
     assert config.state_url == "s3://spotgpu-prod-train-aws-checkpoints/train-aws/_controller"
     assert config.tick_seconds == 60 and config.lease_ttl_seconds == 90
     args = pool_args("prod")
-    assert config.ladders["training"] == args.ladder and config.workloads["llm-finetune"] == args.workload
+    assert config.ladders["training-aws"] == args.ladder
+    assert config.workloads["llm-finetune"] == args.workload.model_copy(update={"sources": {}})  # annotations stay home
 
 
 def test_preview_snapshot_of_the_controller_resources() -> None:

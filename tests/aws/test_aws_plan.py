@@ -146,13 +146,12 @@ def test_single_zone_pool_is_refused_by_the_spec_with_the_fix() -> None:
 def test_opt_out_with_reason_is_allowed_and_recorded_as_waiver() -> None:
     args = pool_args(
         "prod",
-        instanceTypes=["p5.48xlarge"],
-        optOut={"singleType": "only H100 nodes fit the 70B model in memory",
-                "idleRungs": "the shared ladder keeps alternate_sku for the other pools"},
+        instanceTypes=["g6e.12xlarge"],
+        optOut={"singleType": "only L40S nodes fit the 70B model in memory"},
     )
     p = plan_pool(args)
     # keyed as the config writes it, the same text on every cloud (it read "single-type: ..." on AWS only)
-    assert p.spot_links[link.WAIVER] == "singleType: only H100 nodes fit the 70B model in memory"
+    assert p.spot_links[link.WAIVER] == "singleType: only L40S nodes fit the 70B model in memory"
     assert p.fallback_links[link.WAIVER] == p.spot_links[link.WAIVER]
     assert len(p.asg_overrides) == 1
 

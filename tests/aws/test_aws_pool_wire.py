@@ -387,7 +387,7 @@ def test_fallback_group_is_on_demand_empty_capped_and_linked(prod: list[Recorded
     )
     tags = tags_of(group)
     assert tags[link.ROLE] == "fallback"
-    assert link.decode_ladder(tags[link.LADDER])[3].kind.value == "on_demand"
+    assert link.decode_ladder(tags[link.LADDER])[2].kind.value == "on_demand"
     assert "desiredCapacity" in list(group.request.ignoreChanges)
     # The spot side names this group as its fallback.
     assert tags_of(one(prod, ASG, "spot-group"))[link.FALLBACK_GROUP] == i["name"]

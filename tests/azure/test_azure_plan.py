@@ -139,7 +139,8 @@ def test_fallback_size_defaults_to_first_size_and_is_checked() -> None:
     promo = pool_args(fallbackVmSize="Standard_NC24ads_A100_v4_Promo", optOut={"catalogue": CATALOGUE_REASON})
     with pytest.raises(PlanError, match=r"pools\[train-az\]\.fallbackVmSize: is a Promo size"):
         plan.plan_pool(promo)
-    assert _plan(spec(fallbackVmSize="Standard_NC40ads_H100_v5")).fallback.vm_size == "Standard_NC40ads_H100_v5"
+    h100 = spec(fallbackVmSize="Standard_NC40ads_H100_v5", on_demand_ceiling=8)  # its list price 6.98 is above 5
+    assert _plan(h100).fallback.vm_size == "Standard_NC40ads_H100_v5"
 
 
 def test_spot_tags_carry_every_link_the_policy_pack_reads() -> None:

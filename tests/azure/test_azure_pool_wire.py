@@ -296,6 +296,7 @@ def test_exports_name_what_operators_and_the_controller_need() -> None:
 def test_options_reach_the_wire() -> None:
     args = pool_args(
         "prod",
+        on_demand_ceiling=8,  # the H100 fallback size lists at 6.98
         evictionPolicy="Deallocate",
         maxPrice=3.25,
         priorityMix={"baseRegularPriorityCount": 1, "regularPriorityPercentageAboveBase": 25},

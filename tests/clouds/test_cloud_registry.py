@@ -128,7 +128,10 @@ def fake_config(*names: str) -> StackConfig:
     """The dev stack with fake pools: AWS specs relabelled (the registry only reads ``cloud`` and the name)."""
     config = config_with("aws", "dev")
     pools = [config.pools[0].model_copy(update={"cloud": "fake", "name": name}) for name in names]
-    return config.model_copy(update={"pools": type(config.pools)(pools)})
+    # a cloud the GPU catalogue does not price: its workload types its on-demand price
+    workloads = {k: w.model_copy(update={"prices": w.prices.model_copy(update={"on_demand_per_hour": 1.006})})
+                 for k, w in config.workloads.items()}  # fmt: skip
+    return config.model_copy(update={"pools": type(config.pools)(pools), "workloads": workloads})
 
 
 def test_a_fourth_cloud_is_planned_once_and_deployed_through_the_registry(fake_cloud: Cloud[FakePoolPlan]) -> None:

@@ -110,8 +110,11 @@ def _construct_inputs(raw: dict[str, Any], pool: dict[str, Any]) -> dict[str, An
     inputs: dict[str, Any] = {k: v for k, v in pool.items() if k in per_cloud}
     if pool["cloud"] == "gcp":
         inputs["machineTypes"] = [{"machineType": m["machineType"]} for m in pool["machineTypes"]]
-    workload = dict(raw["workloads"][pool["workload"]])
+    workload = {k: v for k, v in raw["workloads"][pool["workload"]].items() if k != "sources"}  # annotations only
     workload["checkpointIntervalSeconds"] = str(workload.get("checkpointIntervalSeconds", "auto"))
+    # a program against the schema types the prices the stack takes from the pool and the catalogue
+    priced = parse_stack_config(raw).workload_for(next(p for p in parse_stack_config(raw).pools if p.name == pool["name"]))
+    workload["prices"] = {**workload["prices"], "onDemandPerHour": priced.prices.on_demand}
     inputs.update(
         environment=raw["environment"],
         owner=raw["owner"],
@@ -146,8 +149,8 @@ def _per_work(raw: dict[str, Any]) -> None:
     raw["workloads"]["llm-finetune"]["gpu"] = {
         "gpusPerNode": 1, "worldSizes": [8], "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100 40GB": 2.0,
                                                           "H100": 3.0}}
-    raw["ladders"]["training"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
-                                              "costCeilingPerWorkHour": 1.5}
+    raw["ladders"]["training-az"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
+                                                 "costCeilingPerWorkHour": 1.5}
 
 
 @pytest.mark.parametrize("variant", ["prod", "per-work"])
@@ -173,7 +176,8 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     assert len(_tree(direct, root)) > 10
     if variant == "per-work":  # the speeds and the ceiling's unit reach the links
         text = json.dumps([r.inputs for r in built])
-        assert "u=A10G:1+L4:0.6+L40S:1.6+A100 40GB:2+H100:3" in text and "as:1200:1.5w" in text
+        assert "u=A10G:1+L4:0.6+L40S:1.6+A100 40GB:2+H100:3" in text
+        assert ("as:1200:1.5w" in text) == (cloud == "azure")  # only the Azure pool's ladder has alternate_sku
 
 
 def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> None:

@@ -135,6 +135,7 @@ def test_per_pool_region_gets_its_own_provider() -> None:
             {"id": "subnet-0f1e2d3c4b5a60002", "zone": "us-west-2b"},
         ]
         raw["pools"] = [pool]
+        raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"] = 5.67  # the catalogue prices us-east-1 only
         return deploy(plan_stack(parse_stack_config(raw)))
 
     monitor, exports = _run(build)
