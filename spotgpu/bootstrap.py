@@ -15,6 +15,7 @@ import shlex
 
 from spotgpu.agent.config import AGENT_EXEC_START, AgentConfig
 from spotgpu.gang.launch import GangLaunch, launcher_argv
+from spotgpu.models.base import FieldProblem
 from spotgpu.tags import AGENT_MARKER
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
@@ -117,9 +118,9 @@ systemctl enable --now {GANG_UNIT}
 """
     limit = MAX_BOOTSTRAP_BYTES[config.provider]
     if len(script.encode()) > limit:
-        raise ValueError(
-            f"bootstrap for pool {config.pool} is {len(script.encode())} bytes, over the "
-            f"{config.provider} limit of {limit}; shorten agentPackage or the checkpoint store URL"
+        raise FieldProblem(
+            f"makes the bootstrap {len(script.encode())} bytes, over the {config.provider} limit of {limit}",
+            at="agentPackage", value=agent_package, fix="shorten agentPackage or the checkpoint store URL",
         )
     return script
 

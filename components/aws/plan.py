@@ -24,7 +24,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
+from spotgpu.config import PlanError
 from spotgpu.gang.launch import GangLaunch
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi import planning
@@ -38,8 +40,6 @@ DRAIN_HOOK = "spotgpu-drain"
 HEARTBEAT_MIN, HEARTBEAT_MAX = 30, 7200
 #: EC2 Fleet capacity-rebalance TerminationDelay limits (launch-before-terminate).
 TERMINATION_DELAY_MIN, TERMINATION_DELAY_MAX = 120, 7200
-#: Launch-template user data limit (bytes, before base64).
-USER_DATA_LIMIT = 16 * 1024
 
 
 def spot_allocation_strategy(ranked_types: bool) -> str:
@@ -234,8 +234,16 @@ def controller_runs(spec: AwsPoolSpec) -> bool:
 
 
 def plan_pool(args: PoolArgs) -> AwsPoolPlan:
-    """Decide the whole pool from its validated args; raises :class:`~spotgpu.config.PlanError` on bad input."""
+    """Decide the whole pool from its validated args; raises :class:`~spotgpu.config.PlanError` on bad input
+    (the bootstrap's size limit, ``spotgpu.bootstrap.MAX_BOOTSTRAP_BYTES``, at the pool's ``agentPackage``)."""
     spec = planning.cloud_spec(args, AwsPoolSpec, "AWS")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: AwsPoolSpec) -> AwsPoolPlan:
     names = PoolNames.for_pool(args.environment, spec)
     prefix = planning.checkpoint_prefix(spec)
     store = planning.store_url("s3", names.bucket, prefix)

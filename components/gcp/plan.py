@@ -293,6 +293,13 @@ def startup_script(args: PoolArgs, capacity_type: planning.CapacityType, store: 
 def plan_pool(args: PoolArgs) -> GcpPoolPlan:
     """The one GCP planning sequence: the component builds from it, ``spotgpu preview`` validates with it."""
     spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
     zones = distribution_zones(spec)
     groups = group_machine_choices(spec.machine_types)
     names = PoolNames(spec.project, spec.name, args.environment)
@@ -300,7 +307,7 @@ def plan_pool(args: PoolArgs) -> GcpPoolPlan:
     def named(name: str, what: str) -> str:
         problem = check_name(name, what)
         if problem is not None:
-            raise PlanError(problem, pool=spec.name)
+            raise problem
         return name
 
     spot_migs = tuple(named(names.spot_mig(g.key), "MIG") for g in groups)

@@ -8,6 +8,7 @@ import pytest
 from aws_fixtures import agent_config_from, pool_args
 
 from spotgpu import tags as link
+from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
 from spotgpu.config import PlanError
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu_pulumi.args import PoolArgs
@@ -121,7 +122,7 @@ def test_bootstraps_differ_only_in_capacity_type_and_group() -> None:
         "watch_rebalance": True,
         "safety_margin_seconds": 15.0,
     }
-    assert len(base64.b64decode(p.spot_user_data)) < plan.USER_DATA_LIMIT
+    assert len(base64.b64decode(p.spot_user_data)) <= MAX_BOOTSTRAP_BYTES["aws"]
     assert "spotgpu-agent.service" in base64.b64decode(p.spot_user_data).decode()
 
 

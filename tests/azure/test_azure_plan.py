@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from azure_fixtures import pool_args, spec
+from azure_fixtures import pool_args, spec, stack_raw
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spotgpu import tags
-from spotgpu.config import ConfigError, PlanError
+from spotgpu.config import ConfigError, PlanError, parse_stack_config
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AzurePriorityMix
+from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure import plan
 
 
@@ -80,10 +81,10 @@ CATALOGUE_REASON = "launched after the catalogue was made"
     ],
 )
 def test_sizes_the_catalogue_does_not_know_are_judged_by_name(size: str, what: str) -> None:
-    args = pool_args(vmSizes=[size, *spec().vm_sizes], optOut={"catalogue": CATALOGUE_REASON})
+    args = pool_args(vmSizes=[*spec().vm_sizes, size], optOut={"catalogue": CATALOGUE_REASON})
     with pytest.raises(PlanError) as err:
         plan.plan_pool(args)
-    assert str(err.value).startswith(f'spotgpu:pools[train-az].vmSizes[0]: {what} (value: "{size}"); fix: ')
+    assert str(err.value).startswith(f'spotgpu:pools[train-az].vmSizes[3]: {what} (value: "{size}"); fix: ')
 
 
 def test_same_size_twice_is_rejected_even_with_different_case() -> None:
@@ -136,9 +137,13 @@ def test_fallback_size_defaults_to_first_size_and_is_checked() -> None:
     p = _plan()
     assert p.fallback.vm_size == "Standard_NC24ads_A100_v4"
     assert p.fallback.capacity == 0 and p.fallback.name == "train-az-prod-ondemand"
-    promo = pool_args(fallbackVmSize="Standard_NC24ads_A100_v4_Promo", optOut={"catalogue": CATALOGUE_REASON})
+    raw = stack_raw("prod")
+    raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"] = 3.7  # the catalogue prices no Promo size
+    raw["pools"] = [{**p, "fallbackVmSize": "Standard_NC24ads_A100_v4_Promo", "optOut": {"catalogue": CATALOGUE_REASON}}
+                    for p in raw["pools"] if p["cloud"] == "azure"]  # fmt: skip
+    config = parse_stack_config(raw)
     with pytest.raises(PlanError, match=r"pools\[train-az\]\.fallbackVmSize: is a Promo size"):
-        plan.plan_pool(promo)
+        plan.plan_pool(PoolArgs.for_pool(config, config.pools[0]))
     h100 = spec(fallbackVmSize="Standard_NC40ads_H100_v5", on_demand_ceiling=8)  # its list price 6.98 is above 5
     assert _plan(h100).fallback.vm_size == "Standard_NC40ads_H100_v5"
 

@@ -41,6 +41,8 @@ REFUSALS: dict[str, tuple[str, Callable[[], PoolArgs], str]] = {
     "aws-gang": ("aws", lambda: pool_args("aws", gang={"command": ["/opt/job/train.py"], "nodes": 2, "rendezvous": {
                      "vpcId": "vpc-0abc", "privateIp": "10.0.1.10"}}, agentPackage="spotgpu[aws,torch]", securityGroupIds=[]),
                  "spotgpu:pools[train-aws].securityGroupIds: is empty"),
+    "aws-bootstrap": ("aws", lambda: pool_args("aws", agentPackage="spotgpu @ https://example.com/" + "a" * 17000 + "/x.whl"),
+                      "spotgpu:pools[train-aws].agentPackage: makes the bootstrap"),
     "aws-controller": ("aws", lambda: pool_args("aws", controller={"timeoutSeconds": 120}),
                        "spotgpu:pools[train-aws].controller.timeoutSeconds: is above"),
     "gcp-bucket": ("gcp", lambda: pool_args("gcp", project="google-ml-123"), "spotgpu:pools[train-gcp].project: makes"),
