@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu.economics.interval import IntervalDecision, choose_interval
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
 
@@ -25,7 +25,7 @@ class PoolArgs:
 
     @property
     def base_tags(self) -> dict[str, str]:
-        """Tags every child carries (the link tags come from :mod:`spotgpu.tags`)."""
+        """Tags every child carries (the link tags come from :mod:`spotgpu.contract.tags`)."""
         return {tags.ENVIRONMENT: self.environment, tags.OWNER: self.owner, "managed-by": "spotgpu"}
 
     @classmethod

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeVar
 
-from spotgpu import tags
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import control_store_url
 from spotgpu.config import PlanError
+from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 from spotgpu.storage.urls import StoreUrl

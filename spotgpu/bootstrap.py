@@ -14,9 +14,9 @@ import json
 import shlex
 
 from spotgpu.agent.config import AGENT_EXEC_START, AgentConfig
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu.gang.launch import GangLaunch, launcher_argv
 from spotgpu.models.base import FieldProblem
-from spotgpu.tags import AGENT_MARKER
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
 MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}

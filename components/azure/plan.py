@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spotgpu import tags
 from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
 from spotgpu.config import PlanError
+from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref

@@ -25,9 +25,9 @@ from typing import Literal
 
 from pulumi_gcp import compute, storage
 
-from spotgpu import tags
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
 from spotgpu.config import PlanError
+from spotgpu.contract import tags
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import GangLaunch

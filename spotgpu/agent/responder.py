@@ -20,6 +20,7 @@ from spotgpu.agent.events import EventStore, InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.response_rules import Contract, plan_response, resolve_deadline
 from spotgpu.agent.state import Phase, WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.contract.agent_records import Drained, Ignored
 from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument, drain_hook_environment
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Responder:
         deadline = resolve_deadline(event, self.contract)
         self.telemetry.notice(event, deadline.at, deadline.basis)
         if not plan.act:
-            self.telemetry.log("ignored", eventId=event.event_id, why=plan.why)
+            self.telemetry.log(Ignored(event_id=event.event_id, why=plan.why))
             return
         if plan.checkpoint is Checkpoint.EARLY:
             self.early_active[event.dedup_key] = (event, deadline.at)
@@ -97,7 +98,7 @@ class Responder:
             if plan.acknowledge:
                 self._acknowledge(event, deadline.at)
             else:
-                self.telemetry.log("ignored", eventId=event.event_id, why="already drained")
+                self.telemetry.log(Ignored(event_id=event.event_id, why="already drained"))
             return
         self.terminal_event = event
         self._final(event, deadline.at, plan.acknowledge)
@@ -165,16 +166,14 @@ class Responder:
         """Wait for the workload's final report; returns the outcome recorded in telemetry."""
         seen = self.state.workload_seen_at
         if not self.state.workload_pgids and (seen is None or time.time() - seen > self.workload_contact_window):
-            self.telemetry.final_checkpoint("no-workload", None, {"eventId": event.event_id})
+            self.telemetry.final_checkpoint("no-workload", None, event.event_id)
             return "no-workload"
         report = self.state.wait_final_report(budget_deadline)
         if report is None:
-            self.telemetry.final_checkpoint("timeout", None, {"eventId": event.event_id})
+            self.telemetry.final_checkpoint("timeout", None, event.event_id)
             return "timeout"
         outcome = "committed" if report.committed else "failed"
-        self.telemetry.final_checkpoint(
-            outcome, report.seconds, {"eventId": event.event_id, "report": report.as_dict()}
-        )
+        self.telemetry.final_checkpoint(outcome, report.seconds, event.event_id, report.as_dict())
         return outcome
 
     def _drain(self, deadline: float) -> None:
@@ -187,7 +186,7 @@ class Responder:
         code = actions.run_hook(self.hooks.drain_hook, drain_hook_environment(deadline), deadline)
         self.state.set_phase("drained")
         self.drained = True
-        self.telemetry.log("drained", hookExit=code)
+        self.telemetry.log(Drained(hook_exit=code))
 
     def _acknowledge(self, event: InterruptionEvent, deadline: float | None) -> None:
         """Acknowledge with retries until it succeeds or the VM must be gone."""

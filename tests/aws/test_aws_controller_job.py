@@ -14,9 +14,9 @@ import pytest
 from aws_fixtures import config_with, one, policy_of, pool_args, record_pool
 
 from spotgpu.config import ConfigError
+from spotgpu.contract.tags import POOL, ROLE
 from spotgpu.controller.aws_lambda import CONFIG_ENV
 from spotgpu.controller.config import parse_controller_config
-from spotgpu.tags import POOL, ROLE
 from spotgpu_pulumi.aws.plan import plan_pool
 from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordedResource

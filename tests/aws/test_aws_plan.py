@@ -7,9 +7,9 @@ import base64
 import pytest
 from aws_fixtures import agent_config_from, pool_args
 
-from spotgpu import tags as link
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
 from spotgpu.config import PlanError
+from spotgpu.contract import tags as link
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.aws import plan

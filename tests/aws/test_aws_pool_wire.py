@@ -12,7 +12,7 @@ import pytest
 import yaml
 from aws_fixtures import REPO, one, policy_of, pool_args, record_pool, stack_raw, tags_of, user_data_config
 
-from spotgpu import tags as link
+from spotgpu.contract import tags as link
 from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu_pulumi.aws import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource

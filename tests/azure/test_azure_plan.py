@@ -9,8 +9,8 @@ from azure_fixtures import pool_args, spec, stack_raw
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spotgpu import tags
 from spotgpu.config import ConfigError, PlanError, parse_stack_config
+from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AzurePriorityMix
 from spotgpu_pulumi.args import PoolArgs

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from azure_fixtures import REPO, pool_args
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.policy_harness import analyze

@@ -10,10 +10,10 @@ import pulumi
 import pytest
 from azure_fixtures import pool_args
 
-from spotgpu import tags
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
 from spotgpu.config import PlanError
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.contract import tags
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from gcp_fixtures import pool_args
 
-from spotgpu import tags
-from spotgpu.tags import AGENT_MARKER, decode_ladder
+from spotgpu.contract import tags
+from spotgpu.contract.tags import AGENT_MARKER, decode_ladder
 from spotgpu_pulumi.gcp import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import children_of, index, record

@@ -16,7 +16,7 @@ import pytest
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
-from spotgpu.tags import CONTROLLER_WAIVER
+from spotgpu.contract.tags import CONTROLLER_WAIVER
 
 RULE = "spot-gpu-requires-fallback"
 BUILDERS = {"aws": raw.aws_pool, "gcp": raw.gcp_pool, "azure": raw.azure_pool}
