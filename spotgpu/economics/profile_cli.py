@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spotgpu.catalogue import CLOUDS
-from spotgpu.cliutil import add_json_flag
+from spotgpu.cliutil import add_json_flag, whole
 from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
 from spotgpu.economics.report import load_stack
@@ -279,7 +279,7 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--traces", metavar="DIR", help="availability traces: a folder of <zone>_<type>_<n>.json (one "
                      "group) or of such folders, e.g. spotgpu/data/traces/availability/1-node/aws-02-15-2023")  # fmt: skip
     fit.add_argument("--zones", metavar="Z,Z", help="with --traces: the traced zones to pool (default: all of a group's)")
-    fit.add_argument("--nodes", type=int, metavar="N", help="with --traces: the gang's nodes (default: the workload's, else 1)")
+    fit.add_argument("--nodes", type=whole(1), metavar="N", help="with --traces: the gang's nodes (default: the workload's, else 1)")
     fit.add_argument("--stack", metavar="S", help="with --traces and --pool: fit the traced zones standing in for the "
                      "pool's zones at its workload's nodes (Pulumi.<S>.yaml)")  # fmt: skip
     fit.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")

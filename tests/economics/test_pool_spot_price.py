@@ -31,8 +31,8 @@ def test_a_pool_spot_price_prices_that_pool_only(tmp_path: Path) -> None:
     assert (aws["spotPerHour"], aws["spotSource"]) == (3.1, "pools[train-aws].spotPerHour")
     assert (gcp["spotPerHour"], gcp["spotSource"]) == (2.2, "workloads.llm-finetune.prices.spotPerHour")
     terms = {p: {t["name"]: t for t in docs[p]["effectiveCost"]["terms"]} for p in docs}
-    assert terms["train-aws"]["spot_compute"]["inputs"]["spot_per_hour"] == 3.1
-    assert terms["train-gcp"]["spot_compute"]["inputs"]["spot_per_hour"] == 2.2
+    assert terms["train-aws"]["spot_compute"]["inputs"]["spotPerHour"] == 3.1
+    assert terms["train-gcp"]["spot_compute"]["inputs"]["spotPerHour"] == 2.2
     preview = _cli("preview", "--program", str(project), "--stack", "own", "--no-policy", "--json")
     assert preview.returncode == 0, preview.stderr
     workload_tags = {t["value"] for r in json.loads(preview.stdout)["resources"]
