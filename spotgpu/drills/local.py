@@ -43,6 +43,15 @@ from spotgpu.cliutil import (
     print_json,
     whole,
 )
+from spotgpu.contract.agent_records import (
+    RECORD_KEY,
+    TS_KEY,
+    AgentRecord,
+    AgentRecordKind,
+    GangStop,
+    Restored,
+    read_agent_line,
+)
 from spotgpu.drills.local_nodes import Node
 
 
@@ -191,8 +200,16 @@ class Drill:
         return node
 
     @staticmethod
-    def records(node: Node, record: str, after: float = 0.0) -> list[dict[str, Any]]:
-        return [e for e in node.events() if e.get("record") == record and float(e.get("ts", 0)) >= after]
+    def records(node: Node, kind: AgentRecordKind, after: float = 0.0) -> list[tuple[float, AgentRecord]]:
+        """The node agent's records of ``kind`` since ``after``, with their times, read through the contract."""
+        out = []
+        for line in node.events():
+            ts = line.get(TS_KEY)
+            if line.get(RECORD_KEY) == kind.value and isinstance(ts, int | float) and ts >= after:
+                record = read_agent_line(line)
+                if record is not None:
+                    out.append((float(ts), record))
+        return out
 
     # -- the drill -----------------------------------------------------------------------
     def run(self) -> Report:
@@ -217,7 +234,7 @@ class Drill:
         )
         self.say(f"drill local: {spec.nodes} node(s) ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
         gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
-        self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
+        self.wait("every rank restored", lambda: all(self.records(n, AgentRecordKind.RESTORED) for n in gang))
         self.mark("allRestored")
         self.say("drill local: every rank is training")
         if spec.notice_node is None:
@@ -235,17 +252,19 @@ class Drill:
         self.say(f"drill local: notice on {noticed.name}")
         stops = self.wait_running(
             gang, "before the notice reached it", "every rank's gang stop",
-            lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s,
+            lambda: (s := [self.records(n, AgentRecordKind.GANG_STOP, raised) for n in gang]) and all(s) and s,
         )  # fmt: skip
         for node, records in zip(gang, stops, strict=True):
-            stop = records[0]
+            at, stop = records[0]
+            assert isinstance(stop, GangStop)
             self.report.stops[node.name] = {
-                key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
-            }
-            self.mark(f"{node.name}StopReported", float(stop["ts"]))
+                "step": stop.step, "committed": stop.committed, "role": stop.role, "outcome": stop.outcome,
+                "reason": stop.reason, "seconds": stop.seconds, "noticedRanks": stop.noticed_ranks,
+            }  # fmt: skip
+            self.mark(f"{node.name}StopReported", at)
         self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
-        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
-        self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, AgentRecordKind.DRAINED, raised))
+        self.mark("noticedDrained", self.records(noticed, AgentRecordKind.DRAINED, raised)[0][0])
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
         replacement = self.start_node(launch, url)
@@ -261,11 +280,14 @@ class Drill:
         report = self.report
         if noticed is not None:
             resumed = self.wait(
-                "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
+                "every rank resumed",
+                lambda: (r := [self.records(n, AgentRecordKind.RESTORED, raised) for n in gang]) and all(r) and r,
             )
             for node, records in zip(gang, resumed, strict=True):
-                report.resumed[node.name] = records[-1].get("step")
-                self.mark(f"{node.name}Resumed", float(records[-1]["ts"]))
+                at, restored = records[-1]
+                assert isinstance(restored, Restored)
+                report.resumed[node.name] = restored.step
+                self.mark(f"{node.name}Resumed", at)
             self.say(f"drill local: resumed steps {list(report.resumed.values())}")
         self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
         self.mark("jobFinished")
