@@ -225,7 +225,7 @@ def read_agent_line(obj: dict[str, Any]) -> AgentRecord | None:
     """The record of one parsed agent line; None for a kind this version does not write (an older agent's)."""
     check_version(obj)
     try:
-        kind = AgentRecordKind(obj.get(RECORD_KEY))
+        kind = AgentRecordKind(str(obj.get(RECORD_KEY)))
     except ValueError:
         return None
     fields = {k: v for k, v in obj.items() if k not in (VERSION_KEY, TS_KEY, RECORD_KEY)}

@@ -225,7 +225,7 @@ class Event:
         """The event of one parsed line; None for a kind this version does not write (an older controller's)."""
         check_version(obj)
         try:
-            kind = ControllerEventKind(obj.get(KIND_KEY))
+            kind = ControllerEventKind(str(obj.get(KIND_KEY)))
         except ValueError:
             return None
         pool, at = obj.get(POOL_KEY), obj.get(AT_KEY)

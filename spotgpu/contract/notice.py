@@ -94,11 +94,11 @@ class NoticeDocument:
         if not isinstance(doc, dict):
             raise ValueError(f"notice: not a JSON object (value: {doc!r})")
         try:
-            kind = InterruptionKind(doc.get("kind"))
+            kind = InterruptionKind(str(doc.get("kind")))
         except ValueError:
             raise ValueError(f"notice.kind: not an interruption kind (value: {doc.get('kind')!r})") from None
         try:
-            checkpoint = Checkpoint(doc.get("checkpoint"))
+            checkpoint = Checkpoint(str(doc.get("checkpoint")))
         except ValueError:
             raise ValueError(f"notice.checkpoint: not early or final (value: {doc.get('checkpoint')!r})") from None
         return cls(
@@ -147,7 +147,7 @@ class ClearedNotice:
     def from_json(cls, doc: dict[str, Any]) -> ClearedNotice:
         """Read the served form back; a document that is not one raises ValueError naming the field."""
         try:
-            kind = InterruptionKind(doc.get("kind"))
+            kind = InterruptionKind(str(doc.get("kind")))
         except ValueError:
             raise ValueError(f"cleared.kind: not an interruption kind (value: {doc.get('kind')!r})") from None
         at = _time(doc, "clearedAt", required=True, what="cleared") or 0.0

@@ -92,7 +92,8 @@ class Fields:
         if detail:
             values["detail"] = detail
         try:
-            return _adapter(cls).validate_python(values)  # type: ignore[no-any-return]
+            made: Self = _adapter(typing.cast(type, cls)).validate_python(values)
+            return made
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(cls.key(str(p)) for p in first["loc"])

@@ -46,7 +46,7 @@ from spotgpu.contract.controller_events import (
     StepChanged,
     ThroughputUnmeasured,
 )
-from spotgpu.contract.interruptions import LOSS_KINDS
+from spotgpu.contract.interruptions import LOSS_KINDS, InterruptionKind
 from spotgpu.contract.telemetry import FailureReason
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec, reference_gpus
@@ -371,7 +371,7 @@ def _walk(
             continue
         stale = _stale(plan, state, i.at, now)
         events.append(Event.of(plan.name, i.at, Interruption(
-            vm=i.vm_id, type=i.kind, stale=stale, zone=i.zone, time_basis=i.time_basis,
+            vm=i.vm_id, type=InterruptionKind(i.kind), stale=stale, zone=i.zone, time_basis=i.time_basis,
         )))  # fmt: skip
         if stale:
             continue  # recorded, but an event from before this incarnation never moves the ladder
