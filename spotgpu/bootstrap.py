@@ -14,8 +14,9 @@ import json
 import shlex
 
 from spotgpu.agent.config import AGENT_EXEC_START, AgentConfig
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu.gang.launch import GangLaunch, launcher_argv
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.models.base import FieldProblem
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
 MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}
@@ -117,9 +118,9 @@ systemctl enable --now {GANG_UNIT}
 """
     limit = MAX_BOOTSTRAP_BYTES[config.provider]
     if len(script.encode()) > limit:
-        raise ValueError(
-            f"bootstrap for pool {config.pool} is {len(script.encode())} bytes, over the "
-            f"{config.provider} limit of {limit}; shorten agentPackage or the checkpoint store URL"
+        raise FieldProblem(
+            f"makes the bootstrap {len(script.encode())} bytes, over the {config.provider} limit of {limit}",
+            at="agentPackage", value=agent_package, fix="shorten agentPackage or the checkpoint store URL",
         )
     return script
 

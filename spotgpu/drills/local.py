@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
@@ -42,9 +43,16 @@ from spotgpu.cliutil import (
     print_json,
     whole,
 )
+from spotgpu.contract.agent_records import (
+    RECORD_KEY,
+    TS_KEY,
+    AgentRecord,
+    AgentRecordKind,
+    GangStop,
+    Restored,
+    read_agent_line,
+)
 from spotgpu.drills.local_nodes import Node
-
-PROVIDERS = ("aws", "gcp", "azure")
 
 
 class Hung(Exception):
@@ -192,8 +200,16 @@ class Drill:
         return node
 
     @staticmethod
-    def records(node: Node, record: str, after: float = 0.0) -> list[dict[str, Any]]:
-        return [e for e in node.events() if e.get("record") == record and float(e.get("ts", 0)) >= after]
+    def records(node: Node, kind: AgentRecordKind, after: float = 0.0) -> list[tuple[float, AgentRecord]]:
+        """The node agent's records of ``kind`` since ``after``, with their times, read through the contract."""
+        out = []
+        for line in node.events():
+            ts = line.get(TS_KEY)
+            if line.get(RECORD_KEY) == kind.value and isinstance(ts, int | float) and ts >= after:
+                record = read_agent_line(line)
+                if record is not None:
+                    out.append((float(ts), record))
+        return out
 
     # -- the drill -----------------------------------------------------------------------
     def run(self) -> Report:
@@ -218,7 +234,7 @@ class Drill:
         )
         self.say(f"drill local: {spec.nodes} node(s) ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
         gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
-        self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
+        self.wait("every rank restored", lambda: all(self.records(n, AgentRecordKind.RESTORED) for n in gang))
         self.mark("allRestored")
         self.say("drill local: every rank is training")
         if spec.notice_node is None:
@@ -236,17 +252,19 @@ class Drill:
         self.say(f"drill local: notice on {noticed.name}")
         stops = self.wait_running(
             gang, "before the notice reached it", "every rank's gang stop",
-            lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s,
+            lambda: (s := [self.records(n, AgentRecordKind.GANG_STOP, raised) for n in gang]) and all(s) and s,
         )  # fmt: skip
         for node, records in zip(gang, stops, strict=True):
-            stop = records[0]
+            at, stop = records[0]
+            assert isinstance(stop, GangStop)
             self.report.stops[node.name] = {
-                key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
-            }
-            self.mark(f"{node.name}StopReported", float(stop["ts"]))
+                "step": stop.step, "committed": stop.committed, "role": stop.role, "outcome": stop.outcome,
+                "reason": stop.reason, "seconds": stop.seconds, "noticedRanks": stop.noticed_ranks,
+            }  # fmt: skip
+            self.mark(f"{node.name}StopReported", at)
         self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
-        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
-        self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, AgentRecordKind.DRAINED, raised))
+        self.mark("noticedDrained", self.records(noticed, AgentRecordKind.DRAINED, raised)[0][0])
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
         replacement = self.start_node(launch, url)
@@ -262,11 +280,14 @@ class Drill:
         report = self.report
         if noticed is not None:
             resumed = self.wait(
-                "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
+                "every rank resumed",
+                lambda: (r := [self.records(n, AgentRecordKind.RESTORED, raised) for n in gang]) and all(r) and r,
             )
             for node, records in zip(gang, resumed, strict=True):
-                report.resumed[node.name] = records[-1].get("step")
-                self.mark(f"{node.name}Resumed", float(records[-1]["ts"]))
+                at, restored = records[-1]
+                assert isinstance(restored, Restored)
+                report.resumed[node.name] = restored.step
+                self.mark(f"{node.name}Resumed", at)
             self.say(f"drill local: resumed steps {list(report.resumed.values())}")
         self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
         self.mark("jobFinished")
@@ -383,7 +404,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
     p.add_argument("--no-notice", action="store_true",
                    help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
-    p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
+    p.add_argument("--provider", choices=CLOUDS, default="aws", help="whose notice (fake metadata server)")
     p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
