@@ -4,7 +4,8 @@ Each cloud's ``plan.py`` decides its own names, shapes and limits; the facts tha
 must read the same on every cloud live here: the pool's spec check, its checkpoint
 prefix and store URL, the link tags the policy pack, the agent and the controller
 read, the waiver text, and the node agent's config. A cloud that differs says so in
-its own planner instead of bending these.
+its own planner instead of bending these. Every planner refuses a pool the same way:
+a :class:`spotgpu.config.PlanError` holding the findings, each at the key to fix.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypeVar
 
-from spotgpu import tags
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import control_store_url
-from spotgpu.config import ConfigError
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
 from spotgpu.models.tiers import LocalTierConfig, ram_disk_gib
 from spotgpu.storage.urls import StoreUrl
@@ -26,19 +28,22 @@ Spec = TypeVar("Spec", AwsPoolSpec, GcpPoolSpec, AzurePoolSpec)
 CapacityType = Literal["spot", "on-demand"]
 
 
-def cloud_spec(args: PoolArgs, spec_type: type[Spec], title: str, error: type[ConfigError]) -> Spec:
-    """``args.spec`` if it is this cloud's, else one line naming the class that builds it.
+def cloud_spec(args: PoolArgs, spec_type: type[Spec], title: str) -> Spec:
+    """``args.spec`` if it is this cloud's, else one line naming the planner that plans it.
 
-    ``deploy`` picks the class from the registry; a program that builds a cloud's
-    ``GpuPool`` by hand with another cloud's pool is refused before anything exists.
+    ``deploy`` picks the planner from the registry; a program that plans a pool by hand with
+    another cloud's planner is refused before anything exists.
     """
     spec = args.spec
     if not isinstance(spec, spec_type):
         cloud = spec_type.model_fields["cloud"].default
-        raise error(
-            f"spotgpu:pools[{spec.name}].cloud: spotgpu_pulumi.{cloud}.GpuPool builds only {title} pools "
-            f"(value: {spec.cloud!r}); fix: build it with spotgpu_pulumi.{spec.cloud}.GpuPool, or let "
-            "spotgpu_pulumi.platform.deploy pick the class"
+        raise PlanError(
+            FieldProblem(
+                f"spotgpu_pulumi.{cloud}.plan_pool plans only {title} pools", at="cloud", value=spec.cloud,
+                fix=f"plan it with spotgpu_pulumi.{spec.cloud}.plan_pool, or let spotgpu_pulumi.platform.deploy "
+                "pick the cloud",
+            ),
+            pool=spec.name,
         )
     return spec
 
@@ -93,19 +98,22 @@ def capacity_links(
     """
     spec = args.spec
     noticed = notice is not None
-    return tags.pool_links(
-        role=role,
-        pool=spec.name,
-        checkpoint_store=store,
-        fallback_group=fallback_group,
-        ladder=args.ladder,
-        workload=args.workload,
-        checkpoint_interval_seconds=args.interval.seconds,
-        notice=notice,
-        waiver=waiver_text(spec) if noticed else None,
-        controller_waiver=tags.controller_waiver(spec.controller) if noticed else None,
-        zones=zones,
-    )
+    try:
+        return tags.pool_links(
+            role=role,
+            pool=spec.name,
+            checkpoint_store=store,
+            fallback_group=fallback_group,
+            ladder=args.ladder,
+            workload=args.workload,
+            checkpoint_interval_seconds=args.interval.seconds,
+            notice=notice,
+            waiver=waiver_text(spec) if noticed else None,
+            controller_waiver=tags.controller_waiver(spec.controller) if noticed else None,
+            zones=zones,
+        )
+    except FieldProblem as problem:  # the workload does not fit a tag: its key, not the pool's
+        raise PlanError(problem.below(f"workloads.{spec.workload}")) from None
 
 
 def agent_config(

@@ -15,9 +15,10 @@ import shlex
 
 from spotgpu.agent.config import AGENT_EXEC_START, AgentConfig
 from spotgpu.bootstrap_tier import TIER_UNIT, render_tier_setup
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu.gang.launch import GangLaunch, launcher_argv
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.tiers import LOCAL_DIR_ENV
-from spotgpu.tags import AGENT_MARKER
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
 MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}
@@ -121,9 +122,9 @@ systemctl enable --now {GANG_UNIT}
 """
     limit = MAX_BOOTSTRAP_BYTES[config.provider]
     if len(script.encode()) > limit:
-        raise ValueError(
-            f"bootstrap for pool {config.pool} is {len(script.encode())} bytes, over the "
-            f"{config.provider} limit of {limit}; shorten agentPackage or the checkpoint store URL"
+        raise FieldProblem(
+            f"makes the bootstrap {len(script.encode())} bytes, over the {config.provider} limit of {limit}",
+            at="agentPackage", value=agent_package, fix="shorten agentPackage or the checkpoint store URL",
         )
     return script
 

@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
+from spotgpu.catalogue import names
+
 #: Exit codes every command uses.
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # policy violation, failed verification, failed drill, no agent answering
@@ -187,8 +189,7 @@ def named(pattern: str, what: str, fix: str) -> Any:
 STACK = named(r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name",
               "use 1 to 100 letters, digits, '-', '_' or '.', e.g. prod-eu")  # fmt: skip
 #: ``--pool``: a pool name as the stack config allows it (spotgpu.models.pools).
-POOL = named(r"[a-z][a-z0-9-]{1,18}[a-z0-9]", "a pool name",
-             "use 3 to 20 lowercase letters, digits or '-', starting with a letter, e.g. train-aws")  # fmt: skip
+POOL = named(names.POOL_NAME, "a pool name", names.POOL_NAME_FIX)
 #: A host name (RFC 1123 labels) or an IPv4 address; an IPv6 address goes in brackets.
 _HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)")
 

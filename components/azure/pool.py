@@ -13,8 +13,8 @@ of the others)::
     └─ RendezvousHost              <pool>-rendezvous      (a gang pool only: pool group, NSG, NIC, Regular VM)
 
 All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` (an
-:class:`~spotgpu_pulumi.azure.plan.AzurePoolPlan`, roles and bootstrap included); a bad
-spec raises before any resource is registered.
+:class:`~spotgpu_pulumi.azure.plan.AzurePoolPlan`, roles and bootstrap included), which the
+pool is given: a bad spec was refused before any resource is registered.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.compute as compute
 import pulumi_azure_native.managedidentity as managedidentity
 
-from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
 from spotgpu_pulumi.azure.controller_job import (
     AzureControllerJobArgs,
@@ -36,7 +35,7 @@ from spotgpu_pulumi.azure.controller_job import (
 )
 from spotgpu_pulumi.azure.events import ScheduledEventsRoute, ScheduledEventsRouteArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import plan_pool
+from spotgpu_pulumi.azure.plan import AzurePoolPlan
 from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile
 from spotgpu_pulumi.azure.rendezvous import AzureRendezvousHost
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
@@ -58,11 +57,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
     """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus group, identity and storage names."""
 
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        try:
-            plan = plan_pool(args)
-        except ValueError as err:  # PlanError and NamingError included
-            raise pulumi.RunError(f"pool {args.spec.name}: {err}") from None
+    def __init__(self, name: str, plan: AzurePoolPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec, roles = plan.spec, plan.roles
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
@@ -145,8 +140,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         if spec.controller.enabled:
             config = azure_config_output(
                 spec,
-                args.workload,
-                args.ladder,
+                plan.args.workload,
+                plan.args.ladder,
                 subscription_id=subscription_id,
                 state_url=plan.control_store,
                 spot_sets=[s.name for s in plan.spot],

@@ -154,14 +154,11 @@ def plan_roles(
 ) -> RolePlan:
     """Every custom role and role assignment a pool needs, at the narrowest scope that works.
 
-    ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name.
+    ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name (one or more, no
+    name twice: the spec holds a size, and the pool's planner refuses two sizes with one scale set name).
     ``resource_group`` may be an Output: the GUIDs then use a fixed key in its place.
     ``events_queue``: the Scheduled Events queue in the pool's account, when events are routed.
     """
-    if not scale_sets:
-        raise ValueError("a pool has at least one scale set; got none")
-    if len(set(scale_sets.values())) != len(scale_sets):
-        raise ValueError(f"scale set names repeat in {sorted(scale_sets.values())}; each scale set gets one grant")
     keys = (account, naming.resource_group_key(resource_group), pool, environment)
     rg_scope = Scope("resource-group", resource_group)
     capacity = CustomRole(

@@ -31,14 +31,15 @@ from typing import Literal
 
 from pulumi_gcp import compute, storage
 
-from spotgpu import tags
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
 from spotgpu.catalogue import gcp_local_ssd_count
-from spotgpu.config import ConfigError
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import GangLaunch
 from spotgpu.models.pool_types import fallback_types
-from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+from spotgpu.models.pools import GcpAccelerator, GcpMachineChoice, GcpPoolSpec
 from spotgpu_pulumi import planning
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.gcp.controller_job import GcpControllerJobPlan, plan_gcp_controller_job
@@ -46,13 +47,6 @@ from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousPlan, plan_gcp_rendezvous
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
-
-#: Shapes Google allows a regional autoscaler with.
-AUTOSCALING_SHAPES: tuple[TargetShape, ...] = ("EVEN", "BALANCED")
-
-
-class GcpPlanError(ConfigError):
-    """An invalid pool; the message names the field, the value and the fix."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +86,9 @@ def _signature(choice: GcpMachineChoice, local_ssd: bool = False) -> Signature:
 def group_machine_choices(choices: tuple[GcpMachineChoice, ...], local_ssd: bool = False) -> tuple[MachineGroup, ...]:
     """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary.
 
-    ``local_ssd``: the templates request each type's bundled Local SSDs (a tiered workload)."""
+    The spec lists each choice once (``GcpPoolSpec`` refuses a machine type twice with the same accelerator).
+    ``local_ssd``: the templates request each type's bundled Local SSDs (a tiered workload).
+    """
     order: list[Signature] = []
     members: dict[Signature, list[GcpMachineChoice]] = {}
     for choice in choices:
@@ -101,15 +97,6 @@ def group_machine_choices(choices: tuple[GcpMachineChoice, ...], local_ssd: bool
             order.append(sig)
             members[sig] = []
         members[sig].append(choice)
-    seen: set[tuple[str, Signature]] = set()
-    for choice in choices:
-        key = (choice.machine_type, _signature(choice))
-        if key in seen:
-            raise GcpPlanError(
-                f"machineTypes: lists a machine type twice with the same accelerator (value: {choice.machine_type!r}); "
-                "fix: list each choice once"
-            )
-        seen.add(key)
     return tuple(
         MachineGroup(
             key=accelerator_key(members[sig][0].accelerator) + (f"-lssd{sig[1]}" if sig[1] else ""),
@@ -131,25 +118,9 @@ def flexibility_policy(group: MachineGroup) -> compute.RegionInstanceGroupManage
 
 
 def distribution_zones(spec: GcpPoolSpec) -> tuple[str, ...]:
-    """The zones the regional MIGs spread over; >= 2 unless the pool states why not."""
-    zones = spec.zones
-    if len(set(zones)) != len(zones):
-        raise GcpPlanError(f"spotgpu:pools[{spec.name}].zones: lists a zone twice (value: {list(zones)}); fix: list each zone once")
-    if len(zones) < 2 and not spec.opt_out.single_zone:
-        raise GcpPlanError(
-            f"spotgpu:pools[{spec.name}].zones: is a single zone (value: {list(zones)}); fix: list at least 2 zones of "
-            f"{spec.region}, or set optOut.singleZone to a stated reason"
-        )
-    return tuple(sorted(zones))
-
-
-def check_target_shape(pool: str, shape: TargetShape, autoscaling: GcpAutoscaling | None) -> None:
-    """Google's regional autoscaler works only with EVEN or BALANCED distribution."""
-    if autoscaling is not None and shape not in AUTOSCALING_SHAPES:
-        raise GcpPlanError(
-            f"spotgpu:pools[{pool}].targetShape: cannot be autoscaled (value: {shape!r}); fix: set targetShape to EVEN or "
-            "BALANCED, or remove autoscaling and size the pool with capacity.target"
-        )
+    """The zones the regional MIGs spread over, in a stable order (the spec holds each once, and two or more
+    unless the pool states why not; it also keeps an autoscaled pool at the EVEN or BALANCED shape)."""
+    return tuple(sorted(spec.zones))
 
 
 def redistribution_type(shape: TargetShape) -> str:
@@ -213,14 +184,12 @@ def labels(values: dict[str, str]) -> dict[str, str]:
     return {key: tags.gcp_label_value(value) for key, value in values.items()}
 
 
-def check_bucket_name(name: str) -> str:
-    """GCS refuses names containing ``google`` or starting with ``goog``."""
+def bucket_name_problem(name: str, at: str, fix: str) -> FieldProblem | None:
+    """GCS refuses names containing ``google`` or starting with ``goog``: the finding at ``at``, if any."""
     if "google" in name or name.startswith("goog"):
-        raise GcpPlanError(
-            f"derived bucket name {name!r} contains 'google' or starts with 'goog', which GCS refuses; "
-            "rename the pool or the project prefix"
-        )
-    return name
+        return FieldProblem("makes a bucket name that contains 'google' or starts with 'goog', which GCS refuses",
+                            at=at, value=name, fix=fix)
+    return None
 
 
 def bucket_lifecycle_rules(keep_generations: int, noncurrent_days: int) -> list[storage.BucketLifecycleRuleArgsDict]:
@@ -290,6 +259,8 @@ def controller_state_condition(bucket: str, prefix: str) -> str:
 class GcpPoolPlan:
     """Every decision of one pool, made (and checked) before any resource exists."""
 
+    #: what it was planned from
+    args: PoolArgs
     spec: GcpPoolSpec
     names: PoolNames
     zones: tuple[str, ...]
@@ -336,20 +307,34 @@ def startup_script(args: PoolArgs, capacity_type: planning.CapacityType, store: 
 
 def plan_pool(args: PoolArgs) -> GcpPoolPlan:
     """The one GCP planning sequence: the component builds from it, ``spotgpu preview`` validates with it."""
-    spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud", GcpPlanError)
+    spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
     zones = distribution_zones(spec)
-    check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
     groups = group_machine_choices(spec.machine_types, local_ssd=args.workload.checkpoint_tiers is not None)
     names = PoolNames(spec.project, spec.name, args.environment)
-    spot_migs = tuple(check_name(names.spot_mig(g.key), "MIG") for g in groups)
-    fallback_mig = check_name(names.fallback_mig, "fallback MIG")
-    bucket = check_bucket_name(names.bucket)
+
+    def named(name: str, what: str) -> str:
+        problem = check_name(name, what)
+        if problem is not None:
+            raise problem
+        return name
+
+    spot_migs = tuple(named(names.spot_mig(g.key), "MIG") for g in groups)
+    fallback_mig = named(names.fallback_mig, "fallback MIG")
+    bucket = names.bucket
+    google = bucket_name_problem(bucket, "", "rename the pool, or use a project whose id has no 'google'")
+    if google is not None:  # at the key that put it there: the project, the pool's name or the environment
+        key = "project" if "goog" in spec.project else "name" if "google" in spec.name else None
+        raise PlanError(google.below(key) if key else google.below("environment"), pool=spec.name if key else None)
     prefix = planning.checkpoint_prefix(spec)
     store = planning.store_url("gs", bucket, prefix)
-    try:
-        rendezvous = plan_gcp_rendezvous(spec, names.prefix, labels(planning.pool_tags(args.base_tags, spec.name)))
-    except ValueError as err:
-        raise GcpPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+    rendezvous = plan_gcp_rendezvous(spec, names.prefix, labels(planning.pool_tags(args.base_tags, spec.name)))
     gang = rendezvous.launch if rendezvous else None
     controller_job = None
     if spec.controller.enabled:
@@ -370,14 +355,15 @@ def plan_pool(args: PoolArgs) -> GcpPoolPlan:
             },
         )
     return GcpPoolPlan(
+        args=args,
         spec=spec,
         names=names,
         zones=zones,
         groups=groups,
         spot_migs=spot_migs,
         fallback_mig=fallback_mig,
-        node_account_id=check_name(names.service_account_id("vm"), "service account"),
-        controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
+        node_account_id=named(names.service_account_id("vm"), "service account"),
+        controller_account_id=named(names.service_account_id("ctl"), "service account"),
         bucket=bucket,
         prefix=prefix,
         checkpoint_store=store,

@@ -54,13 +54,13 @@ def check_config(program: Path, stack: str) -> None:
     under another namespace) are left to the program itself.
     """
     from spotgpu_pulumi.offline.program import engine_config, load_project
-    from spotgpu_pulumi.offline.validate import validate_engine_config
+    from spotgpu_pulumi.offline.validate import plan_engine_config
 
     project = load_project(program)
     engine = engine_config(project, stack)
     namespace = "spotgpu"
     if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
-        validate_engine_config(engine, namespace, str(program))
+        plan_engine_config(engine, namespace, str(program))
 
 
 def run(args: argparse.Namespace) -> int:

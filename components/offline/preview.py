@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import camel_keys
 from spotgpu.models import StackConfig
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
@@ -163,7 +164,7 @@ def render_tree(resources: list[RecordedResource]) -> str:
         for i, kid in enumerate(kids):
             walk(kid, prefix + ("   " if last else "│  "), i == len(kids) - 1)
 
-    for cloud in ("aws", "gcp", "azure", "other"):
+    for cloud in (*CLOUDS, "other"):
         nodes = by_cloud.get(cloud)
         if not nodes:
             continue

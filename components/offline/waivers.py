@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu.models import StackConfig
 from spotgpu_pulumi.offline.mocks import RecordedResource
 

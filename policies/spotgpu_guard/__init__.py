@@ -1,7 +1,7 @@
 """spotgpu-guard: the CrossGuard rules that make spot GPU capacity safe to run.
 
 Every rule judges concrete cloud resources (AWS, Google Cloud, Azure) through the
-link contract in :mod:`spotgpu.tags`, so a stack of raw resources is judged the
+link contract in :mod:`spotgpu.contract.tags`, so a stack of raw resources is judged the
 same way as one built from the spotgpu components. ``policies/__main__.py`` only
 serves :data:`POLICIES`; the offline harness (``components/offline/policy_harness.py``)
 loads the very same pack.

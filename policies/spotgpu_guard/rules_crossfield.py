@@ -28,8 +28,8 @@ from typing import Any
 from pulumi_policy import EnforcementLevel
 
 from spotgpu import catalogue
+from spotgpu.contract.tags import DecodedStep
 from spotgpu.models.ladder import StepKind
-from spotgpu.tags import DecodedStep
 from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.links import FALLBACK_GROUP, LADDER, WORKLOAD, read_gpu_block, read_ladder, read_workload
 from spotgpu_guard.model import SpotPool

@@ -65,14 +65,14 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
         if not isinstance(raw, str):
             yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: "
                           f"{describe_missing(WORKLOAD, pool.links) if raw is UNKNOWN or raw is None else ''}; fix: "
-                          f"set {WORKLOAD}=spotgpu.tags.encode_workload(profile)")
+                          f"set {WORKLOAD}=spotgpu.contract.tags.encode_workload(profile)")
             continue
         decoded = read_workload_profile(pool.links)
         profile = decoded.value
         if profile is None:
             first = str(decoded.error).splitlines()[0]
             yield Finding(pool.res.urn, f"{who}: {WORKLOAD} {raw!r} does not describe a workload ({first}); fix: "
-                          "write it with spotgpu.tags.encode_workload(profile)")
+                          "write it with spotgpu.contract.tags.encode_workload(profile)")
             continue
         if pool.contract is None:
             yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: {pool.contract_problem}")

@@ -19,7 +19,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.links import CHECKPOINT_INTERVAL, NOTICE, POOL, WORKLOAD, describe_missing, read_workload
 from spotgpu_guard.model import Contract, SpotPool
@@ -91,11 +91,11 @@ def _lost_work_problem(pool: SpotPool, interval: float) -> str | None:
     raw = pool.links.get(WORKLOAD)
     if raw is None or raw is UNKNOWN:
         return (f"{describe_missing(WORKLOAD, pool.links)}, so the lost-work bound cannot be checked; fix: set "
-                f"{WORKLOAD}=spotgpu.tags.encode_workload(profile) (at least w=<write seconds>;b=<bound seconds>)")
+                f"{WORKLOAD}=spotgpu.contract.tags.encode_workload(profile) (at least w=<write seconds>;b=<bound seconds>)")
     decoded = read_workload(pool.links)
     figures = decoded.value
     if figures is None:
-        return f"{WORKLOAD} is malformed ({decoded.error}); fix: write it with spotgpu.tags.encode_workload"
+        return f"{WORKLOAD} is malformed ({decoded.error}); fix: write it with spotgpu.contract.tags.encode_workload"
     write = figures.get("checkpoint_write_seconds")
     if write is None:
         return f"{WORKLOAD} {raw!r} has no w=<checkpoint write seconds>; fix: encode the measured write time"

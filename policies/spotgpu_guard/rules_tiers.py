@@ -1,7 +1,7 @@
 """``checkpoint-tier-has-disk`` (advisory): a tiered workload lands on types that can hold its local tier.
 
 A workload with checkpoint tiers (the ``L=`` block of the ``spotgpu-workload`` link,
-:func:`spotgpu.tags.encode_tiers`) commits every periodic save to each VM's local tier: the
+:func:`spotgpu.contract.tags.encode_tiers`) commits every periodic save to each VM's local tier: the
 type's local NVMe, or a RAM disk of the link's size where it has none. A type with neither
 (no local NVMe, and a RAM disk that would take more than half its memory) leaves the tier
 without a home: the RAM disk starves the job, or the save falls back to the object store's

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
-from spotgpu.agent.plan import TERMINAL_HORIZON_SECONDS
+from spotgpu.agent.response_rules import TERMINAL_HORIZON_SECONDS
 from spotgpu.agent.timeparse import required_time
 from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.interruptions import InterruptionKind
@@ -220,7 +220,7 @@ class ScheduledEventsMonitor:
 
     Each event's identity is its ``EventId`` and its deadline its ``NotBefore`` (announced days
     or weeks ahead, so no lead is implausible). A terminal event (retirement, stop) further out
-    than :data:`~spotgpu.agent.plan.TERMINAL_HORIZON_SECONDS` is first an early **maintenance**
+    than :data:`~spotgpu.agent.response_rules.TERMINAL_HORIZON_SECONDS` is first an early **maintenance**
     notice (``<EventId>/ahead``: checkpoint early, keep working) and becomes **terminate** (final
     checkpoint, drain) once that close; a ``completed`` or ``canceled`` event is withdrawn.
     """

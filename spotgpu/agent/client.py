@@ -27,10 +27,11 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
+from spotgpu.contract.notice import NoticeDocument
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +48,11 @@ class CheckpointManagerLike(Protocol):
 
 
 @dataclass(frozen=True)
-class Notice:
-    event_id: str
-    kind: str
-    source: str
-    checkpoint: str  # early | final
-    deadline: float | None
-    budget_deadline: float | None
-    stop: bool
+class Notice(NoticeDocument):
+    """A notice as the training loop sees it: the agent's document
+    (:class:`~spotgpu.contract.notice.NoticeDocument`) and whether the job must stop now."""
 
-    def budget_seconds(self, now: float | None = None) -> float:
-        """Seconds the final checkpoint may still use (0 when there is no deadline)."""
-        if self.budget_deadline is None:
-            return 0.0
-        return max(0.0, self.budget_deadline - (time.time() if now is None else now))
+    stop: bool = False
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -128,15 +120,13 @@ class AgentClient:
             self._version = max(self._version, int(snapshot.get("version", -1)))
             raw = snapshot.get("notice")
             if raw:
-                self._notice = Notice(
-                    event_id=str(raw["eventId"]),
-                    kind=str(raw["kind"]),
-                    source=str(raw["source"]),
-                    checkpoint=str(raw["checkpoint"]),
-                    deadline=raw.get("deadline"),
-                    budget_deadline=raw.get("budgetDeadline"),
-                    stop=bool(snapshot.get("stop")),
-                )
+                try:
+                    doc = NoticeDocument.from_json(raw)
+                except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
+                    log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
+                    return self._notice
+                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)},
+                                      stop=bool(snapshot.get("stop")))  # fmt: skip
                 if self._notice.stop:
                     self._stop_flag.set()
             elif "notice" in snapshot and not self._stop_flag.is_set():
@@ -269,7 +259,7 @@ class AgentClient:
     def final_checkpoint(self, manager: CheckpointManagerLike, step: int, state: Any) -> Any:
         """``manager.save_final`` with the remaining budget, then report the outcome to the agent."""
         current = self._notice or self.wait_for_notice(timeout=0)
-        budget = current.budget_seconds() if current else 0.0
+        budget = current.budget_seconds(time.time()) if current else 0.0
         started = time.monotonic()
         try:
             result = manager.save_final(step, state, budget_seconds=budget)

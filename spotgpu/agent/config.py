@@ -18,7 +18,8 @@ from spotgpu.agent import azure as agent_azure
 from spotgpu.agent.actions import parse_signal
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
-from spotgpu.agent.plan import contract_from_config
+from spotgpu.agent.response_rules import contract_from_config
+from spotgpu.catalogue import CLOUDS, Cloud
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.tiers import LocalTierConfig
@@ -95,7 +96,7 @@ class AgentRuntime(SpotModel):
 class AgentConfig(SpotModel):
     """What the agent on this VM needs to know; written to /etc/spotgpu/agent.json."""
 
-    provider: Literal["aws", "gcp", "azure"]
+    provider: Cloud
     pool: str
     capacity_type: Literal["spot", "on-demand"] = "spot"
     notice: dict[str, object] = Field(description="The pool's notice contract, as its model dumps it.")
@@ -149,7 +150,7 @@ class AgentConfig(SpotModel):
             contract_from_config(self.provider, self.notice)
         except ValidationError as err:
             first = err.errors()[0]
-            at = ".".join(str(p) for p in first["loc"] if p not in ("aws", "gcp", "azure"))
+            at = ".".join(str(p) for p in first["loc"] if p not in CLOUDS)
             raise FieldProblem(
                 first["msg"].removeprefix("Value error, "),
                 at=f"notice.{at}" if at else "notice",

@@ -41,7 +41,6 @@ from spotgpu.contract.state_store import ObjectJsonStore
 log = logging.getLogger(__name__)
 
 DRAIN_SOURCE = "controller/drain"
-COMMIT_SOURCE = "controller/commit"
 #: A drain request older than this VM's boot, by more than this much clock skew,
 #: was written for an earlier VM that had the same name (GCP and Azure reuse names).
 BOOT_SKEW_SECONDS = 60.0

@@ -22,11 +22,12 @@ from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
-from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
+from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
 from spotgpu.agent.transitions import Transitions
+from spotgpu.contract.agent_records import Started
 from spotgpu.contract.interruptions import InterruptionKind
 
 log = logging.getLogger(__name__)
@@ -192,14 +193,10 @@ class Agent:
             self.telemetry.serve(rt.telemetry_host, self.config.telemetry_port)
         # The events log's first record, before any thread can write one (a first clean poll's
         # `ready`, the `identity`, a workload's report): the reader takes the VM's pool from it.
-        self.telemetry.log(
-            "started",
-            provider=self.config.provider,
-            pool=self.config.pool,
-            control=self.control.url,
-            telemetryPort=self.telemetry.http_port,
-            notice=self.contract.model_dump(mode="json", by_alias=True),
-        )
+        self.telemetry.log(Started(
+            provider=self.config.provider, pool=self.config.pool, control=self.control.url,
+            telemetry_port=self.telemetry.http_port, notice=self.contract.model_dump(mode="json", by_alias=True),
+        ))  # fmt: skip
         self.control.start()
         if self.link is not None:
             self.link.start()

@@ -19,7 +19,7 @@ class InterruptionEvent:
     """A notice as the agent understood it at detection time.
 
     ``deadline`` is absolute (Unix seconds) and already sanity-checked against the
-    contract (see :mod:`spotgpu.agent.plan`); ``cloud_deadline`` is what the cloud
+    contract (see :mod:`spotgpu.agent.response_rules`); ``cloud_deadline`` is what the cloud
     said, kept for telemetry. ``published_at`` is when the cloud says the notice was
     issued, when it says so at all.
     """
@@ -46,7 +46,7 @@ class InterruptionEvent:
     #: maintenance-event value flips about 60 s before a migration); None: the contract's.
     documented_lead: float | None = None
     #: The longest lead this source documents, beyond which a cloud time is clock skew; None:
-    #: the kind's (:data:`spotgpu.agent.plan.MAX_DOCUMENTED_LEAD`). Scheduled maintenance (AWS
+    #: the kind's (:data:`spotgpu.agent.response_rules.MAX_DOCUMENTED_LEAD`). Scheduled maintenance (AWS
     #: scheduled events, GCE upcoming maintenance) is announced days ahead: ``math.inf``.
     max_lead: float | None = None
     #: A value the cloud sent that the agent does not know (a new GCP maintenance-event value,

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
+
 log = logging.getLogger(__name__)
 
 Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
@@ -62,9 +64,9 @@ class WorkloadState:
         self._cond = threading.Condition()
         self.version = 0
         self.phase: Phase = "running"
-        self.notice: dict[str, object] | None = None
-        #: The last early notice that went away (eventId, kind, source, clearedAt).
-        self.cleared: dict[str, object] | None = None
+        self.notice: NoticeDocument | None = None
+        #: The last early notice that went away.
+        self.cleared: ClearedNotice | None = None
         self.final_report: CheckpointReport | None = None
         self.reports: list[CheckpointReport] = []
         self.workload_pgids: set[int] = set()
@@ -84,13 +86,13 @@ class WorkloadState:
         self.version += 1
         self._cond.notify_all()
 
-    def set_notice(self, phase: Phase, notice: dict[str, object]) -> None:
+    def set_notice(self, phase: Phase, notice: NoticeDocument) -> None:
         with self._cond:
             self.phase = phase
             self.notice = notice
             self._bump()
 
-    def clear_notice(self, cleared: dict[str, object]) -> None:
+    def clear_notice(self, cleared: ClearedNotice) -> None:
         """The early notice went away: accept work again (a terminal notice is never cleared)."""
         with self._cond:
             self.phase = "running"
@@ -173,6 +175,9 @@ class WorkloadState:
                 self._cond.wait(remaining)
 
     def snapshot(self) -> dict[str, object]:
+        """What ``GET /v1/notice`` serves: the notice (:class:`~spotgpu.contract.notice.NoticeDocument`,
+        its budget counted now), whether to stop, the last cleared notice and the workload's reports."""
+        now = time.time()
         with self._cond:
             return {
                 "version": self.version,
@@ -180,10 +185,10 @@ class WorkloadState:
                 # Any notice stops new work; only a terminal one stops the running job.
                 "acceptingWork": self.phase == "running",
                 "stop": self.phase in ("final-checkpoint", "draining", "drained"),
-                "notice": dict(self.notice) if self.notice else None,
-                "cleared": dict(self.cleared) if self.cleared else None,
+                "notice": self.notice.to_json(now) if self.notice else None,
+                "cleared": self.cleared.to_json() if self.cleared else None,
                 "finalReport": self.final_report.as_dict() if self.final_report else None,
                 "gang": self.gang.as_dict() if self.gang else None,
                 "restored": self.restored.as_dict() if self.restored else None,
-                "now": time.time(),
+                "now": now,
             }

@@ -29,9 +29,13 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal, get_args
 
-CLOUDS = ("aws", "gcp", "azure")
+#: The clouds spotgpu builds and runs on, as config, telemetry and every command name them. Every part
+#: that lists the clouds imports these; the components' registry (``spotgpu_pulumi.clouds.CLOUDS``)
+#: holds one folder for each, which a test keeps equal.
+Cloud = Literal["aws", "gcp", "azure"]
+CLOUDS: tuple[Cloud, ...] = get_args(Cloud)
 
 
 @dataclass(frozen=True)
@@ -292,7 +296,7 @@ __all__ = [
 def list_price(sku: str) -> PriceQuote | None:
     """The catalogue's on-demand list price of ``sku`` in the first region that lists it (names are unique across clouds)."""
     prices = document("prices")
-    for cloud in ("aws", "gcp", "azure"):
+    for cloud in CLOUDS:
         for region in prices.get(cloud, {}):
             quote = on_demand_price(cloud, sku, region) if "/" not in region else None
             if quote is not None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu.contract.sources import (
     AWS_FLEET_FAILURES,
     AWS_FLEET_INSTANCE_KINDS,

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from spotgpu.cliutil import STACK, add_json_flag, camel_keys, print_json
 from spotgpu.config import ConfigError
+from spotgpu.contract.controller_events import ActionTaken, ControllerEventKind, Event, Would
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -30,7 +31,6 @@ from spotgpu.controller.config import (
     GcpControlledPool,
     load_controller_config,
 )
-from spotgpu.controller.events import Event
 from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
@@ -91,10 +91,10 @@ class _WouldPrinter(ControllerTelemetry):
 
     def emit(self, event: Event) -> None:
         super().emit(event)
-        if event.kind == "would" and event.data.get("event") == "action":
-            fields = {k: v for k, v in event.data.items() if k not in ("event", "action")}
-            args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-            print(f"dry-run: would {event.data['action']}({args})", file=self.would_stream or sys.stdout)
+        if isinstance(event.fields, Would) and event.fields.event is ControllerEventKind.ACTION:
+            action = ActionTaken.from_fields(event.fields.detail)
+            args = ", ".join(f"{k}={v!r}" for k, v in action.detail.items())
+            print(f"dry-run: would {action.action}({args})", file=self.would_stream or sys.stdout)
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from spotgpu.catalogue import names
 from spotgpu.config import ConfigError, format_error
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder, StepKind
@@ -70,7 +71,7 @@ class GroupSpec(SpotModel):
 
 
 class _PoolBase(SpotModel):
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$", json_schema_extra=fix_hint("use the pool name from the stack"))
+    name: str = Field(pattern=names.whole(names.POOL_NAME), json_schema_extra=fix_hint(names.POOL_NAME_FIX))
     workload: str = Field(json_schema_extra=fix_hint("name a key of workloads"))
     ladder: str = Field(json_schema_extra=fix_hint("name a key of ladders"))
     capacity: Capacity
@@ -117,7 +118,7 @@ class _PoolBase(SpotModel):
 
 class AwsControlledPool(_PoolBase):
     cloud: Literal["aws"] = "aws"
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", json_schema_extra=fix_hint("use a region like us-east-1"))
+    region: str = Field(pattern=names.whole(names.AWS_REGION), json_schema_extra=fix_hint(names.AWS_REGION_FIX))
     queue_url: EndpointUrl | None = Field(
         default=None,
         pattern=r"^https?://",
@@ -128,8 +129,8 @@ class AwsControlledPool(_PoolBase):
 
 class GcpControlledPool(_PoolBase):
     cloud: Literal["gcp"] = "gcp"
-    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", json_schema_extra=fix_hint("use a project id"))
-    region: str = Field(pattern=r"^[a-z]+-[a-z]+\d$", json_schema_extra=fix_hint("use a region like us-central1"))
+    project: str = Field(pattern=names.whole(names.GCP_PROJECT), json_schema_extra=fix_hint(names.GCP_PROJECT_FIX))
+    region: str = Field(pattern=names.whole(names.GCP_REGION), json_schema_extra=fix_hint(names.GCP_REGION_FIX))
     subscription: str | None = Field(
         default=None,
         pattern=r"^projects/[^/]+/subscriptions/[^/]+$",

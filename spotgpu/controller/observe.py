@@ -8,16 +8,8 @@ replay or a test is exactly reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class FailureReason(StrEnum):
-    """Why a launch failed, kept apart so capacity is never confused with quota."""
-
-    CAPACITY = "capacity"
-    QUOTA = "quota"
-    PRICE = "price"
-    OTHER = "other"
+from spotgpu.contract.telemetry import FailureReason
 
 
 @dataclass(frozen=True)

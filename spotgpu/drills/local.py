@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     EXIT_OK,
@@ -49,9 +50,16 @@ from spotgpu.cliutil import (
     print_json,
     whole,
 )
+from spotgpu.contract.agent_records import (
+    RECORD_KEY,
+    TS_KEY,
+    AgentRecord,
+    AgentRecordKind,
+    GangStop,
+    Restored,
+    read_agent_line,
+)
 from spotgpu.drills.local_nodes import Node
-
-PROVIDERS = ("aws", "gcp", "azure")
 
 
 class Hung(Exception):
@@ -223,8 +231,16 @@ class Drill:
         return node
 
     @staticmethod
-    def records(node: Node, record: str, after: float = 0.0) -> list[dict[str, Any]]:
-        return [e for e in node.events() if e.get("record") == record and float(e.get("ts", 0)) >= after]
+    def records(node: Node, kind: AgentRecordKind, after: float = 0.0) -> list[tuple[float, AgentRecord]]:
+        """The node agent's records of ``kind`` since ``after``, with their times, read through the contract."""
+        out = []
+        for line in node.events():
+            ts = line.get(TS_KEY)
+            if line.get(RECORD_KEY) == kind.value and isinstance(ts, int | float) and ts >= after:
+                record = read_agent_line(line)
+                if record is not None:
+                    out.append((float(ts), record))
+        return out
 
     # -- the drill -----------------------------------------------------------------------
     def run(self) -> Report:
@@ -249,7 +265,7 @@ class Drill:
         )
         self.say(f"drill local: {spec.nodes} node(s) ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
         gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
-        self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
+        self.wait("every rank restored", lambda: all(self.records(n, AgentRecordKind.RESTORED) for n in gang))
         self.mark("allRestored")
         self.say("drill local: every rank is training")
         if spec.notice_node is None:
@@ -267,7 +283,7 @@ class Drill:
         self.say(f"drill local: notice on {noticed.name}")
         lost = [gang[i] for i in spec.also_reclaim]
         if lost:  # once the noticed VM's agent has its notice (so it does not rejoin the gang they break)
-            self.wait(f"{noticed.name}'s notice", lambda: self.records(noticed, "notice", raised), step=0.02)
+            self.wait(f"{noticed.name}'s notice", lambda: self.records(noticed, AgentRecordKind.NOTICE, raised), step=0.02)
         for node in lost:  # reclaimed with it, no notice: a zone going, or a node and its peer
             node.kill(abrupt=True)
             self.report.reclaimed.append(node.name)
@@ -277,17 +293,19 @@ class Drill:
         standing = [n for n in gang if n not in lost]
         stops = self.wait_running(
             standing, "before the notice reached it", "every rank's gang stop",
-            lambda: (s := [self.records(n, "gang-stop", raised) for n in standing]) and all(s) and s,
+            lambda: (s := [self.records(n, AgentRecordKind.GANG_STOP, raised) for n in standing]) and all(s) and s,
         )  # fmt: skip
         for node, records in zip(standing, stops, strict=True):
-            stop = records[0]
+            at, stop = records[0]
+            assert isinstance(stop, GangStop)
             self.report.stops[node.name] = {
-                key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
-            }
-            self.mark(f"{node.name}StopReported", float(stop["ts"]))
+                "step": stop.step, "committed": stop.committed, "role": stop.role, "outcome": stop.outcome,
+                "reason": stop.reason, "seconds": stop.seconds, "noticedRanks": stop.noticed_ranks,
+            }  # fmt: skip
+            self.mark(f"{node.name}StopReported", at)
         self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
-        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
-        self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, AgentRecordKind.DRAINED, raised))
+        self.mark("noticedDrained", self.records(noticed, AgentRecordKind.DRAINED, raised)[0][0])
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
         replacement = self.start_node(launch, url, noticed)
@@ -305,14 +323,17 @@ class Drill:
         report = self.report
         if noticed is not None:
             resumed = self.wait(
-                "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
+                "every rank resumed",
+                lambda: (r := [self.records(n, AgentRecordKind.RESTORED, raised) for n in gang]) and all(r) and r,
             )
             for node, records in zip(gang, resumed, strict=True):
-                record = records[-1]
-                report.resumed[node.name] = record.get("step")
-                report.restores[node.name] = {key: record.get(key) for key in ("source", "seconds", "bytes", "step",
-                                                                               "reason")}  # fmt: skip
-                self.mark(f"{node.name}Resumed", float(record["ts"]))
+                at, restored = records[-1]
+                assert isinstance(restored, Restored)
+                report.resumed[node.name] = restored.step
+                report.restores[node.name] = {"source": restored.source, "seconds": restored.seconds,
+                                              "bytes": restored.nbytes, "step": restored.step,
+                                              "reason": restored.reason}  # fmt: skip
+                self.mark(f"{node.name}Resumed", at)
             self.say(f"drill local: resumed steps {list(report.resumed.values())}")
             self.phase_times(gang, replacements or [], raised)
         self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
@@ -326,21 +347,22 @@ class Drill:
         """The recovery's phases in seconds after the notice: every rank stopped, the replacement(s) joined
         (began restoring: the new gang's process group formed), every rank restored, the first step."""
         phases = self.report.phases
-        stops = [float(s["ts"]) for n in self.all_nodes for s in self.records(n, "gang-stop", raised)[:1]]
+        stops = [at for n in self.all_nodes for at, _ in self.records(n, AgentRecordKind.GANG_STOP, raised)[:1]]
         if stops:
             phases["stopped"] = max(stops) - raised
-        joined = [float(r["startedAt"]) for n in replacements for r in self.records(n, "restored", raised)[-1:]
-                  if r.get("startedAt") is not None]  # fmt: skip
+        joined = [r.started_at for n in replacements for _, r in self.records(n, AgentRecordKind.RESTORED, raised)[-1:]
+                  if isinstance(r, Restored) and r.started_at is not None]  # fmt: skip
         if joined:
             phases["replacementJoined"] = max(joined) - raised
-        phases["restored"] = max(float(self.records(n, "restored", raised)[-1]["ts"]) for n in gang) - raised
+        phases["restored"] = max(self.records(n, AgentRecordKind.RESTORED, raised)[-1][0] for n in gang) - raised
         try:
-            firsts = self.wait("every rank's first step", lambda: (f := [self.records(n, "first-step", raised) for n in gang])
+            firsts = self.wait("every rank's first step",
+                               lambda: (f := [self.records(n, AgentRecordKind.FIRST_STEP, raised) for n in gang])
                                and (all(f) or all(n.poll() is not None for n in gang)) and f)  # fmt: skip
         except Hung:
             return
         if all(firsts):
-            phases["firstStep"] = max(float(f[-1]["ts"]) for f in firsts) - raised
+            phases["firstStep"] = max(f[-1][0] for f in firsts) - raised
 
     def judge(self) -> None:
         report = self.report
@@ -478,7 +500,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="zones the simulated VMs take in turn (SPOTGPU_ZONE; a tiered checkpoint's peers go across)")
     p.add_argument("--no-notice", action="store_true",
                    help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
-    p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
+    p.add_argument("--provider", choices=CLOUDS, default="aws", help="whose notice (fake metadata server)")
     p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
     add_seconds_flag(p, "--notice-after-seconds", 1.0, "seconds of training after every rank restored before the notice")

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import PROBABILITY, STACK, add_deprecated_alias, add_json_flag, camel_keys, whole
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import estimate_from_traces
@@ -145,7 +146,7 @@ def register(subparsers: Any) -> None:
     cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
     cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+    cost.add_argument("--provider", choices=CLOUDS, default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
     add_json_flag(cost, "the cost terms and the chosen interval instead of a table")
     cost.add_argument(

@@ -21,6 +21,7 @@ from typing import Any
 
 from spotgpu.economics.exposure import (
     Exposure,
+    checkpoint_stalls,
     expected_lost_seconds,
     job_exposure,
     lateness,
@@ -177,7 +178,7 @@ def on_demand_baseline(profile: WorkloadProfile, interval_seconds: float, work_h
     rate = n * profile.prices.on_demand
     return OnDemandBaseline(
         compute_usd=w * rate,
-        checkpoint_stall_usd=w * profile.periodic_write_seconds[0] / interval_seconds * rate,
+        checkpoint_stall_usd=checkpoint_stalls(w, profile.periodic_write_seconds[0], interval_seconds) * rate,
         first_start_usd=(profile.restart_seconds + profile.checkpoint_load_seconds) / 3600.0 * rate,
     )
 

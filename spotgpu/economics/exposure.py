@@ -25,10 +25,32 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from spotgpu.economics.interval import AnyNotice, IntervalDecision, gang_rate
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.workload import WorkloadProfile
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+_Work = TypeVar("_Work", float, "NDArray[np.float64]")
+
+
+def checkpoint_stalls(work: _Work, write_seconds: float, interval_seconds: float) -> _Work:
+    """The time the periodic checkpoints stall ``work`` of compute: a write of ``C`` seconds every ``T``
+    seconds of work, ``work C/T``, in ``work``'s unit (a number or an array of them)."""
+    return work * write_seconds / interval_seconds
+
+
+def with_checkpoint_stalls(work: _Work, write_seconds: float, interval_seconds: float) -> _Work:
+    """The time ``work`` of compute takes with its checkpoint stalls: ``work (1 + C/T)``.
+
+    The one stall factor: the productive time ``P`` here, the controller's deadline test and the trace
+    baselines' safety nets all count a checkpointing job's time so.
+    """
+    return work + checkpoint_stalls(work, write_seconds, interval_seconds)
 
 
 @dataclass(frozen=True)
@@ -206,8 +228,8 @@ def job_exposure(
         profile.work_per_node_hour(),
     )
     p_fb = reacq.fallback_probability
-    stall_h = profile.work_hours * c_s / t_s
-    productive_h = profile.work_hours + stall_h
+    productive_h = with_checkpoint_stalls(profile.work_hours, c_s, t_s)
+    stall_h = checkpoint_stalls(profile.work_hours, c_s, t_s)
     progress = 1.0 - lam * o_h
     if progress <= 0:
         n, phi = math.inf, 0.0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import add_json_flag, whole
 from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
@@ -285,7 +286,7 @@ def register(subparsers: Any) -> None:
     fit.add_argument("--profile", metavar="BASE.yaml", help="base WorkloadProfile to diff against and re-judge")
     fit.add_argument("--ladder", help="FallbackLadder for the verdict (default: a prod-like ladder)")
     fit.add_argument("--pool", metavar="NAME", help="fit only this pool's records (with --traces --stack: the pool to fit)")
-    fit.add_argument("--provider", choices=("aws", "gcp", "azure"),
+    fit.add_argument("--provider", choices=CLOUDS,
                      help="notice contract for the verdict (default: the telemetry's provider, else aws)")  # fmt: skip
     fit.add_argument("--out", metavar="MEASURED.yaml", help="write the measured profile (needs --profile)")
     add_json_flag(fit, "the fit, the diff and the verdicts")

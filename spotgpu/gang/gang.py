@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from spotgpu.checkpoint.results import FinalSaveResult
+from spotgpu.contract.notice import budget_left
 from spotgpu.gang import agreement
 from spotgpu.gang.exitcodes import EXIT_PEER_LOST, RESTARTABLE, exit_now
 from spotgpu.gang.timing import DEFAULT_BUDGET_SECONDS, choose_every
@@ -216,9 +217,9 @@ class Gang:
         if stop is None:
             raise RuntimeError("final_checkpoint: call it only after should_stop(step) returned True")
         estimate = getattr(manager, "last_save_seconds", None)
-        deadline = stop.budget_deadline or 0.0
         # One collective: the smallest budget on any clock (agreement time already spent) and the slowest save.
-        smallest, slowest = self._allreduce_max([-(deadline - self.clock()), float(estimate or 0.0)], "budget check")
+        left = budget_left(stop.budget_deadline, self.clock())
+        smallest, slowest = self._allreduce_max([-left, float(estimate or 0.0)], "budget check")
         budget = -smallest
         if budget <= 0 or budget < slowest:
             why = "no time left" if budget <= 0 else f"the slowest rank's last save took {slowest:.1f}s"

@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from spotgpu.cliutil import whole
-from spotgpu.contract.gang import DEFAULT_STORE_PORT
+from spotgpu.models.gang import DEFAULT_STORE_PORT
 
 
 def serve_store(host: str = "0.0.0.0", port: int = DEFAULT_STORE_PORT) -> Any:

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from spotgpu.contract.gang import DEFAULT_STORE_PORT
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 from spotgpu.models.urls import CommandArgument
@@ -21,6 +20,9 @@ IdRef = Annotated[Ref, ref_check(r"^\S+$"), REF_SERIALIZER]
 IPV4 = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$"
 
 
+#: The port the rendezvous host serves torch.distributed's store on, and the components open from the
+#: pool's VMs to it (torch's usual one): the gang model's default and ``spotgpu gang store``'s.
+DEFAULT_STORE_PORT = 29400
 #: Real failures (not 75/76) the launcher rejoins after before it gives up.
 DEFAULT_MAX_FAILURES = 3
 

@@ -3,8 +3,7 @@
 A pool's spot types are what its same_pool, alternate_zone and alternate_sku rungs
 take; its fallback types are what the on_demand rung takes (``stack.fallback_types``).
 :func:`pool_problem` is the one check: config validation raises it (the stack
-refuses to load) and each cloud's planner raises it again on the component path,
-like the diversity check, so a spec built without validation is refused too.
+refuses to load); the planners start from a validated config and do not repeat it.
 """
 
 from __future__ import annotations

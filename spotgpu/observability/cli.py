@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import HOST_PORT, POOL, UserError, add_json_flag, camel_keys, print_json
 
 
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_json_flag(alerts, "the rule groups")
     alerts.set_defaults(func=_alerts)
     scrape = cmds.add_parser("scrape-config", help="scrape config: a Prometheus server's, or a cloud monitoring agent's files")
-    scrape.add_argument("--cloud", choices=("aws", "gcp", "azure"), default=None,
+    scrape.add_argument("--cloud", choices=CLOUDS, default=None,
                         help="the cloud agent's files (CloudWatch agent, Ops Agent, Telegraf to Azure Monitor); "
                              "default: a Prometheus server's scrape_configs")  # fmt: skip
     scrape.add_argument("--pool", type=POOL, default=None,

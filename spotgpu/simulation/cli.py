@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import STACK, Progress, add_deprecated_alias, add_json_flag, camel_keys, number, whole
 from spotgpu.economics.cost import on_demand_baseline
 from spotgpu.economics.estimate import (
@@ -265,7 +266,7 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     sim.add_argument("--pool", metavar="NAME", help="with --stack: the pool to replay")
     sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+    sim.add_argument("--provider", choices=CLOUDS, default="aws",
                      help="cloud whose interruption notice the replay assumes (default aws)")  # fmt: skip
     sim.add_argument("--trace-group", action="append", metavar="GROUP",
                      help="trace group to replay, repeatable, e.g. 1-node/aws-02-15-2023 (default: all)")  # fmt: skip

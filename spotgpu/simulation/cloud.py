@@ -39,7 +39,7 @@ from spotgpu.controller.observe import (
     PoolObservation,
     Vm,
 )
-from spotgpu.controller.plan import PoolPlan
+from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.models.ladder import StepKind
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob
 

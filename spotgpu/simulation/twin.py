@@ -1,6 +1,6 @@
 """The digital twin: the production planner against a simulated cloud and job built from availability traces.
 
-There is one ladder: :func:`spotgpu.controller.plan.reconcile`, the function the
+There is one ladder: :func:`spotgpu.controller.reconcile.reconcile`, the function the
 controller calls every tick. The twin feeds it observations from a simulated cloud
 (:class:`~spotgpu.simulation.cloud.TwinCloud`, a ``CloudAdapter``) running a simulated
 job (:class:`~spotgpu.simulation.job.JobRun`) and applies its actions there, so what
@@ -8,7 +8,7 @@ job (:class:`~spotgpu.simulation.job.JobRun`) and applies its actions there, so 
 own decision code.
 
 :func:`run_twin` drives ``reconcile`` on the controller's tick grid. It skips
-ticks in which neither the cloud changed nor :func:`~spotgpu.controller.plan.next_wake`
+ticks in which neither the cloud changed nor :func:`~spotgpu.controller.reconcile.next_wake`
 says a decision could; a test checks that the outcome equals ticking every time.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec, reference_gpus
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, commits_matter, next_wake, reconcile
+from spotgpu.controller.reconcile import PoolPlan, TickResult, commits_matter, next_wake, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.economics.tiers import TierDecision

@@ -13,6 +13,8 @@ import pytest
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.control import ControlServer, parse_address
 from spotgpu.agent.state import WorkloadState
+from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint, NoticeDocument
 
 
 @pytest.fixture
@@ -22,15 +24,8 @@ def control() -> Iterator[ControlServer]:
     server.stop()
 
 
-def final_notice(deadline: float, margin: float = 5.0) -> dict[str, object]:
-    return {
-        "eventId": "e1",
-        "kind": "preempt",
-        "source": "test",
-        "checkpoint": "final",
-        "deadline": deadline,
-        "budgetDeadline": deadline - margin,
-    }
+def final_notice(deadline: float, margin: float = 5.0) -> NoticeDocument:
+    return NoticeDocument.told("e1", InterruptionKind.PREEMPT, "test", Checkpoint.FINAL, time.time(), deadline, margin)
 
 
 @dataclass
@@ -70,12 +65,13 @@ def test_wait_for_notice_returns_early_notices_without_stopping(control: Control
     threading.Timer(
         0.1,
         lambda: control.state.set_notice(
-            "early-checkpoint", {**final_notice(0), "checkpoint": "early", "deadline": None, "budgetDeadline": None}
+            "early-checkpoint",
+            NoticeDocument.told("e1", InterruptionKind.REBALANCE, "test", Checkpoint.EARLY, time.time(), None, 5.0),
         ),
     ).start()
     notice = client.wait_for_notice(timeout=5)
     assert notice is not None and notice.checkpoint == "early" and not notice.stop
-    assert notice.budget_seconds() == 0.0
+    assert notice.budget_seconds(time.time()) == 0.0
 
 
 def test_wait_for_notice_times_out_to_none(control: ControlServer) -> None:

@@ -12,7 +12,7 @@ from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent import aws, azure
 from spotgpu.agent.http import MetadataHttp
-from spotgpu.agent.plan import contract_from_config, resolve_deadline
+from spotgpu.agent.response_rules import contract_from_config, resolve_deadline
 from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.contract.interruptions import InterruptionKind
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from aws_fixtures import REPO, one, policy_of, pool_args, record_pool, stack_raw, tags_of, user_data_config
 
-from spotgpu import tags as link
+from spotgpu.contract import tags as link
 from spotgpu.contract.sources import AWS_QUEUE
-from spotgpu_pulumi.aws import GpuPool, PoolPlanError, plan_pool
+from spotgpu_pulumi.aws import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.program import ProgramError, run_program
 from spotgpu_pulumi.offline.testing import children_of, index, record
@@ -92,7 +92,7 @@ def test_exports_name_everything_an_operator_needs() -> None:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        pool = GpuPool("train-aws", pool_args("prod"))
+        pool = GpuPool("train-aws", plan_pool(pool_args("prod")))
         keys = sorted(pool.exports)
         pulumi.Output.all(*[pool.exports[k] for k in keys]).apply(lambda v: seen.update(zip(keys, v, strict=True)))
 
@@ -494,15 +494,6 @@ def test_drill_stop_alarm_and_count_come_from_the_spec() -> None:
 
 
 # --- errors and stacks ------------------------------------------------------------------------
-
-
-def test_component_refuses_a_single_zone_spec_that_skipped_validation() -> None:
-    import dataclasses
-
-    args = pool_args("dev")
-    one_zone = args.spec.model_copy(update={"subnets": args.spec.subnets[:1]})  # type: ignore[union-attr]
-    with pytest.raises(PoolPlanError, match="1 zone"):
-        record(lambda: GpuPool("dev-aws", dataclasses.replace(args, spec=one_zone)))
 
 
 def test_single_type_stack_fails_preview_with_the_fix(tmp_path: Path) -> None:

@@ -39,8 +39,3 @@ def spec(stack: str = "prod", on_demand_ceiling: float | None = None, **changes:
     result = pool_args(stack, on_demand_ceiling, **changes).spec
     assert isinstance(result, AzurePoolSpec)
     return result
-
-
-def unchecked(base: AzurePoolSpec, **updates: Any) -> AzurePoolSpec:
-    """A copy with snake_case fields replaced *without* validation (to reach the planner's own checks)."""
-    return base.model_copy(update=updates)

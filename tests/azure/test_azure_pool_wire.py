@@ -10,11 +10,12 @@ import pulumi
 import pytest
 from azure_fixtures import pool_args
 
-from spotgpu import tags
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_pulumi.args import PoolArgs
-from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import children_of, index, record
 
@@ -29,7 +30,7 @@ def _run(args: PoolArgs, **kw: Any) -> tuple[list[RecordedResource], dict[str, A
     exports: dict[str, Any] = {}
 
     def program() -> None:
-        exports.update(GpuPool(args.spec.name, args).exports)
+        exports.update(GpuPool(args.spec.name, plan_pool(args)).exports)
 
     return record(program, **kw), exports
 
@@ -325,8 +326,8 @@ def test_options_reach_the_wire() -> None:
 
 def test_bad_spec_fails_with_one_line_before_any_resource() -> None:
     args = pool_args("prod", platformFaultDomainCount=3)
-    with pytest.raises(pulumi.RunError, match="pool train-az: platformFaultDomainCount 3 with N-series"):
-        GpuPool("train-az", args)
+    with pytest.raises(PlanError, match=r"^spotgpu:pools\[train-az\]\.platformFaultDomainCount: is above 1 with N-series"):
+        plan_pool(args)  # the plan GpuPool builds from: nothing exists yet
 
 
 def test_preview_mode_registers_the_same_static_tree() -> None:

@@ -83,7 +83,7 @@ def _run(
 
     def program() -> Any:
         args = pool_args("prod") if group is None else pool_args("prod", resourceGroupName=group())
-        pool = GpuPool(args.spec.name, args)
+        pool = GpuPool(args.spec.name, plan_pool(args))
         return pulumi.Output.from_input(pool.exports).apply(seen.update)
 
     pulumi.runtime.test(program)()
@@ -316,11 +316,11 @@ def test_a_plain_name_keeps_the_released_guids(stack: str, expected: dict[str, s
 
 
 def test_the_offline_validation_plans_an_output_group() -> None:
-    from spotgpu_pulumi.offline.validate import plan_all
+    from spotgpu_pulumi.clouds import plan_stack
 
     raw = copy.deepcopy(stack_raw("prod"))
     next(p for p in raw["pools"] if p["cloud"] == "azure")["resourceGroupName"] = _Later(RG)
-    plan_all(parse_stack_config(raw))  # no ConfigError: nothing waits for the name
+    plan_stack(parse_stack_config(raw))  # no ConfigError: nothing waits for the name
 
 
 # --- plain values are still checked ---------------------------------------------------------------------------------

@@ -120,7 +120,8 @@ def test_the_preview_records_the_gcp_local_ssd_template() -> None:
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="spotgpu", stack="test", preview=False, monitor=monitor)
-    pulumi.runtime.test(lambda: CLOUDS["gcp"].component("train-gcp", args, None))()
+    plan = CLOUDS["gcp"].plan(args)
+    pulumi.runtime.test(lambda: CLOUDS["gcp"].component("train-gcp", plan, None))()
     templates = {r.name: r.inputs for r in monitor.recorded if r.type == "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"}
     lssd = templates["train-gcp-spot-aopt-lssd8-template"]["disks"]
     assert sum(1 for d in lssd if d.get("type") == "SCRATCH" and d.get("interface") == "NVME") == 8

@@ -25,7 +25,7 @@ from spotgpu.contract.sources import (
     GCP_INTERRUPTIONS,
     DropReason,
 )
-from spotgpu.controller import plan as controller_plan
+from spotgpu.controller import reconcile as controller_reconcile
 from spotgpu.controller.aws import parse_event, parsed_branches
 from spotgpu.controller.azure import parse_scheduled_event
 from spotgpu.controller.gcp import parse_log_entry
@@ -84,7 +84,7 @@ def test_one_vocabulary_of_interruption_kinds() -> None:
                 *GCP_INTERRUPTIONS.values(), *AZURE_EVENT_KINDS.values(), InterruptionKind.EVICTED}  # fmt: skip
     assert adapters == OBSERVED_KINDS and LOSS_KINDS <= OBSERVED_KINDS
     assert not NOTICE_KINDS & LOSS_KINDS
-    assert controller_plan.LOSS_KINDS is LOSS_KINDS  # the planner imports the contract's set, no copy
+    assert controller_reconcile.LOSS_KINDS is LOSS_KINDS  # the planner imports the contract's set, no copy
 
 
 # --- issue 36: the controller parses everything it routes, in both directions ---------------------

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import GroupObservation, PoolObservation
-from spotgpu.controller.plan import PoolPlan, reconcile
+from spotgpu.controller.reconcile import PoolPlan, reconcile
 from spotgpu.controller.render import render_controller_config
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from spotgpu.config import ConfigError, parse_stack_config
+from spotgpu.contract.tags import encode_workload, workload_from_tag
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.tiers import JointLoss, default_joint_loss, joint_loss_from_traces, restore_mix
@@ -20,7 +21,6 @@ from spotgpu.models import WorkloadProfile, default_notice
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.simulation.job import TwinJob, TwinTiers
 from spotgpu.simulation.twin import TwinCloud, run_twin, twin_plan
-from spotgpu.tags import encode_workload, workload_from_tag
 from spotgpu.traces import Trace
 
 BASE = {"checkpointBytes": 60_000_000_000, "checkpointWriteSeconds": 75, "checkpointLoadSeconds": 90,

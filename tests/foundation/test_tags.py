@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from spotgpu.config import parse_stack_config
-from spotgpu.models.ladder import FallbackLadder
-from spotgpu.models.workload import WorkloadProfile
-from spotgpu.tags import (
+from spotgpu.contract.tags import (
     decode_ladder,
     encode_ladder,
     encode_workload,
@@ -13,6 +11,8 @@ from spotgpu.tags import (
     pool_links,
     workload_from_tag,
 )
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.workload import WorkloadProfile
 
 
 def test_round_trips(prod_raw) -> None:

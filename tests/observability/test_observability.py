@@ -15,10 +15,11 @@ import yaml
 
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.catalogue import CLOUDS
 from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 from spotgpu.observability import alerts_text, dashboard, dashboard_expressions
-from spotgpu.observability.scrape import AGENT_HOST, AGENT_PORT, CLOUDS, agent_files
+from spotgpu.observability.scrape import AGENT_HOST, AGENT_PORT, agent_files
 
 PROMTOOL = shutil.which("promtool")
 #: promtool is Debian's prometheus package; only where apt-get cannot install it may these skip.

@@ -24,8 +24,10 @@ from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
 
-from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu.config import PlanError, parse_stack_config, read_stack_file
+from spotgpu.models.base import FieldProblem
 from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
 from spotgpu_pulumi.outputs import COMMON_KEYS, PoolOutputs
@@ -157,7 +159,7 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     raw, pool = _prod_pool(cloud)
     if variant == "per-work":
         _per_work(raw)
-    direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
+    direct = record(lambda: deploy(plan_stack(parse_stack_config(raw))), stack="prod")
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = _construct_inputs(raw, pool)
 
@@ -190,7 +192,7 @@ def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> Non
     def direct_program() -> Any:
         local = copy.deepcopy(raw)
         local["pools"][0]["resourceGroupName"] = group()
-        return deploy(parse_stack_config(local))
+        return deploy(plan_stack(parse_stack_config(local)))
 
     def construct() -> Any:
         provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
@@ -235,20 +237,20 @@ def test_construct_plans_and_builds_through_the_cloud_registry(
     def plan(args: PoolArgs) -> Any:
         calls.append("plan")
         if args.spec.name == "refused":
-            raise real.error("spotgpu:pools[refused].capacity.max: is refused (value: 2); fix: use 1")
+            raise PlanError(FieldProblem("is refused", at="capacity.max", value=2, fix="use 1"), pool="refused")
         return real.plan(args)
 
-    def build(name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None) -> Any:
+    def build(name: str, plan: Any, opts: pulumi.ResourceOptions | None) -> Any:
         calls.append("component")
-        return real.component(name, args, opts)
+        return real.component(name, plan, opts)
 
-    monkeypatch.setitem(CLOUDS, cloud, Cloud(name=cloud, plan=plan, component=build, error=real.error))
+    monkeypatch.setitem(CLOUDS, cloud, Cloud(name=cloud, plan=plan, component=build))
     raw, pool = _prod_pool(cloud)
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = _construct_inputs(raw, pool)
     built = record(lambda: provider.construct(pool["name"], f"spotgpu:index:{component}", inputs,
                                               pulumi.ResourceOptions()).state, stack="prod")
-    assert calls == ["plan", "component"]
+    assert calls == ["plan", "component"]  # planned once: the component builds from that plan
     assert any(r.type == f"spotgpu:{cloud}:GpuPool" for r in built)
 
     mocks = RecordingMocks()

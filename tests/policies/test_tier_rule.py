@@ -8,7 +8,7 @@ from typing import Any
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
-from spotgpu.tags import WORKLOAD, encode_workload
+from spotgpu.contract.tags import WORKLOAD, encode_workload
 
 RULE = "checkpoint-tier-has-disk"
 

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, NoticeContract
 
 Contract = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
@@ -102,20 +103,13 @@ def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
     return Deadline(max(event.cloud_deadline, event.detected_at), "cloud")
 
 
-def budget_seconds(deadline: float | None, now: float, safety_margin: float) -> float:
-    """Seconds a final checkpoint may still use: deadline − now − safety margin, never negative."""
-    if deadline is None:
-        return 0.0
-    return max(0.0, deadline - now - safety_margin)
-
-
 @dataclass(frozen=True)
 class ResponsePlan:
     """What the agent does for one notice."""
 
     act: bool
     stop_new_work: bool
-    checkpoint: Literal["early", "final"] | None
+    checkpoint: Checkpoint | None
     drain: bool
     acknowledge: bool
     why: str
@@ -132,9 +126,9 @@ def plan_response(event: InterruptionEvent, contract: Contract) -> ResponsePlan:
     once the agent reports the commit.
     """
     if event.kind is InterruptionKind.DRAIN:
-        return ResponsePlan(True, True, "final", True, False, "drain: the controller gives this VM back")
+        return ResponsePlan(True, True, Checkpoint.FINAL, True, False, "drain: the controller gives this VM back")
     if event.kind.terminal:
-        return ResponsePlan(True, True, "final", True, True, f"{event.kind}: the VM is going away")
+        return ResponsePlan(True, True, Checkpoint.FINAL, True, True, f"{event.kind}: the VM is going away")
     if event.kind is InterruptionKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:
         return ResponsePlan(False, False, None, False, False, "rebalance ignored: contract has watchRebalance=false")
-    return ResponsePlan(True, True, "early", False, False, f"{event.kind}: elevated risk, checkpoint early")
+    return ResponsePlan(True, True, Checkpoint.EARLY, False, False, f"{event.kind}: elevated risk, checkpoint early")

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from spotgpu.catalogue.fit import GpuNeed
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_admits
 from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
@@ -157,8 +158,9 @@ def encode_gpu(profile: WorkloadProfile) -> list[str]:
     if gpu.relative_throughput:
         bad = [m for m in gpu.relative_throughput if _SPEED_BAD.search(m)]
         if bad:
-            raise ValueError(f"gpu.relativeThroughput model {bad[0]!r} holds one of ; : + =, which the workload "
-                             "tag cannot carry; fix: name the model as the catalogue does (e.g. 'H100 80GB')")
+            raise FieldProblem("names a GPU model with one of ; : + =, which the workload tag cannot carry",
+                               at="gpu.relativeThroughput", value=bad[0],
+                               fix="name the model as the catalogue does (e.g. 'H100 80GB')")
         parts.append(f"{_GPU_SPEEDS}=" + "+".join(f"{m}:{v:.6g}" for m, v in gpu.relative_throughput.items()))
     return parts
 
@@ -205,15 +207,17 @@ def encode_workload(profile: WorkloadProfile) -> str:
     """``w=45;r=0.05;b=1800;...;p=2.2;o=5.67`` so a policy can rebuild the cost inputs from a tag.
 
     Omitted when unset (``d`` without a deadline). About 100 characters, and with a ``gpu`` block
-    (:func:`encode_gpu`) still inside every cloud's limit, which is checked here.
+    (:func:`encode_gpu`) still inside every cloud's limit, which is checked here (a
+    :class:`~spotgpu.models.base.FieldProblem` below the workload).
     """
     parts = [f"{k}={getattr(profile, f):.12g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
     parts += [f"{k}={getattr(profile.prices, f):.12g}" for k, f in _PRICE_FIELDS.items()]
     text = ";".join(parts + encode_gpu(profile) + encode_tiers(profile))
     if len(text) > TAG_VALUE_LIMIT:
-        raise ValueError(
-            f"the workload tag would be {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds; "
-            "fix: list fewer or shorter gpu.models (or gpu.relativeThroughput entries)"
+        raise FieldProblem(
+            f"makes the workload tag {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds",
+            at="gpu.models", value=list(profile.gpu.models) if profile.gpu else None,
+            fix="list fewer or shorter gpu.models (or gpu.relativeThroughput entries)",
         )
     return text
 

@@ -7,7 +7,7 @@ from controller_factories import ladder, workload
 
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import GroupObservation, PoolObservation
-from spotgpu.controller.plan import PoolPlan, can_give_back, reconcile
+from spotgpu.controller.reconcile import PoolPlan, can_give_back, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import StepKind

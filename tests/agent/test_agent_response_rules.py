@@ -6,13 +6,13 @@ import pytest
 from pydantic import ValidationError
 
 from spotgpu.agent.events import EventStore, InterruptionEvent
-from spotgpu.agent.plan import (
-    budget_seconds,
+from spotgpu.agent.response_rules import (
     contract_from_config,
     plan_response,
     resolve_deadline,
 )
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint, NoticeDocument
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, default_notice
 
 T0 = 1_800_000_000.0
@@ -102,7 +102,9 @@ def test_hibernate_contract_leaves_no_time() -> None:
     contract = AwsNoticeContract(interruption_behavior="hibernate")
     d = resolve_deadline(event(), contract)
     assert d.at == T0
-    assert budget_seconds(d.at, T0, contract.safety_margin_seconds) == 0.0
+    notice = NoticeDocument.told("e", InterruptionKind.PREEMPT, "imds", Checkpoint.FINAL, T0, d.at,
+                                 contract.safety_margin_seconds)  # fmt: skip
+    assert notice.budget_seconds(T0) == 0.0
 
 
 def test_rebalance_has_no_deadline() -> None:
@@ -110,9 +112,12 @@ def test_rebalance_has_no_deadline() -> None:
 
 
 def test_budget_is_deadline_minus_now_minus_margin_never_negative() -> None:
-    assert budget_seconds(T0 + 120, T0 + 10, 15) == 95
-    assert budget_seconds(T0 + 5, T0, 15) == 0.0
-    assert budget_seconds(None, T0, 15) == 0.0
+    def notice(deadline: float | None) -> NoticeDocument:
+        return NoticeDocument.told("e", InterruptionKind.PREEMPT, "imds", Checkpoint.FINAL, T0, deadline, 15)
+
+    assert notice(T0 + 120).budget_seconds(T0 + 10) == 95
+    assert notice(T0 + 5).budget_seconds(T0) == 0.0
+    assert notice(None).budget_seconds(T0) == 0.0
 
 
 def test_plan_rebalance_is_an_early_checkpoint_without_drain() -> None:
