@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from spotgpu.contract import tags
 from spotgpu.economics.interval import IntervalDecision, choose_interval
+from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
 
 
@@ -37,5 +38,5 @@ class PoolArgs:
             ladder=config.ladder_for(spec),
             environment=config.environment,
             owner=config.owner,
-            interval=choose_interval(workload, spec.notice),
+            interval=choose_interval(workload, spec.notice, joint_loss=pool_joint_loss(workload, len(spec.zones))),
         )

@@ -19,6 +19,7 @@ from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
+from spotgpu.models.tiers import LocalTierConfig, ram_disk_gib
 from spotgpu.storage.urls import StoreUrl
 from spotgpu_pulumi.args import PoolArgs
 
@@ -138,4 +139,21 @@ def agent_config(
         lifecycle_hook_heartbeat_seconds=lifecycle_hook_heartbeat_seconds if lifecycle_hook else None,
         autoscaling_group=autoscaling_group,
         control_store=control_store_url(store),  # drain requests in, committed checkpoints out
+        local_tier=local_tier(args),
+    )
+
+
+def local_tier(args: PoolArgs) -> LocalTierConfig | None:
+    """A tiered workload's local tier on every VM of the pool: where the bootstrap mounts it (local NVMe,
+    else a RAM disk of this size), what it keeps, how often it uploads; None without ``checkpointTiers``."""
+    workload, tier = args.workload, args.interval.tiers
+    tiers = workload.checkpoint_tiers
+    if tiers is None or tier is None:
+        return None
+    return LocalTierConfig(
+        path=tiers.local.path,
+        keep=tiers.local.keep,
+        peer_copies=tiers.peers(workload.nodes),
+        durable_interval_seconds=tier.durable_seconds,
+        ram_disk_gib=ram_disk_gib(tiers, workload.checkpoint_bytes, workload.nodes),
     )

@@ -16,6 +16,12 @@ accelerator-optimized types share one group, N1 types share a group per
 The group holding the top-ranked choice is the primary spot MIG (``capacity.target``
 VMs); the others start at 0 and are what the ladder's ``alternate_sku`` step
 resizes. Mixing never silently drops or mis-equips a type.
+
+A tiered workload (``checkpointTiers``) mounts each VM's Local SSD as its checkpoint tier, so
+its templates request the Local SSDs a machine type comes with (A2 Ultra, A3, A4: the count is
+fixed per type, ``spotgpu.catalogue.gcp_local_ssd_count``); disks in a template apply to every
+VM like ``guest_accelerators``, so the Local SSD count joins the signature (``aopt-lssd8``).
+Without tiers nothing changes: the groups and templates are the ones before.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Literal
 from pulumi_gcp import compute, storage
 
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
+from spotgpu.catalogue import gcp_local_ssd_count
 from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
@@ -49,6 +56,8 @@ class MachineGroup:
     key: str
     accelerator: GcpAccelerator | None
     machine_types: tuple[str, ...]
+    #: Local SSDs (375 GiB, NVMe) the template requests for every VM: a tiered workload's checkpoint tier
+    local_ssds: int = 0
 
     @property
     def top_type(self) -> str:
@@ -64,30 +73,36 @@ def accelerator_key(accelerator: GcpAccelerator | None) -> str:
     return f"{short}x{accelerator.count}".replace("_", "-")
 
 
-def _signature(choice: GcpMachineChoice) -> tuple[str, int] | None:
+Signature = tuple[tuple[str, int] | None, int]
+
+
+def _signature(choice: GcpMachineChoice, local_ssd: bool = False) -> Signature:
+    ssds = gcp_local_ssd_count(choice.machine_type) if local_ssd and choice.accelerator is None else 0
     if choice.accelerator is None:
-        return None
-    return (choice.accelerator.type, choice.accelerator.count)
+        return (None, ssds)
+    return ((choice.accelerator.type, choice.accelerator.count), ssds)
 
 
-def group_machine_choices(choices: tuple[GcpMachineChoice, ...]) -> tuple[MachineGroup, ...]:
+def group_machine_choices(choices: tuple[GcpMachineChoice, ...], local_ssd: bool = False) -> tuple[MachineGroup, ...]:
     """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary.
 
     The spec lists each choice once (``GcpPoolSpec`` refuses a machine type twice with the same accelerator).
+    ``local_ssd``: the templates request each type's bundled Local SSDs (a tiered workload).
     """
-    order: list[tuple[str, int] | None] = []
-    members: dict[tuple[str, int] | None, list[GcpMachineChoice]] = {}
+    order: list[Signature] = []
+    members: dict[Signature, list[GcpMachineChoice]] = {}
     for choice in choices:
-        sig = _signature(choice)
+        sig = _signature(choice, local_ssd)
         if sig not in members:
             order.append(sig)
             members[sig] = []
         members[sig].append(choice)
     return tuple(
         MachineGroup(
-            key=accelerator_key(members[sig][0].accelerator),
+            key=accelerator_key(members[sig][0].accelerator) + (f"-lssd{sig[1]}" if sig[1] else ""),
             accelerator=members[sig][0].accelerator,
             machine_types=tuple(c.machine_type for c in members[sig]),
+            local_ssds=sig[1],
         )
         for sig in order
     )
@@ -301,7 +316,7 @@ def plan_pool(args: PoolArgs) -> GcpPoolPlan:
 
 def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
     zones = distribution_zones(spec)
-    groups = group_machine_choices(spec.machine_types)
+    groups = group_machine_choices(spec.machine_types, local_ssd=args.workload.checkpoint_tiers is not None)
     names = PoolNames(spec.project, spec.name, args.environment)
 
     def named(name: str, what: str) -> str:

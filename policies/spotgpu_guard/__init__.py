@@ -17,6 +17,7 @@ from spotgpu_guard import (
     rules_notice,
     rules_secrets,
     rules_storage,
+    rules_tiers,
 )
 
 PACK_NAME = "spotgpu-guard"
@@ -30,6 +31,7 @@ POLICIES: list[Policy] = [
     *rules_crossfield.RULES,
     *rules_gpu_fit.RULES,
     *rules_secrets.RULES,
+    *rules_tiers.RULES,
 ]
 
 __all__ = ["DESCRIPTION", "PACK_NAME", "POLICIES"]

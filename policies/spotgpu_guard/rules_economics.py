@@ -56,7 +56,8 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
         return
     try:
         from spotgpu.economics.cost import effective_cost
-        from spotgpu.economics.interval import IntervalDecision
+        from spotgpu.economics.interval import IntervalDecision, choose_interval
+        from spotgpu.economics.tiers import pool_joint_loss
     except ImportError as err:  # the cost model ships with spotgpu; say so rather than pass silently
         raise NotApplicable(f"the spotgpu cost model is not importable ({err})") from None
     for pool in catalog.pools:
@@ -77,12 +78,18 @@ def check_spot_eligible(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
             yield Finding(pool.res.urn, f"{who}: cannot judge spot eligibility: {pool.contract_problem}")
             continue
         interval = as_number(pool.links.get(CHECKPOINT_INTERVAL))
+        joint = pool_joint_loss(profile, len(pool.zones))  # a tiered workload: its peers across the pool's zones
         decision = None
         if interval and interval > 0:
             decision = IntervalDecision(
                 seconds=int(interval), method="configured",
-                final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.checkpoint_write_seconds),
+                final_checkpoint_fits_notice=pool.contract.final_checkpoint_fits(profile.final_commit_seconds),
                 reasons=(f"the pool's {CHECKPOINT_INTERVAL}",))
+            if profile.checkpoint_tiers is not None:  # the durable interval and restore mix for that local one
+                configured = profile.model_copy(update={"checkpoint_interval_seconds": int(interval)})
+                decision = choose_interval(configured, pool.contract, joint_loss=joint)
+        else:
+            decision = choose_interval(profile, pool.contract, joint_loss=joint)
         ladder = _ladder(pool)
         breakdown = effective_cost(profile, pool.contract, ladder, interval=decision)
         if not breakdown.spot_eligible:
@@ -117,7 +124,7 @@ def _replayed(pool: SpotPool, profile: Any, ladder: FallbackLadder | None, decis
     if ladder is None or pool.contract is None or not zones or pool.cloud not in clouds_with_traces():
         return None
     seconds = decision.seconds if decision is not None else choose_interval(profile, pool.contract).seconds
-    replayed = replay_pool(job_for(profile, seconds), ladder, profile.fallback_policy, pool.cloud, region_of(zones[0]),
+    replayed = replay_pool(job_for(profile, seconds, getattr(decision, "tiers", None)), ladder, profile.fallback_policy, pool.cloud, region_of(zones[0]),
                            zones)  # fmt: skip
     sources = {k: f"{WORKLOAD} tag" for k in ("interruptionsPerHour", "gangInterruptionsPerHour",
                                                "expectedReacquisitionSeconds")}  # fmt: skip

@@ -195,9 +195,35 @@ class AgentClient:
             body["reason"] = reason
         self._try("POST", "/v1/report", body)
 
-    def report_restore(self, step: int | None, generation: str | None) -> None:
-        """The step this job resumed from (None: from scratch), for the agent's events log."""
-        self._try("POST", "/v1/report", {"checkpoint": "restore", "step": step, "generation": generation})
+    def report_restore(
+        self,
+        step: int | None,
+        generation: str | None,
+        *,
+        source: str | None = None,
+        seconds: float | None = None,
+        nbytes: int | None = None,
+        reason: str | None = None,
+        started_at: float | None = None,
+    ) -> None:
+        """The step this job resumed from (None: from scratch), for the agent's events log (``restored``):
+        where its state came from (``local``, ``peer`` or ``store``), how long it took, how many bytes,
+        and why a nearer copy was not used."""
+        body: dict[str, Any] = {"checkpoint": "restore", "step": step, "generation": generation}
+        extra = {"source": source, "seconds": seconds, "bytes": nbytes, "reason": reason, "startedAt": started_at}
+        body.update({k: v for k, v in extra.items() if v is not None})
+        self._try("POST", "/v1/report", body)
+
+    def zone(self) -> str | None:
+        """This VM's zone as its agent read it from the metadata (None: no agent, or not read yet)."""
+        status = self._try("GET", "/v1/status")
+        identity = status.get("identity") if isinstance(status, dict) else None
+        zone = identity.get("zone") if isinstance(identity, dict) else None
+        return zone if isinstance(zone, str) and zone else None
+
+    def report_first_step(self, step: int) -> None:
+        """The first training step after a restore finished (``first-step``: the end of a recovery)."""
+        self._try("POST", "/v1/report", {"checkpoint": "step", "step": step})
 
     def report_throughput(self, step_seconds: float, steps: int = 1, gpu_model: str | None = None) -> None:
         """The mean seconds per step over the last ``steps`` steps, for the agent's events log.

@@ -22,6 +22,7 @@ from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.catalogue import CLOUDS, Cloud
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.tiers import LocalTierConfig
 from spotgpu.models.urls import EndpointUrl, StoreUrlText
 
 AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
@@ -125,6 +126,11 @@ class AgentConfig(SpotModel):
         default=None,
         description="The fallback controller's stateUrl: drain requests in, committed checkpoints out; "
         "None turns the drain protocol off (see control_store_url).",
+    )
+    local_tier: LocalTierConfig | None = Field(
+        default=None,
+        description="A tiered workload's node-local checkpoint tier (spotgpu.models.tiers): mounted at boot, "
+        "read by the checkpoint library; None: every save goes to the object store.",
     )
     runtime: AgentRuntime | None = Field(default=None, description="Agent tuning; omitted means the defaults.")
 

@@ -8,7 +8,8 @@ Routes (JSON in and out):
 * ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
-  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step).
+  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step, its
+  ``source`` local|peer|store, ``seconds``, ``bytes``; ``step``: the first step after a restore).
 * ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
   ``steps`` steps (and the GPU model, when the workload knows it): logged, never a checkpoint.
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
@@ -141,14 +142,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 GANG_ROLES = ("noticed", "peer")
+#: Where a rank's restored state came from (spotgpu.checkpoint.tiers): its node's own tier, a peer's, the store.
+RESTORE_SOURCES = ("local", "peer", "store")
 
 
 def _report(body: dict[str, Any]) -> CheckpointReport:
     kind = body.get("checkpoint", "final")
-    if kind not in ("early", "final", "gang", "restore"):
-        raise ValueError(f"checkpoint {kind!r}: use early, final, gang or restore")
+    if kind not in ("early", "final", "gang", "restore", "step"):
+        raise ValueError(f"checkpoint {kind!r}: use early, final, gang, restore or step")
     if kind == "restore":
         body = {"committed": True, **body}  # a restore is of a committed generation
+    if kind == "step":
+        body = {**body, "committed": False}  # the first step after a restore: no checkpoint at all
+    source, nbytes, started = body.get("source"), body.get("bytes"), body.get("startedAt")
+    if source is not None and source not in RESTORE_SOURCES:
+        raise ValueError(f"source {source!r}: use one of {', '.join(RESTORE_SOURCES)}")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"bytes {nbytes!r}: use the bytes restored, a whole number")
+    if started is not None and (isinstance(started, bool) or not isinstance(started, int | float)):
+        raise ValueError(f"startedAt {started!r}: use epoch seconds")
     if not isinstance(body.get("committed"), bool):
         raise ValueError("committed must be true or false")
     role = body.get("role")
@@ -169,6 +181,9 @@ def _report(body: dict[str, Any]) -> CheckpointReport:
         role=role,
         noticed_ranks=noticed,
         outcome=None if role is None else str(body.get("outcome") or _outcome(body)),
+        source=source,
+        nbytes=nbytes,
+        started_at=None if started is None else float(started),
     )
 
 

@@ -22,8 +22,9 @@ Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "
 
 @dataclass
 class CheckpointReport:
-    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore
-    checkpoint: Literal["early", "final", "gang", "restore"]
+    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore |
+    #: step (the first training step after a restore: the end of a recovery)
+    checkpoint: Literal["early", "final", "gang", "restore", "step"]
     committed: bool
     step: int | None = None
     seconds: float | None = None
@@ -34,6 +35,10 @@ class CheckpointReport:
     role: str | None = None
     noticed_ranks: list[int] | None = None
     outcome: str | None = None
+    #: A restore's source (local | peer | store), bytes read and when it began (epoch seconds).
+    source: str | None = None
+    nbytes: int | None = None
+    started_at: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -47,6 +52,8 @@ class CheckpointReport:
         }
         if self.role is not None:
             data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
+        if self.checkpoint == "restore":
+            data.update(source=self.source, bytes=self.nbytes, startedAt=self.started_at)
         return data
 
 
@@ -121,13 +128,15 @@ class WorkloadState:
             self.reports.append(report)
             if report.checkpoint == "final" and self.final_report is None:
                 self.final_report = report
+            elif report.outcome == "peer-lost" and self.phase == "final-checkpoint" and self.final_report is None:
+                self.final_report = report  # the gang lost a node during the notice: no final checkpoint is coming
             if report.role is not None:
                 self.gang = report
             if report.checkpoint == "restore":
                 self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
-        if report.role is not None or report.checkpoint == "restore":
+        if report.role is not None or report.checkpoint in ("restore", "step"):
             for gang_listener in list(self.gang_listeners):
                 try:
                     gang_listener(report)

@@ -28,6 +28,7 @@ from spotgpu.contract.agent_records import (
     AgentRecord,
     CommitReported,
     FinalCheckpoint,
+    FirstStep,
     GangStop,
     Identity,
     Notice,
@@ -220,7 +221,12 @@ class AgentTelemetry:
     def gang_report(self, report: dict[str, Any]) -> None:
         """A multi-node job's stop (``gang-stop``) or resume (``restored``) as its rank reported it."""
         if report.get("checkpoint") == "restore":
-            self.log(Restored(step=report.get("step"), generation=report.get("generation")))
+            self.log(Restored(step=report.get("step"), generation=report.get("generation"), source=report.get("source"),
+                              seconds=report.get("seconds"), nbytes=report.get("bytes"), reason=report.get("reason"),
+                              started_at=report.get("startedAt")))  # fmt: skip
+            return
+        if report.get("checkpoint") == "step":
+            self.log(FirstStep(step=report.get("step")))
             return
         self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
         self.log(GangStop.from_fields(report))

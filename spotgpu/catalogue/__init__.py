@@ -155,6 +155,74 @@ def azure_locations() -> tuple[str, ...]:
     return tuple(_load("azure")["locations"])
 
 
+# --- Local disks and host memory (the local checkpoint tier) ----------------------------
+
+
+@dataclass(frozen=True)
+class LocalStorage:
+    """What a type offers the local checkpoint tier: local NVMe (what the pool mounts) and host memory
+    (what a RAM disk takes from where it has none). ``None``: the catalogue does not record it."""
+
+    cloud: str
+    name: str
+    nvme_disks: int | None
+    nvme_gib: float
+    host_memory_gib: float | None
+    source: str
+
+    @property
+    def has_nvme(self) -> bool:
+        return self.nvme_gib > 0
+
+    def describe(self) -> str:
+        if not self.has_nvme:
+            memory = "unknown" if self.host_memory_gib is None else f"{self.host_memory_gib:g} GiB"
+            return f"no local NVMe, host memory {memory}"
+        disks = "" if self.nvme_disks is None else f"{self.nvme_disks} x "
+        each = self.nvme_gib if not self.nvme_disks else self.nvme_gib / self.nvme_disks
+        return f"local NVMe {disks}{each:g} GiB"
+
+
+def local_storage(cloud: str, name: str) -> LocalStorage | None:
+    """The local NVMe and host memory of one type, or None when the catalogue does not know the type.
+
+    AWS comes from the generated ``aws.json`` (``DescribeInstanceTypes``: ``InstanceStorageInfo``,
+    ``MemoryInfo``; an instance store size in GB is taken as GiB, a 7 % overstatement of a disk the
+    tier never fills); GCP and Azure from the hand-entered ``local_storage.json``. GCP N1 types
+    have no bundled Local SSD and their memory follows from the name.
+    """
+    if cloud == "aws":
+        entry = _load("aws")["gpuTypes"].get(name)
+        if entry is None:
+            return None
+        return LocalStorage("aws", name, entry.get("localNvmeDisks", 0), float(entry.get("localNvmeGB", 0)),
+                            entry.get("memoryGiB"), "aws.json (DescribeInstanceTypes)")  # fmt: skip
+    doc = _load("local_storage")
+    if cloud == "gcp":
+        m = _N1.match(name)
+        if m is not None:
+            per_vcpu = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}[m.group(1)]
+            return LocalStorage("gcp", name, 0, 0.0, int(m.group(2)) * per_vcpu, "local_storage.json (N1 rule)")
+        gcp_entry = doc["gcp"].get(name)
+        if gcp_entry is None:
+            return None
+        count = int(gcp_entry["localSsdCount"])
+        return LocalStorage("gcp", name, count, float(count * doc["gcpLocalSsdGiB"]), float(gcp_entry["hostMemoryGiB"]),
+                            "local_storage.json")  # fmt: skip
+    az_entry = doc.get(cloud, {}).get(name)
+    if az_entry is None:
+        return None
+    flag = " (unverified)" if az_entry.get("unverified") else ""
+    return LocalStorage(cloud, name, az_entry["localNvmeDisks"], float(az_entry["localNvmeGiB"]),
+                        float(az_entry["hostMemoryGiB"]), f"local_storage.json{flag}")  # fmt: skip
+
+
+def gcp_local_ssd_count(machine_type: str) -> int:
+    """Local SSDs (375 GiB, NVMe) a GCP machine type comes with; its instance template must request exactly these."""
+    entry = _load("local_storage")["gcp"].get(machine_type)
+    return 0 if entry is None else int(entry["localSsdCount"])
+
+
 # --- Prices ----------------------------------------------------------------------------
 
 
@@ -198,6 +266,7 @@ __all__ = [
     "CLOUDS",
     "GpuShape",
     "GpuSpec",
+    "LocalStorage",
     "PriceQuote",
     "SpeedPrior",
     "aws_gpu",
@@ -211,10 +280,12 @@ __all__ = [
     "document",
     "gcp_accelerators",
     "gcp_is_n1",
+    "gcp_local_ssd_count",
     "gcp_machine",
     "gcp_machine_types",
     "gcp_regions",
     "gpu_spec",
+    "local_storage",
     "on_demand_price",
     "price_provenance",
     "spec_prior",

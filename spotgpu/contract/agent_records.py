@@ -7,6 +7,7 @@ A record's kind is :class:`AgentRecordKind`; its fields are the dataclass of tha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -32,7 +33,8 @@ class AgentRecordKind(StrEnum):
     ACKNOWLEDGE = "acknowledge"  # the cloud was answered (or not)
     COMMIT_REPORTED = "commit-reported"  # a committed checkpoint reported to the controller's store
     GANG_STOP = "gang-stop"  # this rank's part in a multi-node stop
-    RESTORED = "restored"  # the step the job resumed from
+    RESTORED = "restored"  # the step the job resumed from, and where its state came from
+    FIRST_STEP = "first-step"  # the first training step after a restore (the end of a recovery)
     THROUGHPUT = "throughput"  # the workload's mean step time
 
 
@@ -198,8 +200,22 @@ class GangStop(AgentRecord):
 @dataclass(frozen=True)
 class Restored(AgentRecord):
     KIND = AgentRecordKind.RESTORED
+    RENAMED: ClassVar[Mapping[str, str]] = {"nbytes": "bytes"}
     step: int | None = None
     generation: str | None = None
+    #: local | peer | store (``spotgpu.checkpoint.tiered``): this rank's own tier, a peer's copy, the store
+    source: str | None = None
+    seconds: float | None = None
+    nbytes: int | None = None
+    #: why nearer copies were passed over
+    reason: str | None = None
+    started_at: float | None = None
+
+
+@dataclass(frozen=True)
+class FirstStep(AgentRecord):
+    KIND = AgentRecordKind.FIRST_STEP
+    step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +256,7 @@ __all__ = [
     "CommitReported",
     "Drained",
     "FinalCheckpoint",
+    "FirstStep",
     "GangStop",
     "Identity",
     "Ignored",

@@ -165,6 +165,44 @@ def encode_gpu(profile: WorkloadProfile) -> list[str]:
     return parts
 
 
+#: ``checkpointTiers`` as ``L=keep:peerCopies:writeSeconds:commitSeconds:loadSeconds:durable:ramDiskGiB`` (resolved,
+#: ``a`` for an auto durable interval), so the policy pack judges the tiers a pool's VMs mount.
+_TIERS = "L"
+
+
+def encode_tiers(profile: WorkloadProfile) -> list[str]:
+    """``L=2:1:15:63:48:a:240``; nothing without ``checkpointTiers``."""
+    tiers = profile.checkpoint_tiers
+    if tiers is None:
+        return []
+    from spotgpu.models.tiers import ram_disk_gib, tier_commit_seconds, tier_load_seconds, tier_write_seconds
+
+    b, n = profile.checkpoint_bytes, profile.nodes
+    durable = "a" if tiers.durable_interval_seconds == "auto" else str(tiers.durable_interval_seconds)
+    fields = (tiers.local.keep, tiers.peer_copies, f"{tier_write_seconds(tiers, b, n)[0]:.6g}",
+              f"{tier_commit_seconds(tiers, b, n)[0]:.6g}", f"{tier_load_seconds(tiers, b, n)[0]:.6g}", durable,
+              ram_disk_gib(tiers, b, n))  # fmt: skip
+    return [f"{_TIERS}=" + ":".join(map(str, fields))]
+
+
+def decode_tiers(text: str) -> dict[str, object] | None:
+    """The workload tag's tier block as ``CheckpointTiers`` input; None when it has none."""
+    for key, value in _split(text):
+        if key != _TIERS:
+            continue
+        bits = value.split(":")
+        if len(bits) != 7:
+            raise ValueError(f"malformed checkpoint tiers {value!r}; expected keep:peers:write:commit:load:durable:ramGiB")
+        keep, peers, write, commit, load, durable, ram = bits
+        return {
+            "local": {"keep": int(keep), "write_seconds": float(write), "commit_seconds": float(commit),
+                      "load_seconds": float(load), "ram_disk_gib": float(ram)},
+            "peer_copies": int(peers),
+            "durable_interval_seconds": "auto" if durable == "a" else int(durable),
+        }  # fmt: skip
+    return None
+
+
 def encode_workload(profile: WorkloadProfile) -> str:
     """``w=45;r=0.05;b=1800;...;p=2.2;o=5.67`` so a policy can rebuild the cost inputs from a tag.
 
@@ -174,7 +212,7 @@ def encode_workload(profile: WorkloadProfile) -> str:
     """
     parts = [f"{k}={getattr(profile, f):.12g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
     parts += [f"{k}={getattr(profile.prices, f):.12g}" for k, f in _PRICE_FIELDS.items()]
-    text = ";".join(parts + encode_gpu(profile))
+    text = ";".join(parts + encode_gpu(profile) + encode_tiers(profile))
     if len(text) > TAG_VALUE_LIMIT:
         raise FieldProblem(
             f"makes the workload tag {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds",
@@ -185,7 +223,7 @@ def encode_workload(profile: WorkloadProfile) -> str:
 
 
 def _split(text: str) -> list[tuple[str, str]]:
-    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS, _GPU_SPEEDS}
+    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS, _GPU_SPEEDS, _TIERS}
     out = []
     for part in filter(None, text.split(";")):
         key, _, value = part.partition("=")
@@ -242,6 +280,9 @@ def workload_from_tag(text: str) -> WorkloadProfile:
     gpu = decode_gpu_block(text)
     if gpu is not None:
         data["gpu"] = gpu
+    tiers = decode_tiers(text)
+    if tiers is not None:
+        data["checkpoint_tiers"] = tiers
     return WorkloadProfile.model_validate({**data, "prices": prices})
 
 

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from spotgpu.catalogue import CLOUDS
-from spotgpu.cliutil import PROBABILITY, STACK, add_deprecated_alias, add_json_flag, camel_keys
+from spotgpu.cliutil import PROBABILITY, STACK, add_deprecated_alias, add_json_flag, camel_keys, whole
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import estimate_from_traces
 from spotgpu.economics.fit import nest
@@ -27,6 +27,7 @@ from spotgpu.economics.report import (
     source_kind,
     stack_economics,
 )
+from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.models import WorkloadProfile, default_notice
 from spotgpu.traces import load_group
 
@@ -69,12 +70,15 @@ def cmd_cost(args: argparse.Namespace) -> int:
         updates, why = fitted.fit.profile_updates()
         measured = {"telemetry": {"files": list(args.telemetry), "measured": nest(updates), "notMeasured": nest(why),
                                   "notes": fitted.stats.notes}}  # fmt: skip
-    decision = choose_interval(profile, notice, hazard=hazard)
+    joint = pool_joint_loss(profile, args.zones)  # a tiered workload: peers across zones when it spans them
+    decision = choose_interval(profile, notice, hazard=hazard, joint_loss=joint)
     bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
                           reacquisition_samples=samples)  # fmt: skip
     figures = profile_figures(profile, args.profile, telemetry_sources(fitted.fit, args.telemetry) if args.telemetry else {})
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
            "reasons": list(decision.reasons)}, **bill.to_dict(), **measured, "figures": figures}  # fmt: skip
+    if decision.tiers is not None:
+        doc["interval"]["tiers"] = decision.tiers.as_dict()
     if measured and not args.json:
         fields = ", ".join(f"{k} {v:g}" for k, v in updates.items()) or "none"
         print(f"measured from telemetry: {fields}")
@@ -87,6 +91,11 @@ def cmd_cost(args: argparse.Namespace) -> int:
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
+    if decision.tiers is not None:
+        t = decision.tiers
+        print(f"  tiers: local every {t.local_seconds} s (blocks {t.write_seconds:.3g} s), store every "
+              f"{t.durable_seconds} s (every {t.durable_every} local); restores expected from: {t.mix.describe()}; "
+              f"P(a node's peers go with it) {t.q:.1%}")  # fmt: skip
     print("\n".join(render_figures(figures, indent="  ", prices=True)))
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
@@ -144,6 +153,8 @@ def register(subparsers: Any) -> None:
         "--notice-credit", type=PROBABILITY, default=0.0, metavar="P",
         help="probability a notice arrives in time for a final checkpoint (default 0: no credit)",
     )  # fmt: skip
+    cost.add_argument("--zones", type=whole(1), default=1,
+                      help="zones the pool spans (checkpointTiers: 2 or more puts peer copies across zones)")
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
     add_telemetry_args(cost, required=False)

@@ -178,7 +178,7 @@ def on_demand_baseline(profile: WorkloadProfile, interval_seconds: float, work_h
     rate = n * profile.prices.on_demand
     return OnDemandBaseline(
         compute_usd=w * rate,
-        checkpoint_stall_usd=checkpoint_stalls(w, profile.checkpoint_write_seconds, interval_seconds) * rate,
+        checkpoint_stall_usd=checkpoint_stalls(w, profile.periodic_write_seconds[0], interval_seconds) * rate,
         first_start_usd=(profile.restart_seconds + profile.checkpoint_load_seconds) / 3600.0 * rate,
     )
 
@@ -255,6 +255,7 @@ def effective_cost(
             "intervalMethod": decision.method,
             "finalCheckpointFitsNotice": e.final_fits,
             "onDemandBaseline": baseline.to_dict(),
+            **({"checkpointTiers": decision.tiers.as_dict()} if decision.tiers is not None else {}),
         },
     )
 
@@ -289,7 +290,8 @@ def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision,
     pr, phi = p.prices, e.on_demand_share
     blended_price = (1.0 - phi) * pr.spot_per_hour + phi * pr.on_demand
     gb = p.checkpoint_bytes / 1e9
-    checkpoints = p.work_hours * 3600.0 / d.seconds
+    # the object store gets every durable generation: every save, or every k-th with checkpointTiers
+    checkpoints = p.work_hours * 3600.0 / (d.tiers.durable_seconds if d.tiers is not None else d.seconds)
     writes_per_ckpt = math.ceil(p.checkpoint_bytes / UPLOAD_PART_BYTES) + COMMIT_WRITES_PER_CHECKPOINT
     storage_months = (e.finish_hours if e.progresses else e.productive_hours) / HOURS_PER_MONTH
     stall_usd = e.stall_hours * p.nodes * blended_price
@@ -300,7 +302,7 @@ def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision,
         stall_usd + storage_usd + request_usd,
         {
             "interval_seconds": float(d.seconds),
-            "checkpoint_write_seconds": p.checkpoint_write_seconds,
+            "checkpoint_write_seconds": p.periodic_write_seconds[0],
             "checkpoints": checkpoints,
             "stall_hours": e.stall_hours,
             "checkpoint_gb": gb,
@@ -336,19 +338,24 @@ def _restart_reload(p: WorkloadProfile, e: Exposure) -> CostTerm:
 
 
 def _lost_compute(p: WorkloadProfile, e: Exposure, d: IntervalDecision, notice_credit: float) -> CostTerm:
+    inputs: dict[str, Any] = {
+        "expected_interruptions": e.interruptions,
+        "lost_seconds_per_interruption": e.lost_seconds,
+        "interval_seconds": float(d.seconds),
+        "final_checkpoint_fits_notice": e.final_fits,
+        "notice_delivery_probability": notice_credit,
+        "nodes": p.nodes,
+        "spot_per_hour": p.prices.spot_per_hour,
+    }
+    lost = "lost = T/2 + C (less a delivered notice)"
+    if d.tiers is not None:
+        inputs.update(durable_interval_seconds=float(d.tiers.durable_seconds), joint_loss_probability=d.tiers.q)
+        lost = "lost = (1-q)(T_l/2 + K_l) + q(T_d/2 + K_l + C_s) (less a delivered notice), q = P(peers lost too)"
     return CostTerm(
         "lost_compute",
         e.times(e.lost_seconds / 3600.0 * p.nodes * p.prices.spot_per_hour),
-        {
-            "expected_interruptions": e.interruptions,
-            "lost_seconds_per_interruption": e.lost_seconds,
-            "interval_seconds": float(d.seconds),
-            "final_checkpoint_fits_notice": e.final_fits,
-            "notice_delivery_probability": notice_credit,
-            "nodes": p.nodes,
-            "spot_per_hour": p.prices.spot_per_hour,
-        },
-        "interruptions * lost_seconds/3600 * nodes * spot_per_hour; lost = T/2 + C (less a delivered notice)",
+        inputs,
+        f"interruptions * lost_seconds/3600 * nodes * spot_per_hour; {lost}",
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from spotgpu.economics.cost import CostBreakdown, effective_cost, json_safe
 from spotgpu.economics.fit import nest
 from spotgpu.economics.interval import IntervalDecision, choose_interval
+from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.economics.work_rate import PoolSpeeds, pool_speeds, render_rungs, restate, rung_rates
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.stack import idle_rungs
@@ -38,7 +39,7 @@ class PoolBill:
 
 def pool_bill(config: StackConfig, pool: PoolSpec) -> PoolBill:
     workload = config.workload_for(pool)
-    decision = choose_interval(workload, pool.notice)
+    decision = choose_interval(workload, pool.notice, joint_loss=pool_joint_loss(workload, len(pool.zones)))
     speeds = pool_speeds(pool, workload)
     priced, ladder = restate(workload, config.ladder_for(pool), speeds)
     breakdown = effective_cost(priced, pool.notice, ladder, interval=decision,
@@ -72,6 +73,7 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
             "effectiveCost": breakdown.to_dict(),
             "prices": _price_sources(config, pool, workload),
             "figures": figure_sources(config, pool),
+            **({"checkpointTiers": decision.tiers.as_dict()} if decision.tiers is not None else {}),
         }, nulls, breakdown.unbounded_reason)  # fmt: skip
         pools[pool.name]["rungs"] = rung_rates(config, pool)
         if not speeds.neutral or speeds.unmeasured:
@@ -221,6 +223,14 @@ def render_economics(report: dict[str, Any]) -> str:
             f"  {name} ({p['cloud']}, {p['workload']}): checkpoint every {p['checkpointIntervalSeconds']} s "
             f"({p['intervalMethod']}); final checkpoint {fits} the notice"
         )
+        if "checkpointTiers" in p:
+            t = p["checkpointTiers"]
+            mix = ", ".join(f"{k} {v:.0%}" for k, v in t["restoreMix"].items())
+            lines.append(
+                f"    tiers: local every {t['localIntervalSeconds']} s (blocks {t['localWriteSeconds']:g} s), store "
+                f"every {t['durableIntervalSeconds']} s (every {t['durableEvery']} local); restores expected from: "
+                f"{mix}; P(a node's peers go with it) {t['jointLossProbability']:.1%}"
+            )
         if "effectiveCost" not in p:
             continue
         verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"

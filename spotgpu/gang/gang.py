@@ -58,7 +58,19 @@ class Reporter(Protocol):
         reason: str | None = None,
     ) -> None: ...
 
-    def report_restore(self, step: int | None, generation: str | None) -> None: ...
+    def report_restore(
+        self,
+        step: int | None,
+        generation: str | None,
+        *,
+        source: str | None = None,
+        seconds: float | None = None,
+        nbytes: int | None = None,
+        reason: str | None = None,
+        started_at: float | None = None,
+    ) -> None: ...
+
+    def report_first_step(self, step: int) -> None: ...
 
 
 class PeerLost(SystemExit):
@@ -146,12 +158,17 @@ class Gang:
         self._check_seconds: float | None = None
         self._step = -1
         self._reported_loss = False
+        self._first_step_due = False  # after a restore: report the first step (the end of the recovery)
 
     # -- the stop check ---------------------------------------------------------
     def should_stop(self, step: int) -> bool:
         """True on every rank at the same step once any rank's agent asked for a stop."""
         self._step = step
         self._measure_step(step)
+        if self._first_step_due:
+            self._first_step_due = False
+            if self.client is not None:
+                self.client.report_first_step(step)
         if self.stop is not None:
             return True
         if self._next_check is not None and step < self._next_check:
@@ -260,6 +277,7 @@ class Gang:
         bound: int | None = None
         result: Any = None
         local = None
+        started = time.time()
         while True:
             error: BaseException | None = None
             if local is None or (bound is not None and local > bound):
@@ -284,7 +302,9 @@ class Gang:
                 break
             bound = int(-lowest)
         if self.client is not None:
-            self.client.report_restore(None if result is None else result.step, getattr(result, "generation", None))
+            self.client.report_restore(None if result is None else result.step, getattr(result, "generation", None),
+                                       **_restore_detail(result, started))  # fmt: skip
+        self._first_step_due = True
         return result
 
     # -- a lost peer --------------------------------------------------------------
@@ -375,6 +395,21 @@ class Gang:
             noticed_ranks=list(stop.noticed_ranks),
             outcome=outcome,
         )
+
+
+def _restore_detail(result: Any, started: float) -> dict[str, Any]:
+    """What a ``restored`` record says of one rank's restore: its source (a tiered manager's result says; a
+    store-only one reads the store), seconds, bytes and why nearer copies were passed over."""
+    if result is None:
+        return {"started_at": started, "seconds": round(time.time() - started, 6)}
+    notes = getattr(result, "notes", ())
+    return {
+        "source": getattr(result, "source", "store"),
+        "seconds": round(getattr(result, "seconds", None) or time.time() - started, 6),
+        "nbytes": getattr(result, "nbytes", None),
+        "reason": "; ".join(notes) if notes else None,
+        "started_at": started,
+    }
 
 
 def _stop_from(view: agreement.GangView, step: int, now: float) -> GangStop:

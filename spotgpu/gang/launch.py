@@ -247,6 +247,7 @@ def supervise(
                 _log("the job is already done: nothing to join")
                 return 0
             epoch = epochs.current()
+            _export_zone(agent)
             _log(f"joining {target.run_id} epoch {epoch}")
             code = run_incarnation(target.args, epoch)
             leaving = code != 0 and agent.should_stop()
@@ -263,6 +264,17 @@ def supervise(
     except SignalException as err:  # torchrun stopped its workers already
         _log(f"stopped by {err.sigval.name}")
         return 128 + int(err.sigval)
+
+
+def _export_zone(agent: Any) -> None:
+    """``$SPOTGPU_ZONE`` for the workers (torchrun runs in this process: they inherit it) from this VM's
+    agent, unless set: a tiered checkpoint places each shard's peer copies in other zones."""
+    from spotgpu.models.tiers import ZONE_ENV
+
+    if not os.environ.get(ZONE_ENV):
+        zone = agent.zone()
+        if zone:
+            os.environ[ZONE_ENV] = zone
 
 
 def cmd_run(args: argparse.Namespace) -> int:

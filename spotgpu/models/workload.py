@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from spotgpu.catalogue.fit import GpuNeed
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
+from spotgpu.models.tiers import CheckpointTiers
 
 #: Above this many interruptions per spot node-hour (one every 12 minutes) a rate is a unit mistake,
 #: most often a percent typed as a rate: no GPU spot market takes VMs that fast and is worth using.
@@ -432,6 +433,11 @@ class WorkloadProfile(SpotModel):
         description="What every GPU type of the pool must hold (memory, GPU count, validated models); "
         "none: any GPU type is taken as able to run the job.",
     )
+    checkpoint_tiers: CheckpointTiers | None = Field(
+        default=None,
+        description="A node-local tier and peer copies in front of the object store (spotgpu.models.tiers): "
+        "checkpointIntervalSeconds is then the local interval, durableIntervalSeconds the store's.",
+    )
     sources: dict[str, str] = Field(
         default_factory=dict,
         max_length=32,
@@ -499,17 +505,54 @@ class WorkloadProfile(SpotModel):
         if isinstance(self.checkpoint_interval_seconds, int):
             if self.checkpoint_interval_seconds <= 0:
                 raise ValueError("checkpointIntervalSeconds must be positive seconds or auto")
-            if self.checkpoint_interval_seconds <= self.checkpoint_write_seconds:
+            write, what = self.periodic_write_seconds
+            if self.checkpoint_interval_seconds <= write:
                 raise ValueError(
                     f"checkpointIntervalSeconds {self.checkpoint_interval_seconds} is not longer than "
-                    f"checkpointWriteSeconds {self.checkpoint_write_seconds}; the job would only checkpoint"
+                    f"{what} {write:g}; the job would only checkpoint"
                 )
+        tiers = self.checkpoint_tiers
+        if tiers is not None and isinstance(tiers.durable_interval_seconds, int):
+            if tiers.durable_interval_seconds <= self.checkpoint_write_seconds:
+                raise FieldProblem(
+                    f"is not longer than checkpointWriteSeconds {self.checkpoint_write_seconds:g}, so uploads would "
+                    "queue behind each other", at="checkpointTiers.durableIntervalSeconds",
+                    value=tiers.durable_interval_seconds, fix="use more seconds than one upload takes, or auto",
+                )  # fmt: skip
+            local = self.checkpoint_interval_seconds
+            if isinstance(local, int) and tiers.durable_interval_seconds < local:
+                raise FieldProblem(
+                    f"is shorter than the local interval checkpointIntervalSeconds {local}; the store gets every "
+                    "k-th local generation", at="checkpointTiers.durableIntervalSeconds",
+                    value=tiers.durable_interval_seconds, fix=f"use at least {local} seconds, or auto",
+                )  # fmt: skip
         if self.deadline_hours is not None and self.deadline_hours < self.work_hours:
             raise ValueError(
                 f"deadlineHours {self.deadline_hours} is shorter than workHours {self.work_hours}; "
                 "no capacity can meet it"
             )
         return self
+
+    @property
+    def final_commit_seconds(self) -> float:
+        """Seconds a final checkpoint needs to count: to the local tier and its peers with
+        ``checkpointTiers``, else to the object store."""
+        if self.checkpoint_tiers is None:
+            return self.checkpoint_write_seconds
+        from spotgpu.models.tiers import tier_commit_seconds
+
+        return tier_commit_seconds(self.checkpoint_tiers, self.checkpoint_bytes, self.nodes)[0]
+
+    @property
+    def periodic_write_seconds(self) -> tuple[float, str]:
+        """(seconds one periodic save blocks training, the figure's name): the tier's write with
+        ``checkpointTiers``, else the object store's ``checkpointWriteSeconds``."""
+        if self.checkpoint_tiers is None:
+            return self.checkpoint_write_seconds, "checkpointWriteSeconds"
+        from spotgpu.models.tiers import tier_write_seconds
+
+        seconds, _ = tier_write_seconds(self.checkpoint_tiers, self.checkpoint_bytes, self.nodes)
+        return seconds, "the local tier's write seconds (checkpointTiers.local.writeSeconds or its prior)"
 
     @property
     def slack_hours(self) -> float | None:

@@ -39,6 +39,7 @@ from spotgpu.economics.cost import MAX_DEADLINE_MISS_PROBABILITY, CostBreakdown,
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, gang_traces, probe_size
 from spotgpu.economics.interval import AnyNotice, choose_interval
 from spotgpu.economics.report import figure_sources, flat_figures, pool_bill
+from spotgpu.economics.tiers import TierDecision
 from spotgpu.economics.topology import map_pool_zones, region_of
 from spotgpu.economics.trace_fit import TraceFit, fit_group
 from spotgpu.models import PoolSpec, StackConfig
@@ -320,9 +321,21 @@ def _drivers(model_usd: float | None, workload: WorkloadProfile, notice: AnyNoti
     return sorted(found, key=lambda d: abs(d.model_usd_with_traces - target))
 
 
-def job_for(workload: WorkloadProfile, interval_seconds: float) -> Job:
-    """The replayed job (``simulate``'s: a deadline of twice the work when the workload has none)."""
-    return Job.from_profile(workload, interval_seconds)
+def job_for(workload: WorkloadProfile, interval_seconds: float, tiers: TierDecision | None = None) -> Job:
+    """The replayed job (``simulate``'s: a deadline of twice the work when the workload has none).
+
+    With checkpoint ``tiers`` (``choose_interval(...).tiers``) the replay, which knows one store, runs the
+    store-only job that stalls as much per hour and loses as much per interruption: interval ``T`` and
+    write ``C = f T`` with ``f`` the tier's stall per local interval and ``T/2 + C`` the tier's expected
+    loss; its load is the tier's expected load. The tiers' own mechanics are the twin's (``TwinTiers``).
+    """
+    if tiers is None:
+        return Job.from_profile(workload, interval_seconds)
+    stall = tiers.write_seconds / tiers.local_seconds
+    interval = tiers.lost_seconds() / (0.5 + stall)
+    load = tiers.load()
+    return Job.from_profile(workload, interval, checkpoint_write_seconds=stall * interval, load_seconds=load,
+                            restart_seconds=workload.restart_seconds + load)  # fmt: skip
 
 
 
@@ -334,7 +347,7 @@ def check_pool(config: StackConfig, pool: PoolSpec) -> ModelVsReplay:
                for k, f in flat_figures(figure_sources(config, pool)).items()}  # fmt: skip
     replayed = None
     if pool.cloud in clouds_with_traces():
-        job = job_for(bill.priced, bill.decision.seconds)
+        job = job_for(bill.priced, bill.decision.seconds, bill.decision.tiers)
         replayed = replay_pool(job, bill.ladder, bill.priced.fallback_policy, pool.cloud, pool_region(pool), pool.zones)
     return compare(bill.breakdown, bill.priced, pool.notice, bill.ladder, replayed, sources, pool.cloud,
                    pool.checkpoint.keep_generations)  # fmt: skip

@@ -268,6 +268,8 @@ class TwinCloud:
         if vm.id in self.run.gang:
             self.run.lost(t)  # first: the commits it made up to now are its agent's last reports
         del group.vms[vm.id]
+        if self.job.tiers is not None:
+            self.run.vm_gone(vm.id)  # its local checkpoint tier goes with it
         self._changed(group)
         self.channel.depart(vm.id)  # its agent's report stays in the store, read once more
         self._bill(vm, t)

@@ -36,6 +36,7 @@ EXPECTED_DEFAULTS = {
     "gpu-types-known": "advisory",
     "gpu-type-holds-workload": "mandatory",
     "boot-data-has-no-credentials": "mandatory",
+    "checkpoint-tier-has-disk": "advisory",
 }
 RAW_PROGRAM = Path(__file__).resolve().parent / "programs" / "raw"
 
