@@ -35,8 +35,9 @@ from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.daemon import Agent
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.catalogue import CLOUDS
 
-PROVIDERS = ("aws", "gcp", "azure")
+PROVIDERS = CLOUDS
 FAULTS = ("none", "hang", "500", "malformed", "reset")
 #: The fake's fault mode for each fault.
 MODES = {"hang": "stall", "500": "500", "malformed": "malformed", "reset": "drop"}

@@ -19,7 +19,7 @@ from typing import Any
 
 from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
-from spotgpu.controller.plan import PoolPlan
+from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.controller.runner import RECORD_KEY, Controller, build_plans
 from spotgpu.simulation.twin import TwinCloud, twin_job_for
 from spotgpu.traces import Trace, load_group

@@ -1,10 +1,12 @@
 """The registry of clouds: every part that works per cloud looks the cloud up here.
 
 A cloud is one folder, ``spotgpu_pulumi/<name>/``, whose ``cloud.py`` defines
-``CLOUD = Cloud(name, plan, component)``: its pure planner and its ``GpuPool``.
-``platform.deploy``, the preview edge (``offline.validate.plan_all``) and the
-package provider (``package._PackagedPool``) find a pool's cloud in :data:`CLOUDS`
-by the config's ``cloud:`` value, so adding a cloud adds a folder and edits none of them.
+``CLOUD = Cloud(name, plan, component)``: its pure planner and its ``GpuPool``, which
+builds from the plan. :func:`plan_stack` plans every pool of a stack once, through
+:data:`CLOUDS` by the config's ``cloud:`` value; ``platform.deploy`` hands each pool's
+plan to its ``GpuPool``, and the package provider (``package._PackagedPool``) plans and
+builds its one pool the same way, so adding a cloud adds a folder and edits none of them.
+The folders are the clouds :data:`spotgpu.catalogue.CLOUDS` names (a test keeps them equal).
 
 A cloud's package is imported the first time it is looked up, so a stack of one
 cloud never imports the other providers' SDKs.
@@ -20,12 +22,18 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import pulumi
 
-from spotgpu.config import ConfigError
+from spotgpu.config import ConfigError, KeyPaths, PlanError
+from spotgpu.models import StackConfig
 from spotgpu_pulumi.args import PoolArgs
 
 
 class CloudPoolPlan(Protocol):
     """What any cloud's pool plan tells, whatever else it decides."""
+
+    @property
+    def args(self) -> PoolArgs:
+        """What the pool was planned from."""
+        ...
 
     @property
     def pool(self) -> str: ...
@@ -57,11 +65,9 @@ class Cloud(Generic[Plan]):
     name: str
     """The config's ``cloud:`` value and the middle of the type token ``spotgpu:<name>:GpuPool``."""
     plan: Callable[[PoolArgs], Plan]
-    """Pure: decides the whole pool, registers nothing; raises ``error`` (a ConfigError) on bad input."""
-    component: Callable[[str, PoolArgs, pulumi.ResourceOptions | None], PoolComponent]
-    """The ``GpuPool`` class: calls ``plan`` before it registers anything."""
-    error: type[ConfigError]
-    """What ``plan`` raises for a pool it refuses."""
+    """Pure: decides the whole pool, registers nothing; raises :class:`~spotgpu.config.PlanError` on bad input."""
+    component: Callable[[str, Plan, pulumi.ResourceOptions | None], PoolComponent]
+    """The ``GpuPool`` class: builds what the plan decided."""
 
 
 class CloudRegistry(MutableMapping[str, "Cloud[Any]"]):
@@ -105,3 +111,23 @@ class CloudRegistry(MutableMapping[str, "Cloud[Any]"]):
 
 #: Every cloud, by the config's ``cloud:`` value.
 CLOUDS = CloudRegistry(__name__.rpartition(".")[0], Path(__file__).parent)
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """A validated stack and every pool's plan, in config order: what ``platform.deploy`` builds."""
+
+    config: StackConfig
+    pools: tuple[CloudPoolPlan, ...]
+
+
+def plan_stack(config: StackConfig, namespace: str = "spotgpu") -> StackPlan:
+    """Plan every pool once, with its cloud's planner; the first refusal is one ConfigError line,
+    its keys named under ``namespace`` as the stack file writes them."""
+    plans = []
+    for spec in config.pools:
+        try:
+            plans.append(CLOUDS[spec.cloud].plan(PoolArgs.for_pool(config, spec)))
+        except PlanError as err:
+            raise ConfigError(err.render(KeyPaths(namespace))) from None
+    return StackPlan(config, tuple(plans))

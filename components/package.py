@@ -31,7 +31,7 @@ from spotgpu_pulumi.package_args import (
     LadderStepArgs,
     PricesArgs,
     WorkloadArgs,
-    plan_error,
+    planned,
     pool_args_from,
 )
 from spotgpu_pulumi.package_fallback import AwsFallbackGroup, AzureFallbackGroup, GcpFallbackGroup
@@ -167,13 +167,10 @@ class _PackagedPool(pulumi.ComponentResource):
         from spotgpu_pulumi.clouds import CLOUDS
 
         cloud = CLOUDS[self._cloud]
-        pool_args = pool_args_from(name, self._cloud, args)
-        try:  # before registering, as the fallback groups do: a bad pool is one line keyed by this resource
-            cloud.plan(pool_args)
-        except ValueError as err:
-            raise plan_error(name, pool_args.spec.name, err) from None
+        # Planned once, before registering, as the fallback groups are: a bad pool is one line keyed by this resource.
+        plan = planned(name, cloud.plan, pool_args_from(name, self._cloud, args))
         super().__init__(f"{PACKAGE_NAME}:index:{type(self).__name__}", name, None, opts)
-        pool = cloud.component(pool_args.spec.name, pool_args, pulumi.ResourceOptions(parent=self))
+        pool = cloud.component(plan.pool, plan, pulumi.ResourceOptions(parent=self))
         outputs: dict[str, Any] = {}
         for key in COMMON_KEYS:
             attribute = "".join("_" + c.lower() if c.isupper() else c for c in key)

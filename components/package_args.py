@@ -5,23 +5,28 @@ The pools (``spotgpu_pulumi.package``) and the standalone fallback groups
 types (workload, ladder, capacity, subnets, machine types); the SDK's analyzer
 names each type once in the schema, so they live here, imported by both.
 :func:`pool_args_from` turns them into the stack config document a Python
-stack writes and validates it with the same pydantic models.
+stack writes and validates it with the same pydantic models; :func:`planned`
+plans it with the cloud's planner. Every error names the key as the args hold it
+(``<resource name>.<key>``, :func:`keys`), rendered so, never rewritten.
 """
 
 # No `from __future__ import annotations`: the SDK's analyzer reads the annotations as objects.
+from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict, TypeVar
 
 import pulumi
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
-from spotgpu.config import ConfigError, format_error, parse_stack_config
+from spotgpu.config import ConfigError, KeyPaths, PlanError, format_error, parse_stack_config
+from spotgpu.models.base import FieldProblem
 from spotgpu_pulumi.args import PoolArgs
 
 PACKAGE_NAME = "spotgpu"
 _WORKLOAD_KEY = "workload"
 _LADDER_KEY = "ladder"
 _Model = TypeVar("_Model", bound=BaseModel)
+_Plan = TypeVar("_Plan")
 
 
 class PricesArgs(TypedDict):
@@ -75,6 +80,8 @@ class WorkloadArgs(TypedDict):
     """Mean seconds from an interruption to a replacement running."""
     interruptions_per_hour: float
     """Interruption exposure per node-hour."""
+    gang_interruptions_per_hour: NotRequired[float]
+    """Interruptions per hour of the whole gang, measured on gangs of its size (replaces the rate x nodes)."""
     work_hours: float
     """Wall-clock hours of useful compute one job needs on all its nodes."""
     prices: PricesArgs
@@ -222,10 +229,24 @@ def pool_args_from(name: str, cloud: str, args: Any, exclude: tuple[str, ...] = 
         "pools": [pool],
     }
     try:
-        config = parse_stack_config(raw, namespace=name)
+        config = parse_stack_config(raw, namespace=keys(name))
     except ConfigError as err:
-        raise pulumi.RunError(str(err).replace(f"{name}:pools[{pool['name']}].", f"{name}.")) from None
+        raise pulumi.RunError(str(err)) from None
     return PoolArgs.for_pool(config, config.pools[0])
+
+
+def keys(name: str) -> KeyPaths:
+    """How this package names a key: under the resource, as its args hold it (``train.zones``)."""
+    return KeyPaths(name, component=True)
+
+
+def planned(name: str, planner: Callable[[PoolArgs], _Plan], args: PoolArgs) -> _Plan:
+    """The pool planned by its cloud's planner: the one plan the component builds from. A refusal
+    is one line keyed ``<name>.<key>``, before anything registers."""
+    try:
+        return planner(args)
+    except PlanError as err:
+        raise pulumi.RunError(err.render(keys(name))) from None
 
 
 def validated(name: str, model: type[_Model], args: Any) -> _Model:
@@ -237,10 +258,9 @@ def validated(name: str, model: type[_Model], args: Any) -> _Model:
     try:
         return model.model_validate({to_camel(k): args[k] for k in model.model_fields if k in args})
     except ValidationError as err:
-        raise pulumi.RunError(format_error(err, name, model).replace(f"{name}:", f"{name}.")) from None
+        raise pulumi.RunError(format_error(err, keys(name), model)) from None
 
 
-def plan_error(name: str, pool: str, err: Exception) -> pulumi.RunError:
-    """A planner's one-line rejection, keyed by the resource as the other input errors are."""
-    text = str(err).replace(f"spotgpu:pools[{pool}].", f"{name}.").replace(f"pool {pool}: ", f"{name}: ")
-    return pulumi.RunError(text if text.startswith(f"{name}") else f"{name}: {text}")
+def refused(name: str, problem: FieldProblem) -> pulumi.RunError:
+    """A finding about one of the args, keyed ``<name>.<key>`` as every other input error is."""
+    return pulumi.RunError(PlanError(problem).render(keys(name)))

@@ -12,14 +12,14 @@ the value and the fix), an Output is handed to the provider unchanged.
 """
 
 # No `from __future__ import annotations`: the SDK's analyzer reads the annotations as objects.
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, NotRequired, TypedDict
 
 import pulumi
 from pydantic import Field
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.catalogue import names
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
 from spotgpu_pulumi.package_args import (
     PACKAGE_NAME,
@@ -28,8 +28,9 @@ from spotgpu_pulumi.package_args import (
     GcpMachineArgs,
     LadderArgs,
     WorkloadArgs,
-    plan_error,
+    planned,
     pool_args_from,
+    refused,
     validated,
 )
 
@@ -69,7 +70,7 @@ class _GcpIds(SpotModel):
     )
     subscription_name: Annotated[
         Ref,
-        ref_check(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/subscriptions/)?[A-Za-z][\w.~+%-]{2,254}$"),
+        ref_check(rf"^(projects/{names.GCP_PROJECT}/subscriptions/)?[A-Za-z][\w.~+%-]{{2,254}}$"),
         REF_SERIALIZER,
     ] = _fix("give the preemption subscription's name or projects/PROJECT/subscriptions/NAME")
     bucket_name: Annotated[Ref, ref_check(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"), REF_SERIALIZER] | None = _fix(
@@ -87,12 +88,13 @@ class _AzureIds(SpotModel):
     ] = _fix("give the ARM id of a user-assigned identity (/subscriptions/.../userAssignedIdentities/NAME)")
 
 
-def _same_store(name: str, key: str, given: Any, bucket_of: Callable[[str], str], planned: str, fix: str) -> None:
+def _same_store(name: str, key: str, given: Any, bucket_of: Callable[[str], str], bucket: str, fix: str) -> None:
     """A plain bucket value must name the bucket the agents' ``checkpointStore`` names; an Output is trusted."""
-    if isinstance(given, str) and bucket_of(given) != planned:
-        raise pulumi.RunError(
-            f"{name}.{key}: is not the pool's checkpoint bucket {planned!r}, which the agents write to "
-            f"(value: {json.dumps(given)}); fix: {fix}"
+    if isinstance(given, str) and bucket_of(given) != bucket:
+        raise refused(
+            name,
+            FieldProblem(f"is not the pool's checkpoint bucket {bucket!r}, which the agents write to",
+                         at=key, value=given, fix=fix),
         )
 
 
@@ -169,11 +171,7 @@ class AwsFallbackGroup(pulumi.ComponentResource):
         from spotgpu_pulumi.aws.plan import plan_pool
         from spotgpu_pulumi.aws.pool import controller_principal_output, region_options
 
-        pool_args = pool_args_from(name, "aws", args, exclude=tuple(_AwsIds.model_fields))
-        try:
-            plan = plan_pool(pool_args)
-        except ValueError as err:
-            raise plan_error(name, pool_args.spec.name, err) from None
+        plan = planned(name, plan_pool, pool_args_from(name, "aws", args, exclude=tuple(_AwsIds.model_fields)))
         validated(name, _AwsFleetIds if plan.mode == "fleet" else _AwsIds, args)
         bucket = plan.names.bucket
         given = args.get("bucket_arn")
@@ -270,14 +268,10 @@ class GcpFallbackGroup(pulumi.ComponentResource):
     """The store the group's agents checkpoint to: gs://bucket/prefix."""
 
     def __init__(self, name: str, args: GcpFallbackGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
+        from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
         from spotgpu_pulumi.gcp.plan import plan_pool
 
-        pool_args = pool_args_from(name, "gcp", args, exclude=tuple(_GcpIds.model_fields))
-        try:
-            plan = plan_pool(pool_args)
-        except ValueError as err:
-            raise plan_error(name, pool_args.spec.name, err) from None
+        plan = planned(name, plan_pool, pool_args_from(name, "gcp", args, exclude=tuple(_GcpIds.model_fields)))
         validated(name, _GcpIds, args)
         given = args.get("bucket_name")
         _same_store(name, "bucketName", given, str, plan.bucket, f"pass {plan.bucket}, the pool's bucket name")
@@ -285,22 +279,13 @@ class GcpFallbackGroup(pulumi.ComponentResource):
         store = plan.checkpoint_store
         group = OnDemandFallbackGroup(
             f"{name}-fallback",
-            spec=plan.spec,
-            group=plan.groups[0],
-            mig_name=plan.fallback_mig,
-            template_prefix=plan.names.template_prefix("od"),
-            zones=plan.zones,
-            metadata=plan.fallback_metadata,
-            startup_script=plan.fallback_startup_script,
-            labels=plan.labels("fallback"),
-            node_service_account=args["node_service_account"],
-            controller_account_id=plan.controller_account_id,
-            controller_role_id=plan.names.controller_role_id,
-            controlled_migs=(*plan.spot_migs, plan.fallback_mig),
-            bucket_name=given if given is not None else plan.bucket,
-            state_condition=plan.state_condition,
-            subscription_name=args["subscription_name"],
-            opts=pulumi.ResourceOptions(parent=self),
+            OnDemandFallbackGroupArgs(
+                plan,
+                node_service_account=args["node_service_account"],
+                bucket_name=given if given is not None else plan.bucket,
+                subscription_name=args["subscription_name"],
+            ),
+            pulumi.ResourceOptions(parent=self),
         )
         self.mig_name = group.mig_name
         self.controller_email = group.controller_email
@@ -365,11 +350,7 @@ class AzureFallbackGroup(pulumi.ComponentResource):
         from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
         from spotgpu_pulumi.azure.plan import plan_pool
 
-        pool_args = pool_args_from(name, "azure", args, exclude=tuple(_AzureIds.model_fields))
-        try:
-            plan = plan_pool(pool_args)
-        except ValueError as err:
-            raise plan_error(name, pool_args.spec.name, err) from None
+        plan = planned(name, plan_pool, pool_args_from(name, "azure", args, exclude=tuple(_AzureIds.model_fields)))
         validated(name, _AzureIds, args)
         super().__init__(f"{PACKAGE_NAME}:index:AzureFallbackGroup", name, None, opts)
         group = OnDemandFallbackGroup(

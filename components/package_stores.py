@@ -9,16 +9,16 @@ only child; ``checkpointStore`` is the URL the checkpoint library takes.
 """
 
 # No `from __future__ import annotations`: the SDK's analyzer reads the annotations as objects.
-import json
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import pulumi
 from pydantic import Field
 
-from spotgpu.models.base import SpotModel, fix_hint
+from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.pools import AZURE_RESOURCE_GROUP_FIX, AzureResourceGroupRef, CheckpointStoreSpec
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
-from spotgpu_pulumi.package_args import PACKAGE_NAME, validated
+from spotgpu_pulumi.package_args import PACKAGE_NAME, refused, validated
+from spotgpu_pulumi.planning import store_url
 
 
 class AwsCheckpointStoreArgs(TypedDict):
@@ -148,7 +148,7 @@ class AwsCheckpointStore(pulumi.ComponentResource):
         )
         self.bucket_name = bucket.bucket_name
         self.arn = bucket.arn
-        self.checkpoint_store = pulumi.Output.from_input(f"s3://{args['bucket_name']}/{args['prefix']}")
+        self.checkpoint_store = pulumi.Output.from_input(store_url("s3", args["bucket_name"], args["prefix"]))
         self.register_outputs(
             {"bucketName": self.bucket_name, "arn": self.arn, "checkpointStore": self.checkpoint_store}
         )
@@ -163,22 +163,28 @@ class GcpCheckpointStore(pulumi.ComponentResource):
     """The checkpoint library's store URL: gs://bucket/prefix."""
 
     def __init__(self, name: str, args: GcpCheckpointStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        from spotgpu_pulumi.gcp.bucket import CheckpointBucket
+        from spotgpu_pulumi.gcp.bucket import CheckpointBucket, CheckpointBucketArgs
+        from spotgpu_pulumi.gcp.plan import bucket_name_problem
 
         spec = _store_spec(name, args)
+        google = bucket_name_problem(args["bucket_name"], "bucketName", "choose a name without 'google'")
+        if google is not None:
+            raise refused(name, google)
         super().__init__(f"{PACKAGE_NAME}:index:GcpCheckpointStore", name, None, opts)
         bucket = CheckpointBucket(
             f"{name}-ckpt",
-            project=args["project"],
-            location=args["location"],
-            bucket_name=args["bucket_name"],
-            store=spec,
-            labels={"managed-by": "spotgpu", **dict(args.get("labels") or {})},
-            writer_member=args["writer_member"],
-            opts=pulumi.ResourceOptions(parent=self),
+            CheckpointBucketArgs(
+                project=args["project"],
+                location=args["location"],
+                bucket_name=args["bucket_name"],
+                store=spec,
+                labels={"managed-by": "spotgpu", **dict(args.get("labels") or {})},
+                writer_member=args["writer_member"],
+            ),
+            pulumi.ResourceOptions(parent=self),
         )
         self.bucket_name = bucket.bucket_name
-        self.checkpoint_store = pulumi.Output.from_input(f"gs://{args['bucket_name']}/{args['prefix']}")
+        self.checkpoint_store = pulumi.Output.from_input(store_url("gs", args["bucket_name"], args["prefix"]))
         self.register_outputs({"bucketName": self.bucket_name, "checkpointStore": self.checkpoint_store})
 
 
@@ -203,15 +209,12 @@ class AzureCheckpointStore(pulumi.ComponentResource):
         spec = _store_spec(name, args)
         own = validated(name, _AzureStoreSettings, args)
         account, group, container = own.storage_account_name, own.resource_group_name, own.container_name
-        try:
-            naming.check_storage_account_name(account)
-        except naming.NamingError as err:
-            what, _, fix = str(err).removeprefix(f"storageAccountName {account!r} ").partition("; ")
-            raise pulumi.RunError(
-                f"{name}.storageAccountName: {what} (value: {json.dumps(account)}); fix: {fix}"
-            ) from None
+        problem = naming.storage_account_problem(account)
+        if problem is not None:
+            raise refused(name, problem)
         if not spec.prefix:
-            raise pulumi.RunError(f"{name}.prefix: is not set; fix: give the blob prefix the checkpoints live under")
+            raise refused(name, FieldProblem("is not set", at="prefix", value=None,
+                                             fix="give the blob prefix the checkpoints live under"))
         prefix = spec.prefix
         url = naming.checkpoint_store_url(account, container, prefix)
         super().__init__(f"{PACKAGE_NAME}:index:AzureCheckpointStore", name, None, opts)

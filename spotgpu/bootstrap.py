@@ -14,8 +14,11 @@ import json
 import shlex
 
 from spotgpu.agent.config import AGENT_EXEC_START, AgentConfig
+from spotgpu.bootstrap_tier import TIER_UNIT, render_tier_setup
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu.gang.launch import GangLaunch, launcher_argv
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.models.base import FieldProblem
+from spotgpu.models.tiers import LOCAL_DIR_ENV
 
 #: AWS launch-template user data is limited to 16 KB (before base64); Azure custom data to 64 KB.
 MAX_BOOTSTRAP_BYTES = {"aws": 16 * 1024, "gcp": 256 * 1024, "azure": 64 * 1024 - 1}
@@ -51,7 +54,7 @@ def control_store_url(checkpoint_store: str) -> str:
     return f"{base}/{CONTROL_STORE_SUFFIX}"
 
 
-def gang_unit(launch: GangLaunch, control_socket: str) -> str:
+def gang_unit(launch: GangLaunch, control_socket: str, local_dir: str | None = None) -> str:
     """The systemd unit that supervises a gang job on this VM (see spotgpu.gang.launch).
 
     ``spotgpu gang run`` does the restarting by the workers' exit code (75/76 rejoin at
@@ -59,14 +62,16 @@ def gang_unit(launch: GangLaunch, control_socket: str) -> str:
     only restarts it if it dies abnormally (a signal, a core dump), never on an exit code.
     """
     command = shlex.join(launcher_argv(launch, spotgpu=SPOTGPU_BIN))
+    tier = f"Environment={LOCAL_DIR_ENV}={local_dir}\n" if local_dir else ""
+    after = f"{AGENT_MARKER} {TIER_UNIT}" if local_dir else AGENT_MARKER
     return f"""[Unit]
 Description=spotgpu gang launch (torchrun, rendezvous {launch.rendezvous_host}:{launch.rendezvous_port})
-After={AGENT_MARKER} network-online.target
-Wants={AGENT_MARKER} network-online.target
+After={after} network-online.target
+Wants={after} network-online.target
 
 [Service]
 Environment=SPOTGPU_AGENT={control_socket}
-ExecStart={command}
+{tier}ExecStart={command}
 Restart=on-abnormal
 RestartSec=5
 
@@ -91,7 +96,7 @@ if [ ! -x /opt/spotgpu/venv/bin/spotgpu ]; then
   python3 -m venv /opt/spotgpu/venv
   /opt/spotgpu/venv/bin/pip install --quiet {shlex.quote(agent_package)}
 fi
-cat > /etc/systemd/system/{AGENT_MARKER} <<'SPOTGPU_UNIT'
+{_tier_setup(config, gang)}cat > /etc/systemd/system/{AGENT_MARKER} <<'SPOTGPU_UNIT'
 [Unit]
 Description=spotgpu node agent (interruption notices, drain, telemetry)
 After=network-online.target
@@ -111,17 +116,24 @@ systemctl enable --now {AGENT_MARKER}
 """
     if gang is not None:
         script += f"""cat > /etc/systemd/system/{GANG_UNIT} <<'SPOTGPU_UNIT'
-{gang_unit(gang, config.control_socket)}SPOTGPU_UNIT
+{gang_unit(gang, config.control_socket, config.local_tier.path if config.local_tier else None)}SPOTGPU_UNIT
 systemctl daemon-reload
 systemctl enable --now {GANG_UNIT}
 """
     limit = MAX_BOOTSTRAP_BYTES[config.provider]
     if len(script.encode()) > limit:
-        raise ValueError(
-            f"bootstrap for pool {config.pool} is {len(script.encode())} bytes, over the "
-            f"{config.provider} limit of {limit}; shorten agentPackage or the checkpoint store URL"
+        raise FieldProblem(
+            f"makes the bootstrap {len(script.encode())} bytes, over the {config.provider} limit of {limit}",
+            at="agentPackage", value=agent_package, fix="shorten agentPackage or the checkpoint store URL",
         )
     return script
+
+
+def _tier_setup(config: AgentConfig, gang: GangLaunch | None) -> str:
+    """A tiered workload's local tier (:mod:`spotgpu.bootstrap_tier`), mounted before the agent and the job start."""
+    if config.local_tier is None:
+        return ""
+    return render_tier_setup(config.provider, config.local_tier, (AGENT_MARKER, GANG_UNIT) if gang else (AGENT_MARKER,))
 
 
 def render_bootstrap_b64(config: AgentConfig, agent_package: str = "spotgpu", gang: GangLaunch | None = None) -> str:

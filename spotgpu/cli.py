@@ -101,7 +101,22 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
         before = set(sub.choices)
         module.register(sub)
         registered |= set(sub.choices) - before
+    describe(parser)
     return parser
+
+
+def describe(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command without a description its one-line help as one, so that
+    ``spotgpu cost --help`` says what ``cost`` does, as ``spotgpu --help`` does."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {choice.dest: choice.help for choice in action._choices_actions}
+        for name, child in action.choices.items():
+            if not child.description and helps.get(name):
+                text = str(helps[name]).rstrip(".")
+                child.description = text[:1].upper() + text[1:] + "."
+            describe(child)
 
 
 def _command_in(argv: Sequence[str]) -> str | None:
@@ -141,7 +156,9 @@ def _user_error(err: BaseException) -> str | None:
     if pydantic is not None and isinstance(err, pydantic.ValidationError):
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<root>"
-        return f"{where} = {first.get('input')!r}: {first['msg']}"
+        from spotgpu.models.urls import redact  # only on an error: never slows a command down
+
+        return redact(f"{where} = {first.get('input')!r}: {first['msg']}")
     if isinstance(err, (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError)) and err.filename:
         return f"{err.filename}: {err.strerror}"
     return None

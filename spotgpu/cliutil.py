@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
+from spotgpu.catalogue import names
+
 #: Exit codes every command uses.
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1  # policy violation, failed verification, failed drill, no agent answering
@@ -63,10 +65,19 @@ class UserError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the command, the problem and where help is."""
+    """argparse, but a usage error is one line naming the command, the problem and where help is.
+
+    A value a flag's type refuses (:func:`whole`, :func:`number`, :func:`named`, :func:`host_port`)
+    reads ``--nodes: 0 is below 1; fix: ...``: the flag, the value, the fix, before any work starts.
+    """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {one_line(message)}; see `{self.prog} --help`\n")
+        message = _ARGUMENT.sub(r"\1: ", one_line(message))
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+#: argparse's "argument --nodes: " (or "argument --stack/-s: ") prefix, which becomes "--nodes: ".
+_ARGUMENT = re.compile(r"^argument ([^:/]+)(?:/[^:]+)?: ")
 
 
 def one_line(text: object) -> str:
@@ -85,6 +96,118 @@ def fail(message: str) -> NoReturn:
 
 
 # --- flags ------------------------------------------------------------------------------------
+#
+# Every flag that takes a value checks it in its argparse ``type``: argparse runs the types
+# while parsing, so a bad value is refused before the command does anything (reads a stack,
+# asks a cloud for credentials, starts a server). tests/foundation/test_cli_flags.py fails on a
+# visible flag typed with a bare ``int`` or ``float``.
+
+
+class _Checked:
+    """A flag type: converts the text, checks it, and names itself in argparse's messages."""
+
+    def __init__(self, name: str, convert: Callable[[str], Any]) -> None:
+        self.__name__ = name
+        self._convert = convert
+
+    def __call__(self, text: str) -> Any:
+        return self._convert(text)
+
+    def __repr__(self) -> str:
+        return self.__name__
+
+
+def _refuse(text: str, problem: str, fix: str) -> NoReturn:
+    raise argparse.ArgumentTypeError(f"{text} {problem}; fix: {fix}")
+
+
+def _bounds(low: float | None, high: float | None, *, above: bool) -> str:
+    if low is not None and high is not None:
+        return f"from {low:g} to {high:g}" if not above else f"above {low:g} and at most {high:g}"
+    if low is not None:
+        return f"above {low:g}" if above else f"of at least {low:g}"
+    return f"of at most {high:g}" if high is not None else ""
+
+
+def whole(minimum: int | None = None, maximum: int | None = None) -> Any:
+    """A whole number in ``[minimum, maximum]`` (``--nodes``, ``--keep``, ``--port``)."""
+    span = _bounds(minimum, maximum, above=False)
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            _refuse(text, "is not a whole number", f"use a whole number {span}".rstrip())
+        if minimum is not None and value < minimum:
+            _refuse(text, f"is below {minimum}", f"use a whole number {span}")
+        if maximum is not None and value > maximum:
+            _refuse(text, f"is above {maximum}", f"use a whole number {span}")
+        return value
+
+    return _Checked(f"whole {span}".strip(), convert)
+
+
+def number(minimum: float | None = None, maximum: float | None = None, *, above: bool = False) -> Any:
+    """A finite number in ``[minimum, maximum]`` (``above=True``: strictly above ``minimum``)."""
+    span = _bounds(minimum, maximum, above=above)
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            _refuse(text, "is not a number", f"use a number {span}".rstrip())
+        if value != value or value in (float("inf"), float("-inf")):
+            _refuse(text, "is not a finite number", f"use a number {span}".rstrip())
+        if minimum is not None and (value <= minimum if above else value < minimum):
+            _refuse(text, f"is {'not above' if above else 'below'} {minimum:g}", f"use a number {span}")
+        if maximum is not None and value > maximum:
+            _refuse(text, f"is above {maximum:g}", f"use a number {span}")
+        return value
+
+    return _Checked(f"number {span}".strip(), convert)
+
+
+#: A probability (``--notice-credit``): 0 to 1.
+PROBABILITY = number(0.0, 1.0)
+#: A duration (``--poll-seconds``, ``--timeout-seconds``): 0 or more.
+SECONDS = number(0.0)
+
+
+def named(pattern: str, what: str, fix: str) -> Any:
+    """Text matching ``pattern`` in full (a stack or pool name); ``fix`` says what the text may hold."""
+    rule = re.compile(pattern)
+
+    def convert(text: str) -> str:
+        if not rule.fullmatch(text):
+            _refuse(repr(text), f"is not {what}", fix)
+        return text
+
+    return _Checked(what, convert)
+
+
+#: ``--stack``: Pulumi's rule for a stack name (``pulumi stack init``), so ``Pulumi.<stack>.yaml`` is a file Pulumi reads.
+STACK = named(r"[A-Za-z0-9_.-]{1,100}", "a Pulumi stack name",
+              "use 1 to 100 letters, digits, '-', '_' or '.', e.g. prod-eu")  # fmt: skip
+#: ``--pool``: a pool name as the stack config allows it (spotgpu.models.pools).
+POOL = named(names.POOL_NAME, "a pool name", names.POOL_NAME_FIX)
+#: A host name (RFC 1123 labels) or an IPv4 address; an IPv6 address goes in brackets.
+_HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)")
+
+
+def _host_port(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        _refuse(repr(text), "has no port", f"use HOST:PORT, e.g. {text or '10.0.0.5'}:9464")
+    if not _HOST.fullmatch(host):
+        _refuse(repr(text), f"has no valid host ({host!r})", "use a host name or an IP address, e.g. 10.0.0.5:9464")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        _refuse(repr(text), f"has port {port!r}, not 1 to 65535", f"use e.g. {host}:9464")
+    return text
+
+
+#: ``HOST:PORT`` of a network endpoint (a scrape target).
+HOST_PORT = _Checked("HOST:PORT", _host_port)
+
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -99,6 +222,9 @@ class _DeprecatedAlias(argparse.Action):
 
 
 def add_json_flag(parser: argparse.ArgumentParser, what: str = "the result") -> None:
+    """``--json``; ``what`` names the content only ("the generations"): the flag's help adds the rest."""
+    if "JSON document" in what:
+        raise ValueError(f"add_json_flag: say what is printed, not how ({what!r}); the help adds 'as one JSON document'")
     parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON document on stdout")
 
 
@@ -123,12 +249,19 @@ def add_deprecated_alias(parser: argparse.ArgumentParser, alias: str, canonical:
 
 
 def add_seconds_flag(
-    parser: argparse.ArgumentParser, canonical: str, default: float, help_text: str, *, aliases: Sequence[str] = ()
+    parser: argparse.ArgumentParser,
+    canonical: str,
+    default: float,
+    help_text: str,
+    *,
+    aliases: Sequence[str] = (),
 ) -> None:
-    """A ``--*-seconds`` float flag, plus hidden deprecated ``aliases`` that store into the same dest."""
-    parser.add_argument(canonical, type=float, default=default, metavar="S", help=f"{help_text} (default {default:g})")
+    """A ``--*-seconds`` number flag (0 or more: 0 polls at once, or gives up at the first check),
+    plus hidden deprecated ``aliases`` that store into the same dest."""
+    kind = SECONDS
+    parser.add_argument(canonical, type=kind, default=default, metavar="S", help=f"{help_text} (default {default:g})")
     for alias in aliases:
-        add_deprecated_alias(parser, alias, canonical, type=float)
+        add_deprecated_alias(parser, alias, canonical, type=kind)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -155,14 +288,14 @@ def camel_case(key: str) -> str:
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
-def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), legacy: bool = False) -> Any:
+def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = ()) -> Any:
     """``doc`` with every snake_case mapping key in camelCase: what every ``--json`` prints.
 
     ``names_under`` lists keys whose value maps *names* (pools, groups, generations) to
     documents: those names are data, kept as written; the documents under them are
     converted. ``foreign`` lists keys whose whole value is another tool's schema (a cloud
-    provider's resource inputs): left exactly as it is. ``legacy=True`` also keeps each renamed key under its old spelling, next to
-    the new one, for one release (CHANGELOG.md), so a script reading the old key still works.
+    provider's resource inputs): left exactly as it is. Only the camelCase key is printed: the
+    project was never released, so no script reads an old spelling.
     Dataclasses and pydantic models are not handled here: dump them first.
     """
     names, kept = frozenset(names_under), frozenset(foreign)
@@ -177,8 +310,6 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[s
                 new = camel_case(key)
                 converted = value if key in kept else convert(value, key in names)
                 out[new] = converted
-                if legacy and new != key:
-                    out[key] = converted
             return out
         if isinstance(node, list | tuple):
             return [convert(item) for item in node]
@@ -188,8 +319,7 @@ def camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[s
 
 
 def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequence[str] = (), path: str = "") -> list[str]:
-    """Paths of keys that break the style (for tests): neither camelCase nor an old key kept
-    next to its camelCase twin by :func:`camel_keys` ``legacy=True``."""
+    """Paths of keys that break the style (for tests): every key that is not camelCase."""
     names, kept = frozenset(names_under), frozenset(foreign)
     found: list[str] = []
 
@@ -197,10 +327,8 @@ def non_camel_keys(doc: Any, *, names_under: Sequence[str] = (), foreign: Sequen
         if isinstance(node, dict):
             for key, value in node.items():
                 where = f"{at}.{key}"
-                if not names_here and isinstance(key, str):
-                    legacy_twin = _SNAKE.match(key) and camel_case(key) in node
-                    if not (CAMEL_KEY.match(key) or legacy_twin):
-                        found.append(where)
+                if not names_here and isinstance(key, str) and not CAMEL_KEY.match(key):
+                    found.append(where)
                 if names_here or key not in kept:
                     walk(value, where, not names_here and key in names)
         elif isinstance(node, list | tuple):

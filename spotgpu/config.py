@@ -16,20 +16,27 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotgpu.catalogue import CLOUDS
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.stack import StackConfig
+from spotgpu.models.urls import redact
 
 #: Config keys the stack program reads, in the project namespace.
 STACK_KEYS = ("environment", "owner", "workloads", "ladders", "pools")
 
 #: Provider config keys validation reads (regions the pools must live in).
 PROVIDER_KEYS = ("aws:region", "gcp:region", "gcp:project", "azure-native:location")
+
+#: The clouds as a fix names them: "aws, gcp or azure".
+_CLOUD_CHOICE = f"{', '.join(CLOUDS[:-1])} or {CLOUDS[-1]}"
 
 _GENERIC_FIX = {
     "list_type": "write it as a YAML list, e.g. [a, b]",
@@ -57,8 +64,8 @@ _GENERIC_FIX = {
     "string_pattern_mismatch": "match the documented format",
     "literal_error": "use one of the allowed values",
     "enum": "use one of the allowed values",
-    "union_tag_invalid": "set cloud to aws, gcp or azure",
-    "union_tag_not_found": "add cloud: aws, gcp or azure",
+    "union_tag_invalid": f"set cloud to {_CLOUD_CHOICE}",
+    "union_tag_not_found": f"add cloud: {_CLOUD_CHOICE}",
 }
 
 _MESSAGES = {
@@ -75,9 +82,10 @@ class ConfigError(ValueError):
 
 
 def _show(value: Any) -> str:
+    """The value as the message shows it: a mapping elided, a URL's credentials redacted, long text cut."""
     if isinstance(value, dict):
         return _ELIDED
-    shown = json.dumps(value, default=str)
+    shown = redact(json.dumps(value, default=str))
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
@@ -90,20 +98,103 @@ def _item_label(container: Any, index: int) -> str:
     return f"[{index}]"
 
 
-def key_path(namespace: str, loc: tuple[int | str, ...], data: Any = None) -> str:
-    """Render a pydantic location as ``ns:pools[name].field``, stepping over union tags."""
-    path = ""
+def key_parts(loc: tuple[int | str, ...], data: Any = None) -> list[str]:
+    """A pydantic location as the key's parts, ``["pools", "[vision-gcp]", "zones"]``: list items
+    that have a ``name`` by name, others by index, stepping over the union tags pydantic inserts."""
+    parts: list[str] = []
     node = data
     for i, part in enumerate(loc):
         if isinstance(part, int):
-            path += _item_label(node, part)
+            parts.append(_item_label(node, part))
             node = node[part] if isinstance(node, list | tuple) and 0 <= part < len(node) else None
             continue
-        if part in ("aws", "gcp", "azure") and i > 0 and isinstance(loc[i - 1], int):
+        if part in CLOUDS and i > 0 and isinstance(loc[i - 1], int):
             continue  # discriminated-union tag pydantic inserts into the location
-        path = f"{namespace}:{part}" if i == 0 else f"{path}.{part}"
+        parts.append(part)
         node = node.get(part) if isinstance(node, dict) else None
-    return path or f"{namespace}:<root>"
+    return parts
+
+
+_AT_PART = re.compile(r"\[[^\]]*\]|[^.\[]+")
+
+
+def at_parts(at: str) -> list[str]:
+    """A :class:`~spotgpu.models.base.FieldProblem`'s ``at`` (``capacity.fallbackMax``, ``[2]``,
+    ``pools[x].subnets``) as key parts."""
+    return _AT_PART.findall(at)
+
+
+@dataclass(frozen=True)
+class KeyPaths:
+    """How a message names a key: as the user wrote it, wherever that was.
+
+    A stack file writes ``spotgpu:pools[train].zones`` (``root`` is the config namespace). A packaged
+    component (``spotgpu_pulumi.package``) takes one pool's keys as its args, under its resource name,
+    so the same key reads ``train.zones``, and the pool's workload and ladder ``train.workload.workHours``
+    and ``train.ladder.steps[0].kind`` (``component`` true, ``root`` the resource name). Every error line,
+    the models' and the planners' alike, is rendered through one of these, never rewritten afterwards.
+    """
+
+    root: str = "spotgpu"
+    component: bool = False
+
+    def path(self, parts: list[str]) -> str:
+        """The key named by ``parts`` (see :func:`key_parts`)."""
+        if self.component:
+            if parts[:1] == ["pools"] and parts[1:2] and parts[1].startswith("["):
+                parts = parts[2:]  # the component is the pool
+            elif parts[:1] in (["workloads"], ["ladders"]) and len(parts) >= 2:
+                parts = [parts[0].removesuffix("s"), *parts[2:]]  # its one workload, its one ladder
+            return self.root + "".join(p if p.startswith("[") else f".{p}" for p in parts)
+        path = ""
+        for i, part in enumerate(parts):
+            path += part if part.startswith("[") else f"{self.root}:{part}" if i == 0 else f".{part}"
+        return path or f"{self.root}:<root>"
+
+    @property
+    def top(self) -> str:
+        """What a top-level key is written after (``spotgpu:`` in a stack file)."""
+        return f"{self.root}." if self.component else f"{self.root}:"
+
+    @staticmethod
+    def pool(name: str) -> list[str]:
+        """The parts of a pool's own key."""
+        return ["pools", f"[{name}]"]
+
+
+def _keys(namespace: str | KeyPaths) -> KeyPaths:
+    return namespace if isinstance(namespace, KeyPaths) else KeyPaths(namespace)
+
+
+def problem_line(keys: KeyPaths, parts: list[str], problem: FieldProblem) -> str:
+    """One line for a finding: ``<key>: <what> (value: <value>); fix: <fix>``, its ``at`` below ``parts``."""
+    return f"{keys.path(parts + at_parts(problem.at))}: {problem.what} (value: {_show(problem.value)}); fix: {problem.fix}"
+
+
+def one_line(lines: list[str]) -> str:
+    """The first problem is what the user reads first; the others follow on the same line."""
+    return lines[0] if len(lines) == 1 else lines[0] + f" [and {len(lines) - 1} more: " + "; ".join(lines[1:]) + "]"
+
+
+class PlanError(ConfigError):
+    """A pool a planner refuses, as the findings that say why: every planner raises this, and only this.
+
+    Each :class:`~spotgpu.models.base.FieldProblem`'s ``at`` is below the pool's key (``zones``,
+    ``gang.rendezvous.zone``), or below the stack's root when ``pool`` is None (a workload's key).
+    ``str()`` is the line in a stack file's terms; :meth:`render` names the keys as any
+    :class:`KeyPaths` does (the preview edge under its namespace, a packaged component under its name).
+    """
+
+    def __init__(self, *problems: FieldProblem, pool: str | None = None) -> None:
+        if not problems:
+            raise TypeError("PlanError needs at least one FieldProblem")
+        self.problems = problems
+        self.pool = pool
+        super().__init__(self.render(KeyPaths()))
+
+    def render(self, keys: KeyPaths) -> str:
+        base = KeyPaths.pool(self.pool) if self.pool is not None else []
+        return one_line([problem_line(keys, base, problem) for problem in self.problems])
 
 
 def _union_members(annotation: Any) -> dict[str, type[BaseModel]]:
@@ -186,27 +277,20 @@ def did_you_mean(word: str, known: list[str] | tuple[str, ...]) -> str | None:
     return lowered[match[0]] if match else None
 
 
-def _join(path: str, namespace: str, at: str) -> str:
-    if not at:
-        return path
-    if path == f"{namespace}:<root>":
-        return f"{namespace}:{at}"
-    return path + at if at.startswith("[") else f"{path}.{at}"
-
-
-def _line(e: Any, namespace: str, model: type[BaseModel], data: Any) -> str:
+def _line(e: Any, keys: KeyPaths, model: type[BaseModel], data: Any) -> str:
     loc = tuple(e["loc"])
     etype = e["type"]
-    path = key_path(namespace, loc, data)
+    parts = key_parts(loc, data)
+    path = keys.path(parts)
     problem = (e.get("ctx") or {}).get("error")
     if isinstance(problem, FieldProblem):
-        return f"{_join(path, namespace, problem.at)}: {problem.what} (value: {_show(problem.value)}); fix: {problem.fix}"
+        return problem_line(keys, parts, problem)
     shown = "not set" if etype == "missing" else _show(e.get("input"))
     if etype in ("union_tag_invalid", "union_tag_not_found"):
         ctx = e.get("ctx") or {}
-        path = f"{path}.{ctx.get('discriminator', 'cloud').strip(chr(39))}"
+        path = keys.path([*parts, ctx.get("discriminator", "cloud").strip(chr(39))])
         shown = _show(ctx["tag"]) if "tag" in ctx else "not set"
-        return f"{path}: names no cloud spotgpu builds (value: {shown}); fix: set cloud to aws, gcp or azure"
+        return f"{path}: names no cloud spotgpu builds (value: {shown}); fix: set cloud to {_CLOUD_CHOICE}"
     if etype in ("value_error", "assertion_error"):
         msg = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
         what, sep, fix = msg.partition("; ")
@@ -220,7 +304,7 @@ def _line(e: Any, namespace: str, model: type[BaseModel], data: Any) -> str:
     if etype == "extra_forbidden" and loc:
         known = _known_keys(model, loc)
         guess = did_you_mean(str(loc[-1]), known)
-        prefix = f"{namespace}:" if len(loc) == 1 else ""
+        prefix = keys.top if len(loc) == 1 else ""
         if guess is not None:
             fix = f"did you mean {prefix}{guess}? rename the key (unknown keys are errors, not ignored)"
         elif known:
@@ -237,16 +321,18 @@ def _echo(error: Any, failed: list[tuple[Any, ...]]) -> bool:
 
 def format_error(
     err: ValidationError,
-    namespace: str = "spotgpu",
+    namespace: str | KeyPaths = "spotgpu",
     model: type[BaseModel] = StackConfig,
     data: Any = None,
 ) -> str:
     """One line for every problem; the first problem is what the user reads first.
 
-    ``data`` is the validated input: with it, list items that have a ``name``
+    ``namespace`` names the keys (a stack's config namespace, or :class:`KeyPaths` for keys
+    written elsewhere). ``data`` is the validated input: with it, list items that have a ``name``
     (pools) are shown by name. A required key that is missing only because it was
     misspelt is reported once, as the misspelt key with its "did you mean".
     """
+    keys = _keys(namespace)
     errors = list(err.errors())
     guessed: set[tuple[Any, ...]] = set()
     for e in errors:
@@ -261,8 +347,7 @@ def format_error(
         if not (e["type"] == "missing" and tuple(e["loc"]) in guessed) and not _echo(e, failed)
     ] or errors  # fmt: skip
     kept.sort(key=lambda e: e["type"] != "extra_forbidden")
-    lines = [_line(e, namespace, model, data) for e in kept]
-    return lines[0] if len(lines) == 1 else lines[0] + f" [and {len(lines) - 1} more: " + "; ".join(lines[1:]) + "]"
+    return one_line([_line(e, keys, model, data) for e in kept])
 
 
 def _decode(value: Any) -> Any:
@@ -277,11 +362,13 @@ def _decode(value: Any) -> Any:
 
 def parse_stack_config(
     raw: Mapping[str, Any],
-    namespace: str = "spotgpu",
+    namespace: str | KeyPaths = "spotgpu",
     provider: Mapping[str, Any] | None = None,
     project_dir: str | None = None,
 ) -> StackConfig:
     """Validate a ``{key: value}`` mapping (keys without namespace) into a StackConfig.
+
+    ``namespace`` names the keys in its errors (:func:`format_error`).
 
     ``provider`` carries the provider keys (``aws:region`` ...) the pools must agree with;
     ``project_dir`` is where a workload's ``measuredProfile`` path is relative to (default:
@@ -345,10 +432,6 @@ def misplaced_keys(engine: Mapping[str, Any], namespace: str = "spotgpu") -> lis
         if space != namespace and name in names and wanted not in engine:
             found.append((key, wanted))
     return found
-
-
-#: Clouds ``<namespace>:clouds`` may name.
-CLOUDS = ("aws", "gcp", "azure")
 
 
 def select_clouds(value: Any, namespace: str = "spotgpu") -> frozenset[str] | None:

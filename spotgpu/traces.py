@@ -76,6 +76,11 @@ def load_group(group: str, root: Path | None = None) -> list[Trace]:
     return [load_trace(f) for f in files]
 
 
+def trace_cloud(group: str) -> str:
+    """The cloud a trace group was recorded on: its set's name up to the first ``-`` (``aws-02-15-2023``)."""
+    return group.split("/")[-1].split("-")[0]
+
+
 def all_groups(root: Path | None = None) -> list[str]:
     base = root or traces_root()
     return sorted(f"{p.parent.name}/{p.name}" for p in base.glob("*/*") if p.is_dir())

@@ -9,9 +9,11 @@ because CI always installs it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,18 +54,20 @@ def s3_server() -> Iterator[dict[str, Any]]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
-    boto3.client("s3", endpoint_url=endpoint, **creds).create_bucket(Bucket="ckpt")
-    yield {
-        "endpoint": endpoint,
-        "access_key_id": "testing",
-        "secret_access_key": "testing",
-        "region": "us-east-1",
-        "client_options": {"allow_http": True},
-        "retry_config": {"max_retries": 2},
-    }
-    server.stop()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+        boto3.client("s3", endpoint_url=endpoint, **creds).create_bucket(Bucket="ckpt")
+        yield {
+            "endpoint": endpoint,
+            "access_key_id": "testing",
+            "secret_access_key": "testing",
+            "region": "us-east-1",
+            "client_options": {"allow_http": True},
+            "retry_config": {"max_retries": 2},
+        }
+    finally:
+        server.stop()
 
 
 def azurite_bin() -> str:
@@ -74,9 +78,20 @@ def azurite_bin() -> str:
             return candidate
     pytest.fail(
         f"Azurite not found (SPOTGPU_AZURITE_BIN={explicit!r}, looked in {candidates}); fix: run ./run test, or "
-        "mkdir -p .cache/node && cd .cache/node && npm init -y && npm install azurite@3.35.0",
+        "mkdir -p .cache/node && cp tools/azurite/package*.json .cache/node/ && (cd .cache/node && npm ci)",
         pytrace=False,
     )
+
+
+def stop_process(proc: subprocess.Popen[bytes], workdir: Path) -> None:
+    """Stop a server this suite started (by its own handle), then remove its working folder."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -122,15 +137,32 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                 "retry_config": {"max_retries": 2},
             }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_process(proc, workdir)
 
 
+
+
+@pytest.fixture(scope="module")
+def azurite_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Azurite's Queue service on loopback: the far end of Azure's Event Grid -> Storage queue path.
+
+    Yields the account's queue service URL and credential. ``azurite-queue`` ships beside
+    ``azurite-blob`` in the same npm package.
+    """
+    binary = str(Path(azurite_bin()).with_name("azurite-queue"))
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("azurite-queue")
+    proc = subprocess.Popen(
+        [binary, "--queueHost", "127.0.0.1", "--queuePort", str(port), "--inMemoryPersistence",
+         "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
+        cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, 60, proc)
+        yield {"url": f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}", "account_name": AZURITE_ACCOUNT,
+               "account_key": AZURITE_KEY}  # fmt: skip
+    finally:
+        stop_process(proc, workdir)
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +177,33 @@ def moto_endpoint() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+
+
+#: Threads the project's own servers and workers run on (spotgpu.agent, spotgpu.checkpoint, the fake
+#: metadata servers of spotgpu.agent.fakes, named after their class).
+OWN_THREADS = re.compile(r"^(control|controller-link|identity|responder|spotgpu-.+|Fake\w+)$")
+
+
+def threads_left(before: set[int | None], grace: float = 3.0) -> list[str]:
+    """Names of project threads started since ``before`` that are still alive after ``grace`` s."""
+    deadline = time.monotonic() + grace
+    while True:
+        left = [t.name for t in threading.enumerate()
+                if t.ident not in before and t.is_alive() and OWN_THREADS.match(t.name)]
+        if not left or time.monotonic() >= deadline:
+            return sorted(left)
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_server_a_module_starts_is_stopped_by_it() -> Iterator[None]:
+    """A server left running by one test answers (or prints into) another test's run: every agent,
+    control server and fake metadata server a test module starts must be stopped by its fixtures'
+    finalizers. Checked per module, after its module-scoped fixtures are torn down."""
+    before = {t.ident for t in threading.enumerate()}
+    yield
+    left = threads_left(before)
+    if left:
+        pytest.fail(f"this module left project threads running: {', '.join(left)}; fix: stop them in a fixture "
+                    "finalizer (yield, then .stop())", pytrace=False)
+

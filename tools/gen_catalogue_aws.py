@@ -10,7 +10,7 @@ Inputs (all pinned in pyproject.toml, nothing fetched):
 * :data:`SUPPLEMENT`: older GPU families the moto recording lacks ``GpuInfo`` for,
   entered by hand from AWS's "Accelerated computing instance specifications" page.
 
-Run ``python tools/gen_catalogue_aws.py`` after bumping botocore or moto;
+Run by ``python3 tools/lock.py`` (the lock refresh syncs botocore and moto, then regenerates this);
 ``tests/foundation/test_catalogue.py`` fails while the committed file is stale.
 """
 
@@ -59,6 +59,20 @@ def _json(path: Path) -> Any:
         return json.load(fh)
 
 
+def _local_nvme(info: dict[str, Any]) -> dict[str, Any]:
+    """The instance store as NVMe SSDs (what the pool mounts as the local checkpoint tier), if the type has one.
+
+    ``InstanceStorageInfo``: ``Disks`` [{Count, SizeInGB, Type}], ``NvmeSupport``; an HDD or
+    non-NVMe store is not recorded (the tier wants NVMe's bandwidth; a RAM disk stands in).
+    """
+    storage = info.get("InstanceStorageInfo") or {}
+    disks = [d for d in storage.get("Disks", []) if d.get("Type") == "ssd"]
+    if not disks or storage.get("NvmeSupport") not in ("required", "supported"):
+        return {}
+    return {"localNvmeDisks": sum(int(d.get("Count", 0)) for d in disks),
+            "localNvmeGB": sum(int(d.get("Count", 0)) * int(d.get("SizeInGB", 0)) for d in disks)}
+
+
 def build() -> dict[str, Any]:
     """The catalogue document, without the generation timestamp (so it can be compared)."""
     site = _site()
@@ -90,6 +104,7 @@ def build() -> dict[str, Any]:
             entry["vcpus"] = info.get("VCpuInfo", {}).get("DefaultVCpus")
             entry["memoryGiB"] = round(info.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024, 1)
             entry["spot"] = "spot" in info.get("SupportedUsageClasses", [])
+            entry.update(_local_nvme(info))
         gpus[name] = entry
     regions: dict[str, dict[str, Any]] = {}
     for path in sorted((moto_res / "instance_type_offerings" / "region").glob("*.json*")):
@@ -102,7 +117,7 @@ def build() -> dict[str, Any]:
         "cloud": "aws",
         "source": (
             "botocore EC2 service model (shape InstanceType) for the type names; moto's recorded AWS "
-            "DescribeInstanceTypes (GpuInfo) and DescribeInstanceTypeOfferings (regions, zones) for GPUs and "
+            "DescribeInstanceTypes (GpuInfo, MemoryInfo, InstanceStorageInfo) and DescribeInstanceTypeOfferings (regions, zones) for GPUs and "
             "where they are offered; 'supplement' rows by hand from docs.aws.amazon.com/ec2/latest/instancetypes/ac.html"
         ),
         "inputs": {"botocore": metadata.version("botocore"), "moto": metadata.version("moto")},

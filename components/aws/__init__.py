@@ -9,7 +9,7 @@ from spotgpu_pulumi.aws.drill import InterruptionDrill, InterruptionDrillArgs
 from spotgpu_pulumi.aws.events import InterruptionEvents, InterruptionEventsArgs
 from spotgpu_pulumi.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from spotgpu_pulumi.aws.identity import NodeIdentity, NodeIdentityArgs
-from spotgpu_pulumi.aws.plan import AwsPoolPlan, PoolPlanError, plan_pool
+from spotgpu_pulumi.aws.plan import AwsPoolPlan, plan_pool
 from spotgpu_pulumi.aws.pool import GpuPool
 from spotgpu_pulumi.aws.spot import SpotCapacity, SpotCapacityArgs
 
@@ -27,7 +27,6 @@ __all__ = [
     "NodeIdentityArgs",
     "ObjectLock",
     "OnDemandFallbackGroup",
-    "PoolPlanError",
     "SpotCapacity",
     "SpotCapacityArgs",
     "plan_pool",

@@ -14,7 +14,7 @@
 
 The config is rendered from the stack's models (``spotgpu.controller.render``)
 and passed in the function's environment. Pure planning lives in
-:func:`plan_controller_job`.
+:func:`plan_controller_job`, which the pool's planner calls.
 """
 
 from __future__ import annotations
@@ -22,17 +22,22 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
+from spotgpu.config import PlanError
 from spotgpu.contract.sources import AWS_QUEUE
 from spotgpu.controller.package import DEFAULT_ZIP, HANDLER, LAMBDA_RUNTIME
 from spotgpu.controller.render import CONFIG_ENV, config_json, render_controller_config
-from spotgpu.models import FallbackLadder, WorkloadProfile
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pool_types import fallback_types
+from spotgpu.models.pools import AwsPoolSpec
 from spotgpu_pulumi.aws.documents import assume_role_policy, document
-from spotgpu_pulumi.aws.plan import AwsPoolPlan
+
+if TYPE_CHECKING:  # the plan holds this job's plan: its module imports this one
+    from spotgpu_pulumi.aws.plan import AwsPoolPlan
 
 TOKEN = "spotgpu:aws:ControllerJob"
 #: Lambda's limit on all environment variables of a function together.
@@ -41,10 +46,6 @@ ENV_LIMIT_BYTES = 4096
 #: Lambda refuses an SQS event source whose function may run longer than that.
 QUEUE_VISIBILITY_SECONDS = AWS_QUEUE.visibility_timeout_seconds
 SCHEDULE_INPUT = json.dumps({"source": "spotgpu.schedule"})
-
-
-class ControllerJobError(ValueError):
-    """The controller job cannot be planned; the message names the key and the fix."""
 
 
 @dataclass(frozen=True)
@@ -58,22 +59,21 @@ class ControllerJobPlan:
     tags: dict[str, str]
 
 
-def plan_controller_job(plan: AwsPoolPlan) -> ControllerJobPlan:
-    spec = plan.spec
+def plan_controller_job(spec: AwsPoolSpec, base_name: str, tags: dict[str, str]) -> ControllerJobPlan:
+    """The job of an asg pool whose controller is enabled (``spotgpu_pulumi.aws.plan.plan_pool`` decides that);
+    ``base_name`` is the pool's physical prefix, ``spotgpu-<environment>-<pool>``."""
     deploy = spec.controller
-    if plan.mode != "asg":
-        raise ControllerJobError(
-            f"pool {spec.name}: the controller's AWS adapter drives Auto Scaling groups, and mode is "
-            f"{plan.mode!r}; fix: use mode: asg, or set controller: {{enabled: false, waiver: <who grows the fallback>}}"
-        )
     if deploy.timeout_seconds > QUEUE_VISIBILITY_SECONDS:
-        raise ControllerJobError(
-            f"pool {spec.name}: controller.timeoutSeconds {deploy.timeout_seconds} is above the event queue's "
-            f"visibility timeout ({QUEUE_VISIBILITY_SECONDS}s), which Lambda's SQS trigger refuses; fix: use at "
-            f"most {QUEUE_VISIBILITY_SECONDS}"
+        raise PlanError(
+            FieldProblem(
+                f"is above the event queue's visibility timeout ({QUEUE_VISIBILITY_SECONDS}s), which Lambda's SQS "
+                "trigger refuses", at="controller.timeoutSeconds", value=deploy.timeout_seconds,
+                fix=f"use at most {QUEUE_VISIBILITY_SECONDS}",
+            ),
+            pool=spec.name,
         )
     minutes = deploy.schedule_minutes
-    base = plan.names.fallback_group.removesuffix("-fallback") + "-controller"  # spotgpu-<env>-<pool>-controller
+    base = f"{base_name}-controller"
     return ControllerJobPlan(
         function_name=base[:64],
         schedule_name=base[:64],
@@ -81,7 +81,7 @@ def plan_controller_job(plan: AwsPoolPlan) -> ControllerJobPlan:
         timeout_seconds=deploy.timeout_seconds,
         log_retention_days=deploy.log_retention_days,
         package_path=deploy.package or str(DEFAULT_ZIP),
-        tags=plan.role_tags("controller"),
+        tags=tags,
     )
 
 
@@ -96,8 +96,7 @@ def controller_trust_policy(principal_arn: str, lambda_job: bool) -> str:
 @dataclass(frozen=True)
 class ControllerJobArgs:
     plan: AwsPoolPlan
-    workload: WorkloadProfile
-    ladder: FallbackLadder
+    job: ControllerJobPlan
     role_arn: pulumi.Output[str]
     role_name: pulumi.Output[str]
     queue_arn: pulumi.Output[str]
@@ -111,10 +110,9 @@ class ControllerJob(pulumi.ComponentResource):
     schedule_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: ControllerJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        job = plan_controller_job(args.plan)  # before registering: bad input fails with no half-built tree
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        plan = args.plan
+        plan, job = args.plan, args.job
         if not os.path.exists(job.package_path):
             pulumi.log.warn(
                 f"pool {plan.pool}: the controller package {os.path.abspath(job.package_path)} does not exist yet "
@@ -216,8 +214,8 @@ def _config_json(args: ControllerJobArgs, region: str, queue_url: str) -> str:
     text = config_json(
         render_controller_config(
             plan.spec,
-            args.workload,
-            args.ladder,
+            plan.args.workload,
+            plan.args.ladder,
             state_url=plan.control_store,
             primary_group=plan.names.spot_group,
             fallback_group=plan.names.fallback_group,
@@ -227,8 +225,11 @@ def _config_json(args: ControllerJobArgs, region: str, queue_url: str) -> str:
         )
     )
     if len(CONFIG_ENV) + len(text.encode()) > ENV_LIMIT_BYTES:
-        raise ControllerJobError(
-            f"pool {plan.pool}: the rendered controller config is {len(text.encode())} bytes, above Lambda's "
-            f"{ENV_LIMIT_BYTES}-byte environment limit; fix: shorten the workload and ladder names"
+        raise PlanError(
+            FieldProblem(
+                f"makes the rendered controller config {len(text.encode())} bytes, above Lambda's {ENV_LIMIT_BYTES}-byte "
+                "environment limit", at="workload", value=plan.spec.workload, fix="shorten the workload and ladder names",
+            ),
+            pool=plan.pool,
         )
     return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spotgpu import tags as link
+from spotgpu.contract import tags as link
 
 Document = dict[str, Any]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from spotgpu import tags as link
+from spotgpu.contract import tags as link
 from spotgpu.models.pools import AwsDrillSpec
 from spotgpu_pulumi.aws.documents import assume_role_policy, fis_policy
 

@@ -9,12 +9,10 @@ market. It names no instance type either; the group's overrides do.
 
 from __future__ import annotations
 
-import base64
-
 import pulumi
 import pulumi_aws as aws
 
-from spotgpu_pulumi.aws.plan import USER_DATA_LIMIT, AwsPoolPlan
+from spotgpu_pulumi.aws.plan import AwsPoolPlan
 from spotgpu_pulumi.inputs import as_input
 
 #: IMDS hop limit 2: the agent (or a training container) may run one network hop
@@ -33,11 +31,6 @@ def node_launch_template(
     parent: pulumi.Resource,
 ) -> aws.ec2.LaunchTemplate:
     """IMDSv2-only, encrypted root volume, instance profile, agent bootstrap, link tags."""
-    size = len(base64.b64decode(user_data))
-    if size >= USER_DATA_LIMIT:
-        raise ValueError(
-            f"user data for {template_name} is {size} bytes; the launch-template limit is {USER_DATA_LIMIT}"
-        )
     spec = plan.spec
     tags = plan.tags(links, template_name)
     return aws.ec2.LaunchTemplate(

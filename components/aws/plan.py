@@ -24,12 +24,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
-from spotgpu.config import ConfigError
+from spotgpu.config import PlanError
 from spotgpu.gang.launch import GangLaunch
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi import planning
 from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.aws.controller_job import ControllerJobPlan, plan_controller_job
 from spotgpu_pulumi.aws.rendezvous import RendezvousPlan, plan_rendezvous
 
 #: Name of the termination lifecycle hook on both groups; the agent completes it after draining.
@@ -38,31 +40,6 @@ DRAIN_HOOK = "spotgpu-drain"
 HEARTBEAT_MIN, HEARTBEAT_MAX = 30, 7200
 #: EC2 Fleet capacity-rebalance TerminationDelay limits (launch-before-terminate).
 TERMINATION_DELAY_MIN, TERMINATION_DELAY_MAX = 120, 7200
-#: Launch-template user data limit (bytes, before base64).
-USER_DATA_LIMIT = 16 * 1024
-
-class PoolPlanError(ConfigError):
-    """A pool the AWS components refuse to build; the message names the field and the fix."""
-
-
-def check_diversity(spec: AwsPoolSpec) -> None:
-    """Re-check zone and type diversity on the component path.
-
-    The spec validates this when parsed; a spec built with ``model_construct`` or
-    mutated copies skip validation, and a single-zone, single-type spot pool is
-    the most common way to lose capacity for hours, so the component refuses it too.
-    """
-    zones = {s.zone for s in spec.subnets}
-    if len(zones) < 2 and not spec.opt_out.single_zone:
-        raise PoolPlanError(
-            f"pool {spec.name}: subnets span {len(zones)} zone(s) {sorted(zones)}; list subnets in at "
-            "least 2 zones, or set optOut.singleZone to a stated reason"
-        )
-    if len(spec.instance_types) < 2 and not spec.opt_out.single_type:
-        raise PoolPlanError(
-            f"pool {spec.name}: instanceTypes {list(spec.instance_types)} has fewer than 2 types; list at "
-            "least 2, or set optOut.singleType to a stated reason"
-        )
 
 
 def spot_allocation_strategy(ranked_types: bool) -> str:
@@ -187,6 +164,8 @@ class PoolNames:
 class AwsPoolPlan:
     """Everything the AWS components build for one pool, decided up front."""
 
+    #: what it was planned from (the workload and ladder the controller's config is rendered from)
+    args: PoolArgs
     spec: AwsPoolSpec
     pool: str
     mode: Literal["asg", "fleet"]
@@ -207,6 +186,8 @@ class AwsPoolPlan:
     base_tags: dict[str, str]
     #: A gang pool's rendezvous host (None: the pool runs no gang, and nothing of it exists).
     rendezvous: RendezvousPlan | None = None
+    #: The scheduled controller (None when ``controller.enabled`` is false, or in fleet mode, which it cannot drive).
+    controller_job: ControllerJobPlan | None = None
 
     def tags(self, links: dict[str, str], resource: str) -> dict[str, str]:
         """Base tags + link tags + a readable Name."""
@@ -246,10 +227,23 @@ def user_data(config: AgentConfig, agent_package: str, gang: GangLaunch | None =
     return render_bootstrap_b64(config, package, gang)
 
 
+def controller_runs(spec: AwsPoolSpec) -> bool:
+    """The pool deploys its controller job: enabled, and in asg mode (the AWS adapter drives Auto Scaling
+    groups, so a fleet pool gets a warning and no job; the policy pack fails it unless waived)."""
+    return spec.controller.enabled and spec.mode == "asg"
+
+
 def plan_pool(args: PoolArgs) -> AwsPoolPlan:
-    """Decide the whole pool from its validated args; raises :class:`PoolPlanError` on bad input."""
-    spec = planning.cloud_spec(args, AwsPoolSpec, "AWS", PoolPlanError)
-    check_diversity(spec)
+    """Decide the whole pool from its validated args; raises :class:`~spotgpu.config.PlanError` on bad input
+    (the bootstrap's size limit, ``spotgpu.bootstrap.MAX_BOOTSTRAP_BYTES``, at the pool's ``agentPackage``)."""
+    spec = planning.cloud_spec(args, AwsPoolSpec, "AWS")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: AwsPoolSpec) -> AwsPoolPlan:
     names = PoolNames.for_pool(args.environment, spec)
     prefix = planning.checkpoint_prefix(spec)
     store = planning.store_url("s3", names.bucket, prefix)
@@ -258,23 +252,26 @@ def plan_pool(args: PoolArgs) -> AwsPoolPlan:
     )
     spot_group = names.spot_group if spec.mode == "asg" else None  # fleet instances have no lifecycle hook
     spot_agent = planning.agent_config(
-        args, "spot", store, lifecycle_hook=DRAIN_HOOK if spot_group else None, autoscaling_group=spot_group
+        args, "spot", store, lifecycle_hook=DRAIN_HOOK if spot_group else None, autoscaling_group=spot_group,
+        lifecycle_hook_heartbeat_seconds=heartbeat,
     )
     fallback_agent = planning.agent_config(
-        args, "on-demand", store, lifecycle_hook=DRAIN_HOOK, autoscaling_group=names.fallback_group
+        args, "on-demand", store, lifecycle_hook=DRAIN_HOOK, autoscaling_group=names.fallback_group,
+        lifecycle_hook_heartbeat_seconds=heartbeat,
     )
-    try:
-        base = f"spotgpu-{args.environment}-{spec.name}"
-        rendezvous = plan_rendezvous(spec, base, planning.pool_tags(args.base_tags, spec.name))
-    except ValueError as err:
-        raise PoolPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+    base = f"spotgpu-{args.environment}-{spec.name}"
+    rendezvous = plan_rendezvous(spec, base, planning.pool_tags(args.base_tags, spec.name))
     gang = rendezvous.launch if rendezvous else None
+    controller_tags = planning.role_tags(args.base_tags, spec.name, "controller")
 
     def links(role: str) -> dict[str, str]:
         """Both groups carry the whole map: they share the launch settings, waivers included."""
-        return planning.capacity_links(args, role, store, notice="aws", fallback_group=names.fallback_group)
+        # the subnets are named by id, which names no zone: the pool's zones travel as a link
+        return planning.capacity_links(args, role, store, notice="aws", fallback_group=names.fallback_group,
+                                       zones=spec.zones)
 
     return AwsPoolPlan(
+        args=args,
         spec=spec,
         pool=spec.name,
         mode=spec.mode,
@@ -293,4 +290,5 @@ def plan_pool(args: PoolArgs) -> AwsPoolPlan:
         fallback_links=links("fallback"),
         base_tags=args.base_tags,
         rendezvous=rendezvous,
+        controller_job=plan_controller_job(spec, base, controller_tags) if controller_runs(spec) else None,
     )

@@ -1,7 +1,8 @@
 """``spotgpu:aws:GpuPool``: one AWS spot GPU pool with everything that makes spot safe.
 
-The pool is a tree of thin components over :func:`spotgpu_pulumi.aws.plan.plan_pool` (its
-:class:`~spotgpu_pulumi.aws.plan.AwsPoolPlan`; the cloud's entry in :mod:`spotgpu_pulumi.clouds`):
+The pool is a tree of thin components over the :class:`~spotgpu_pulumi.aws.plan.AwsPoolPlan` it is
+given, which :func:`spotgpu_pulumi.aws.plan.plan_pool` decided (the cloud's entry in
+:mod:`spotgpu_pulumi.clouds`; ``platform.deploy`` hands each pool the plan the config edge made):
 
 * ``CheckpointBucket``: where periodic checkpoints are committed (always created).
 * ``NodeIdentity``: the nodes' role, limited to the pool's prefix and drain hooks.
@@ -23,14 +24,13 @@ import pulumi
 import pulumi_aws as aws
 
 from spotgpu.models.refs import Ref
-from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.aws.bucket import CheckpointBucket, CheckpointBucketArgs
 from spotgpu_pulumi.aws.controller_job import ControllerJob, ControllerJobArgs
 from spotgpu_pulumi.aws.drill import InterruptionDrill, InterruptionDrillArgs
 from spotgpu_pulumi.aws.events import InterruptionEvents, InterruptionEventsArgs
 from spotgpu_pulumi.aws.fallback import FallbackArgs, OnDemandFallbackGroup
 from spotgpu_pulumi.aws.identity import NodeIdentity, NodeIdentityArgs
-from spotgpu_pulumi.aws.plan import plan_pool
+from spotgpu_pulumi.aws.plan import AwsPoolPlan
 from spotgpu_pulumi.aws.rendezvous import RendezvousHost
 from spotgpu_pulumi.aws.spot import SpotCapacity, SpotCapacityArgs
 from spotgpu_pulumi.inputs import as_input, optional_input
@@ -43,8 +43,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
     """What the stack exports for this pool: the common keys (spotgpu_pulumi.outputs) plus names, ARNs, the drill template id."""
 
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        plan = plan_pool(args)  # before registering: bad input fails with no half-built tree
+    def __init__(self, name: str, plan: AwsPoolPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec = plan.spec
         child, invoke = region_options(name, spec.region, self)
@@ -108,19 +107,18 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         )
         region = spec.region or aws.get_region_output(opts=invoke).region
         job = None
-        if spec.controller.enabled and plan.mode == "fleet":
+        if spec.controller.enabled and plan.controller_job is None:
             pulumi.log.warn(
                 f"pool {plan.pool}: no controller job in fleet mode (the controller's AWS adapter drives Auto Scaling "
                 "groups); the policy pack fails this pool unless controller.enabled is false with a waiver",
                 resource=self,
             )
-        elif spec.controller.enabled:
+        elif plan.controller_job is not None:
             job = ControllerJob(
                 f"{name}-controller",
                 ControllerJobArgs(
                     plan=plan,
-                    workload=args.workload,
-                    ladder=args.ladder,
+                    job=plan.controller_job,
                     role_arn=fallback.controller_role_arn,
                     role_name=fallback.controller_role_name,
                     queue_arn=events.queue_arn,

@@ -18,7 +18,9 @@ import pulumi
 import pulumi_aws as aws
 
 from spotgpu.bootstrap import render_store_bootstrap
+from spotgpu.config import PlanError
 from spotgpu.gang.launch import GangLaunch
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.inputs import as_input
@@ -47,15 +49,18 @@ def plan_rendezvous(spec: AwsPoolSpec, base_name: str, tags: dict[str, str]) -> 
     """The pool's rendezvous host, or None for a pool that runs no gang (nothing changes then).
 
     ``base_name`` is the pool's physical prefix (``spotgpu-<environment>-<pool>``). Raises
-    ``ValueError`` naming the field and the fix for a gang the host cannot serve safely.
+    :class:`~spotgpu.config.PlanError` for a gang the host cannot serve safely.
     """
     gang = spec.gang
     if gang is None:
         return None
     if not spec.security_group_ids:
-        raise ValueError(
-            f"pool {spec.name}: gang needs securityGroupIds (value: []): the store's port is opened to the pool's "
-            "security groups only; fix: list the security groups the pool's VMs use"
+        raise PlanError(
+            FieldProblem(
+                "is empty, and a gang's store port is opened to the pool's security groups only",
+                at="securityGroupIds", value=[], fix="list the security groups the pool's VMs use",
+            ),
+            pool=spec.name,
         )
     host = gang.rendezvous
     package = spec.agent_package

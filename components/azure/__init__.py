@@ -6,7 +6,7 @@ and :mod:`spotgpu_pulumi.azure.roles`; the component classes only register resou
 
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import AzurePoolPlan, PlanError, plan_pool
+from spotgpu_pulumi.azure.plan import AzurePoolPlan, plan_pool
 from spotgpu_pulumi.azure.pool import GpuPool
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
 
@@ -19,6 +19,5 @@ __all__ = [
     "GpuPool",
     "OnDemandFallbackGroup",
     "OnDemandFallbackGroupArgs",
-    "PlanError",
     "plan_pool",
 ]

@@ -76,6 +76,7 @@ def azure_config_json(
     spot_sets: list[str],
     fallback_set: str,
     group_types: Mapping[str, Sequence[str]] | None = None,
+    events_queue_url: str | None = None,
 ) -> str:
     """One scale set per GPU size: the first is the primary, the rest the ``alternate_sku`` rung.
 
@@ -91,7 +92,11 @@ def azure_config_json(
             primary_group=spot_sets[0],
             fallback_group=fallback_set,
             alternate_groups=spot_sets[1:],
-            cloud={"subscriptionId": subscription_id, "resourceGroupName": resource_group},
+            cloud={
+                "subscriptionId": subscription_id,
+                "resourceGroupName": resource_group,
+                **({"eventsQueueUrl": events_queue_url} if events_queue_url else {}),
+            },
             group_types=group_types,
         )
     )
@@ -107,6 +112,7 @@ def azure_config_output(
     spot_sets: list[str],
     fallback_set: str,
     group_types: Mapping[str, Sequence[str]] | None = None,
+    events_queue_url: str | None = None,
 ) -> pulumi.Output[str]:
     """The controller's config JSON once the subscription id and the resource group's name are known."""
     return pulumi.Output.all(subscription_id, as_input(spec.resource_group_name)).apply(
@@ -120,6 +126,7 @@ def azure_config_output(
             spot_sets=spot_sets,
             fallback_set=fallback_set,
             group_types=group_types,
+            events_queue_url=events_queue_url,
         )
     )
 

@@ -23,6 +23,7 @@ import hashlib
 import re
 import uuid
 
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.refs import Ref, is_deferred
 from spotgpu_pulumi.planning import store_url
 
@@ -87,20 +88,14 @@ RESERVED_SUBSTRINGS = ("microsoft", "windows")
 RESERVED_PREFIXES = ("login",)
 
 
-class NamingError(ValueError):
-    """A name Azure would reject; the message names the field, the value and the fix."""
-
-
 def _digest(*keys: str, length: int = 6) -> str:
     return hashlib.sha256("|".join(keys).encode()).hexdigest()[:length]
 
 
 def size_key(vm_size: str) -> str:
     """``Standard_NC24ads_A100_v4`` -> ``nc24ads-a100-v4``: the stable key of one scale set."""
-    if not _SIZE.match(vm_size):
-        raise NamingError(
-            f"vmSizes entry {vm_size!r} is not an Azure size name; use the ARM form such as Standard_NC24ads_A100_v4"
-        )
+    if not _SIZE.match(vm_size):  # the planner refuses such a size first, naming its key
+        raise ValueError(f"{vm_size!r} is not an Azure size name such as Standard_NC24ads_A100_v4")
     return vm_size[len("Standard_") :].lower().replace("_", "-")
 
 
@@ -156,24 +151,25 @@ def checkpoint_store_url(account: str, container: str, prefix: str) -> str:
     return store_url("az", container, prefix, account=account)
 
 
-def check_storage_account_name(name: str) -> str:
-    """Return ``name`` or raise :class:`NamingError` for a name ARM would refuse."""
+def storage_account_problem(name: str) -> FieldProblem | None:
+    """Why ARM would refuse ``name`` as a storage account (at ``storageAccountName``), or None.
+
+    The pool's and the standalone store's models check the alphabet and length; the reserved words
+    ARM refuses (``ReservedResourceName``) are known only here.
+    """
     if not re.fullmatch(r"[a-z0-9]{3,24}", name):
-        raise NamingError(
-            f"storageAccountName {name!r} must be 3-24 lowercase letters and digits; "
-            "remove dashes, underscores and capitals"
-        )
+        return FieldProblem("must be 3-24 lowercase letters and digits", at="storageAccountName", value=name,
+                            fix="remove dashes, underscores and capitals")
     lowered = name.lower()
     hits = [w for w in RESERVED_SUBSTRINGS if w in lowered]
     if lowered in RESERVED_WORDS:
         hits.append(lowered)
     hits += [w for w in RESERVED_PREFIXES if lowered.startswith(w)]
     if hits:
-        raise NamingError(
-            f"storageAccountName {name!r} contains the reserved word {hits[0]!r} (ARM ReservedResourceName); "
-            "choose a name without it, e.g. add your team or project"
-        )
-    return name
+        return FieldProblem(f"contains the reserved word {hits[0]!r} (ARM ReservedResourceName)",
+                            at="storageAccountName", value=name,
+                            fix="choose a name without it, e.g. add your team or project")
+    return None
 
 
 def container_resource_id(subscription_id: str, resource_group: str, account: str, container: str) -> str:
@@ -182,6 +178,28 @@ def container_resource_id(subscription_id: str, resource_group: str, account: st
         f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Storage"
         f"/storageAccounts/{account}/blobServices/default/containers/{container}"
     )
+
+
+#: The Storage queue, in the pool's own account, that Event Grid delivers the pool's Scheduled Events to.
+EVENTS_QUEUE = "scheduled-events"
+
+
+def events_queue_url(account: str, queue: str = EVENTS_QUEUE) -> str:
+    """The queue's URL, the form the controller's ``eventsQueueUrl`` takes."""
+    return f"https://{account}.queue.core.windows.net/{queue}"
+
+
+def queue_resource_id(subscription_id: str, resource_group: str, account: str, queue: str) -> str:
+    """ARM id of a storage queue: the narrowest scope a queue data role can be granted on."""
+    return (
+        f"/subscriptions/{subscription_id}/resourceGroups/{resource_group}/providers/Microsoft.Storage"
+        f"/storageAccounts/{account}/queueServices/default/queues/{queue}"
+    )
+
+
+def events_names(pool: str, environment: str) -> tuple[str, str]:
+    """(system topic, event subscription) names: 3-128 and 3-64 letters, digits and '-'."""
+    return _fit(f"{pool}-{environment}-scheduled-events", 128), _fit(f"{pool}-{environment}-to-queue", 64)
 
 
 def scale_set_resource_id(subscription_id: str, resource_group: str, name: str) -> str:

@@ -13,7 +13,8 @@ Rules and why (see docs/azure.md):
 * ``platformFaultDomainCount`` 1: N-series sizes in a Flexible scale set need it,
   and zonal scale sets allow no more;
 * a priority mix needs ``singlePlacementGroup`` false;
-* no Spot on B-series or Promo sizes (ARM: AzureSpotIsNotSupportedForThisVMSize);
+* no Spot on B-series or Promo sizes (ARM: AzureSpotIsNotSupportedForThisVMSize; the spec refuses
+  every family but N);
 * ``singlePlacementGroup`` true caps a scale set at 100 VMs.
 
 What every cloud decides the same way (prefix, store URL, link tags, waiver text,
@@ -26,9 +27,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spotgpu import tags
 from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
-from spotgpu.config import ConfigError
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi import planning
@@ -46,10 +48,6 @@ MAX_TAG_VALUE = 256
 SINGLE_PLACEMENT_GROUP_LIMIT = 100
 
 
-class PlanError(ConfigError):
-    """A pool spec Azure would reject or that would misbehave; one line with the fix."""
-
-
 @dataclass(frozen=True)
 class VmSize:
     """A parsed ARM size name such as ``Standard_NC24ads_A100_v4``."""
@@ -63,10 +61,6 @@ class VmSize:
         return self.family in GPU_FAMILIES
 
     @property
-    def is_b_series(self) -> bool:
-        return self.family == "B"
-
-    @property
     def is_promo(self) -> bool:
         return self.name.lower().endswith("_promo")
 
@@ -74,37 +68,34 @@ class VmSize:
 _SIZE = re.compile(r"^Standard_([A-Z]+)([0-9]+)[a-z]*(?:_[A-Za-z0-9]+)*$")
 
 
-def parse_vm_size(name: str) -> VmSize:
+def parse_vm_size(name: str, at: str) -> VmSize:
     m = _SIZE.match(name)
     if not m:
-        raise PlanError(
-            f"vmSizes entry {name!r} is not an Azure size name; use the ARM form such as Standard_NC24ads_A100_v4"
-        )
+        raise FieldProblem("is not an Azure size name", at=at, value=name,
+                           fix="use the ARM form such as Standard_NC24ads_A100_v4")
     return VmSize(name=name, family=m.group(1), vcpus=int(m.group(2)))
 
 
 def check_spot_sizes(sizes: tuple[str, ...], field: str = "vmSizes") -> list[VmSize]:
-    """Every size must be a GPU (N-series) size Spot supports, listed once."""
+    """Every size must be a GPU (N-series) size Spot supports, listed once (a :class:`FieldProblem` says which not).
+
+    The spec's catalogue check refuses sizes of other families (B-series among them, which Spot does not
+    support); a size the catalogue does not know yet (``optOut.catalogue``) is judged here by its name.
+    """
     parsed = []
     seen: dict[str, str] = {}
-    for name in sizes:
-        size = parse_vm_size(name)
-        if size.is_b_series:
-            raise PlanError(
-                f"{field} entry {name!r} is B-series; Azure Spot does not support B-series, use an N-series GPU size"
-            )
+    for i, name in enumerate(sizes):
+        at = f"{field}[{i}]" if field == "vmSizes" else field
+        size = parse_vm_size(name, at)
         if size.is_promo:
-            raise PlanError(
-                f"{field} entry {name!r} is a Promo size; Azure Spot does not support Promo sizes, drop _Promo"
-            )
+            raise FieldProblem("is a Promo size, which Azure Spot does not support", at=at, value=name,
+                               fix="drop _Promo")
         if not size.is_gpu:
-            raise PlanError(
-                f"{field} entry {name!r} is a {size.family}-series size without GPUs; "
-                f"use an N-series size ({', '.join(GPU_FAMILIES)}), e.g. Standard_NC24ads_A100_v4"
-            )
+            raise FieldProblem(f"is a {size.family}-series size without GPUs", at=at, value=name,
+                               fix=f"use an N-series size ({', '.join(GPU_FAMILIES)}), e.g. Standard_NC24ads_A100_v4")
         key = naming.size_key(name)
         if key in seen:
-            raise PlanError(f"{field} lists {name!r} and {seen[key]!r}, the same size; list each size once")
+            raise FieldProblem(f"is the same size as {seen[key]!r}", at=at, value=name, fix="list each size once")
         seen[key] = name
         parsed.append(size)
     return parsed
@@ -115,19 +106,20 @@ def check_placement(spec: AzurePoolSpec, sizes: list[VmSize]) -> None:
     fd = spec.platform_fault_domain_count
     if fd > 1:
         gpu = next((s.name for s in sizes if s.is_gpu), sizes[0].name)
-        raise PlanError(
-            f"platformFaultDomainCount {fd} with N-series size {gpu}: GPU sizes in a Flexible scale set need 1 "
-            "(and zonal scale sets allow at most 1); set platformFaultDomainCount: 1"
+        raise FieldProblem(
+            f"is above 1 with N-series size {gpu}: GPU sizes in a Flexible scale set need 1 (and zonal scale sets "
+            "allow at most 1)", at="platformFaultDomainCount", value=fd, fix="set platformFaultDomainCount: 1",
         )
     if spec.single_placement_group and spec.priority_mix is not None:
-        raise PlanError(
-            "priorityMix with singlePlacementGroup true: Azure allows a Spot priority mix only without a "
-            "single placement group; set singlePlacementGroup: false or drop priorityMix"
+        raise FieldProblem(
+            "is true with a priorityMix: Azure allows a Spot priority mix only without a single placement group",
+            at="singlePlacementGroup", value=True, fix="set singlePlacementGroup: false or drop priorityMix",
         )
     if spec.single_placement_group and spec.capacity.max > SINGLE_PLACEMENT_GROUP_LIMIT:
-        raise PlanError(
-            f"capacity.max {spec.capacity.max} with singlePlacementGroup true: one placement group holds at most "
-            f"{SINGLE_PLACEMENT_GROUP_LIMIT} VMs; set singlePlacementGroup: false or capacity.max <= 100"
+        raise FieldProblem(
+            f"is above {SINGLE_PLACEMENT_GROUP_LIMIT} with singlePlacementGroup true: one placement group holds at "
+            f"most {SINGLE_PLACEMENT_GROUP_LIMIT} VMs", at="capacity.max", value=spec.capacity.max,
+            fix=f"set singlePlacementGroup: false or capacity.max <= {SINGLE_PLACEMENT_GROUP_LIMIT}",
         )
 
 
@@ -140,8 +132,7 @@ class ZonePlan:
 
 
 def plan_zones(zones: tuple[str, ...]) -> ZonePlan:
-    if len(set(zones)) != len(zones):
-        raise PlanError(f"zones {list(zones)} lists a zone twice; list each zone once")
+    """The spec's zones (each once, as ``AzurePoolSpec`` holds them) in a stable order."""
     ordered = tuple(sorted(zones))
     return ZonePlan(ordered, False if len(ordered) > 1 else None)
 
@@ -151,35 +142,18 @@ def split_capacity(total: int, sizes: tuple[str, ...]) -> dict[str, int]:
 
     Only the initial capacity: the fallback controller resizes the scale sets
     afterwards, and the component tells Pulumi to ignore ``sku.capacity`` drift.
+    The spec holds at least one size and a ``capacity.target`` of 0 or more.
     """
-    if not sizes:
-        raise PlanError("vmSizes is empty; list at least one GPU size")
-    if total < 0:
-        raise PlanError(f"capacity.target {total} is negative; use 0 or more")
     base, extra = divmod(total, len(sizes))
     return {size: base + (1 if i < extra else 0) for i, size in enumerate(sizes)}
-
-
-def _minutes(duration: str) -> int:
-    m = re.fullmatch(r"PT([0-9]+)M", duration)
-    if not m:
-        raise PlanError(f"terminateNotificationTimeout {duration!r} is not PT<minutes>M; use PT5M to PT15M")
-    return int(m.group(1))
-
-
-def check_terminate_timeout(duration: str) -> str:
-    """Terminate notifications accept 5 to 15 minutes (ISO 8601)."""
-    if not 5 <= _minutes(duration) <= 15:
-        raise PlanError(f"terminateNotificationTimeout {duration!r} is outside PT5M..PT15M; use PT5M to PT15M")
-    return duration
 
 
 def check_tag_values(tag_map: dict[str, str], resource: str) -> dict[str, str]:
     for key, value in tag_map.items():
         if len(value) > MAX_TAG_VALUE:
-            raise PlanError(
-                f"tag {key} on {resource} is {len(value)} chars, over Azure's {MAX_TAG_VALUE}; "
-                "shorten the ladder or the pool/account names"
+            raise FieldProblem(
+                f"makes tag {key} on {resource} {len(value)} characters, over Azure's {MAX_TAG_VALUE}",
+                value=value, fix="shorten the ladder or the pool/account names",
             )
     return tag_map
 
@@ -209,7 +183,24 @@ class StoragePlan:
 
 
 @dataclass(frozen=True)
+class EventsPlan:
+    """Where the pool's Scheduled Events go for the controller (``publishEventsToEventGrid``).
+
+    The scale sets publish to the subscription's ``MaintenanceResources`` system topic; an
+    Event Grid subscription on it sends this resource group's ``ScheduledEventEmitted`` events
+    to a Storage queue in the pool's account, which the controller reads (``eventsQueueUrl``).
+    """
+
+    queue: str
+    queue_url: str
+    system_topic: str
+    subscription: str
+
+
+@dataclass(frozen=True)
 class AzurePoolPlan:
+    #: what it was planned from (the workload and ladder the controller's config is rendered from)
+    args: PoolArgs
     spec: AzurePoolSpec
     pool: str
     environment: str
@@ -234,6 +225,8 @@ class AzurePoolPlan:
     roles: RolePlan
     #: a gang pool's rendezvous host (spotgpu_pulumi.azure.rendezvous); None renders the pool as before
     rendezvous: AzureRendezvousPlan | None
+    #: the Scheduled Events route to the controller; None without publishEventsToEventGrid
+    events: EventsPlan | None = None
 
     @property
     def checkpoint_store(self) -> str:
@@ -251,18 +244,27 @@ def custom_data(args: PoolArgs, capacity_type: planning.CapacityType, store: str
 
 
 def plan_pool(args: PoolArgs) -> AzurePoolPlan:
-    """Validate the pool and decide every name, tag, capacity, role and bootstrap of it.
+    """Judge the pool and decide every name, tag, capacity, role and bootstrap of it.
 
-    Rejections are :class:`PlanError` (or a naming ``ValueError``); nothing is registered.
+    A rejection is a :class:`~spotgpu.config.PlanError` at the pool's key; nothing is registered.
     """
-    spec = planning.cloud_spec(args, AzurePoolSpec, "Azure", PlanError)
+    spec = planning.cloud_spec(args, AzurePoolSpec, "Azure")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
     sizes = check_spot_sizes(spec.vm_sizes)
     fallback_size = spec.fallback_vm_size or spec.vm_sizes[0]
     check_spot_sizes((fallback_size,), field="fallbackVmSize")
     check_placement(spec, sizes)
-    check_terminate_timeout(spec.terminate_notification_timeout)
     zones = plan_zones(spec.zones)
-    account = naming.check_storage_account_name(spec.storage_account_name)
+    account = spec.storage_account_name
+    refused = naming.storage_account_problem(account)
+    if refused is not None:
+        raise refused
 
     pool, env, base_tags = spec.name, args.environment, args.base_tags
     prefix = planning.checkpoint_prefix(spec)
@@ -276,12 +278,11 @@ def plan_pool(args: PoolArgs) -> AzurePoolPlan:
     capacity = split_capacity(spec.capacity.target, spec.vm_sizes)
     spot = []
     names: dict[str, str] = {}
-    for size in spec.vm_sizes:
+    for i, size in enumerate(spec.vm_sizes):
         name = naming.scale_set_name(pool, env, size)
         if name in names:
-            raise PlanError(
-                f"vmSizes {size!r} and {names[name]!r} map to one scale set name {name}; list each size once"
-            )
+            raise FieldProblem(f"makes scale set name {name}, as {names[name]!r} does", at=f"vmSizes[{i}]",
+                               value=size, fix="list each size once")
         names[name] = size
         spot.append(
             ScaleSetPlan(
@@ -320,7 +321,12 @@ def plan_pool(args: PoolArgs) -> AzurePoolPlan:
 
         rendezvous = plan_azure_rendezvous(spec, env, planning.pool_tags(base_tags, pool))
     gang = rendezvous.launch if rendezvous is not None else None  # a gang pool's VMs start the launch
+    events = None
+    if spec.publish_events_to_event_grid:
+        topic, subscription = naming.events_names(pool, env)
+        events = EventsPlan(naming.EVENTS_QUEUE, naming.events_queue_url(account), topic, subscription)
     return AzurePoolPlan(
+        args=args,
         spec=spec,
         pool=pool,
         environment=env,
@@ -345,6 +351,8 @@ def plan_pool(args: PoolArgs) -> AzurePoolPlan:
             account=account,
             container=naming.CHECKPOINT_CONTAINER,
             scale_sets={s.key: s.name for s in (*spot, fallback)},
+            events_queue=events.queue if events is not None else None,
         ),
         rendezvous=rendezvous,
+        events=events,
     )

@@ -8,12 +8,13 @@ of the others)::
     ├─ CheckpointStorage           <pool>-checkpoints     (account, blob service, container, lifecycle, grant)
     ├─ VirtualMachineScaleSet      <pool>-spot-<size key> (one per GPU size: Flexible, Spot, FD=1)
     ├─ OnDemandFallbackGroup       <pool>-fallback        (Regular, capacity 0, Terminate notice)
+    ├─ ScheduledEventsRoute        <pool>-events          (publishEventsToEventGrid: system topic -> queue)
     ├─ ControllerIdentity          <pool>-controller      (identity, custom roles, scoped grants)
     └─ RendezvousHost              <pool>-rendezvous      (a gang pool only: pool group, NSG, NIC, Regular VM)
 
 All decisions come from :func:`spotgpu_pulumi.azure.plan.plan_pool` (an
-:class:`~spotgpu_pulumi.azure.plan.AzurePoolPlan`, roles and bootstrap included); a bad
-spec raises before any resource is registered.
+:class:`~spotgpu_pulumi.azure.plan.AzurePoolPlan`, roles and bootstrap included), which the
+pool is given: a bad spec was refused before any resource is registered.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import pulumi_azure_native.authorization as authorization
 import pulumi_azure_native.compute as compute
 import pulumi_azure_native.managedidentity as managedidentity
 
-from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure.controller import ControllerIdentity, ControllerIdentityArgs
 from spotgpu_pulumi.azure.controller_job import (
     AzureControllerJobArgs,
@@ -33,8 +33,9 @@ from spotgpu_pulumi.azure.controller_job import (
     azure_config_output,
     plan_azure_controller_job,
 )
+from spotgpu_pulumi.azure.events import ScheduledEventsRoute, ScheduledEventsRouteArgs
 from spotgpu_pulumi.azure.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
-from spotgpu_pulumi.azure.plan import plan_pool
+from spotgpu_pulumi.azure.plan import AzurePoolPlan
 from spotgpu_pulumi.azure.profile import scale_set_args, vm_profile
 from spotgpu_pulumi.azure.rendezvous import AzureRendezvousHost
 from spotgpu_pulumi.azure.storage import CheckpointStorage, CheckpointStorageArgs
@@ -56,11 +57,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
     """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus group, identity and storage names."""
 
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        try:
-            plan = plan_pool(args)
-        except ValueError as err:  # PlanError and NamingError included
-            raise pulumi.RunError(f"pool {args.spec.name}: {err}") from None
+    def __init__(self, name: str, plan: AzurePoolPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec, roles = plan.spec, plan.roles
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
@@ -111,6 +108,21 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             OnDemandFallbackGroupArgs(plan, identity.id, pool_group),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        route = None
+        if plan.events is not None:
+            route = ScheduledEventsRoute(
+                f"{name}-events",
+                ScheduledEventsRouteArgs(
+                    plan=plan.events,
+                    resource_group=plan.resource_group,
+                    account_name=checkpoints.account_name,
+                    account_id=checkpoints.account_id,
+                    subscription_id=subscription_id,
+                    sender_grant=roles.for_principal("eventgrid")[0],
+                    tags=plan.controller_tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[checkpoints]),
+            )
         controller = ControllerIdentity(
             f"{name}-controller",
             ControllerIdentityArgs(
@@ -120,7 +132,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 tags=plan.controller_tags,
                 roles=roles,
                 subscription_id=subscription_id,
-                scoped_resources=[*spot_sets, fallback.scale_set, checkpoints],
+                scoped_resources=[*spot_sets, fallback.scale_set, checkpoints, *([route.queue] if route else [])],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -128,13 +140,14 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
         if spec.controller.enabled:
             config = azure_config_output(
                 spec,
-                args.workload,
-                args.ladder,
+                plan.args.workload,
+                plan.args.ladder,
                 subscription_id=subscription_id,
                 state_url=plan.control_store,
                 spot_sets=[s.name for s in plan.spot],
                 fallback_set=plan.fallback.name,
                 group_types={**{s.name: (s.vm_size,) for s in plan.spot}, plan.fallback.name: (plan.fallback.vm_size,)},
+                events_queue_url=plan.events.queue_url if plan.events is not None else None,
             )
             job = ControllerJob(
                 f"{name}-controller-job",
@@ -155,7 +168,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 checkpointStore=plan.checkpoint_store,
                 spotGroups=[s.name for s in plan.spot],
                 fallbackGroup=plan.fallback.name,
-                events="",  # Scheduled Events are read on each VM; there is no pool-level queue
+                # The Scheduled Events queue (publishEventsToEventGrid); otherwise each VM reads its own.
+                events=plan.events.queue_url if plan.events is not None else "",
                 nodeIdentity=identity.client_id,
                 controllerIdentity=controller.client_id,
                 controllerStateUrl=plan.control_store,

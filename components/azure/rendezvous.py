@@ -27,11 +27,12 @@ import pulumi_azure_native.compute as compute
 import pulumi_azure_native.network as network
 
 from spotgpu.bootstrap import render_store_bootstrap
+from spotgpu.config import PlanError
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import AzureImage, GangLaunch
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure import naming
-from spotgpu_pulumi.azure.plan import PlanError
 from spotgpu_pulumi.azure.profile import linux_ssh_only
 from spotgpu_pulumi.inputs import as_input
 
@@ -75,7 +76,7 @@ class AzureRendezvousPlan:
 def plan_azure_rendezvous(spec: AzurePoolSpec, environment: str, tags: dict[str, str]) -> AzureRendezvousPlan | None:
     """The pool's rendezvous host, or None for a pool that runs no gang (nothing changes then).
 
-    Raises :class:`PlanError` (one line: the key path, the value, the fix) for a gang the host cannot serve.
+    Raises :class:`~spotgpu.config.PlanError` for a gang the host cannot serve.
     """
     gang = spec.gang
     if gang is None:
@@ -84,9 +85,11 @@ def plan_azure_rendezvous(spec: AzurePoolSpec, environment: str, tags: dict[str,
     zone = host.zone or spec.zones[0]
     if zone not in spec.zones:
         raise PlanError(
-            f"spotgpu:pools[{spec.name}].gang.rendezvous.zone: {zone!r} is not one of the pool's zones "
-            f"{list(spec.zones)}; fix: use one of {list(spec.zones)} (where the pool's VMs run), or leave zone out "
-            f"for {spec.zones[0]!r}"
+            FieldProblem(
+                f"is not one of the pool's zones {list(spec.zones)}", at="gang.rendezvous.zone", value=zone,
+                fix=f"use one of {list(spec.zones)} (where the pool's VMs run), or leave zone out for {spec.zones[0]!r}",
+            ),
+            pool=spec.name,
         )
     return AzureRendezvousPlan(
         name=naming.rendezvous_name(spec.name, environment),

@@ -15,7 +15,11 @@ Who needs what, and at which scope:
   exist ahead of time: a second custom role with only VM *read* actions is
   assigned on the pool's resource group (read-only, no data-plane access);
 * and keeps its state record in the container: Storage Blob Data Contributor on
-  the container, like the pool identity.
+  the container, like the pool identity;
+* with ``publishEventsToEventGrid``, it reads and deletes the pool's Scheduled Events
+  from their Storage queue (Storage Queue Data Message Processor on that queue), and the
+  Event Grid system topic's identity puts them there (Storage Queue Data Message Sender
+  on that queue only).
 
 Role definitions are created in the pool's resource group and are assignable
 there only (custom roles cannot be assignable at a single-resource scope).
@@ -38,6 +42,8 @@ from spotgpu.models.refs import Ref, is_deferred
 from spotgpu_pulumi.azure import naming
 
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR = "8a0f0c08-91a1-4084-bc3d-661d67233fed"
+STORAGE_QUEUE_DATA_MESSAGE_SENDER = "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a"
 
 SCALE_SET_CAPACITY_ACTIONS = (
     "Microsoft.Compute/virtualMachineScaleSets/read",
@@ -51,8 +57,14 @@ MEMBER_READ_ACTIONS = (
     "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
 )
 
-ScopeKind = Literal["container", "scale-set", "resource-group"]
-Principal = Literal["pool", "controller"]
+ScopeKind = Literal["container", "queue", "scale-set", "resource-group"]
+#: ``eventgrid``: the Scheduled Events system topic's own identity (it delivers to the queue).
+Principal = Literal["pool", "controller", "eventgrid"]
+#: Who gets what on the Scheduled Events queue: the controller reads and deletes, the topic writes.
+_QUEUE_GRANTS: tuple[tuple[Principal, str], ...] = (
+    ("controller", STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR),
+    ("eventgrid", STORAGE_QUEUE_DATA_MESSAGE_SENDER),
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,8 @@ class Scope:
     def _render(self, subscription_id: str, resource_group: str) -> str:
         if self.kind == "container":
             return naming.container_resource_id(subscription_id, resource_group, self.account, self.name)
+        if self.kind == "queue":
+            return naming.queue_resource_id(subscription_id, resource_group, self.account, self.name)
         if self.kind == "scale-set":
             return naming.scale_set_resource_id(subscription_id, resource_group, self.name)
         return naming.resource_group_id(subscription_id, resource_group)
@@ -136,16 +150,15 @@ def plan_roles(
     account: str,
     container: str,
     scale_sets: dict[str, str],
+    events_queue: str | None = None,
 ) -> RolePlan:
     """Every custom role and role assignment a pool needs, at the narrowest scope that works.
 
-    ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name.
+    ``scale_sets`` maps each scale set's stable key (size key, ``ondemand``) to its name (one or more, no
+    name twice: the spec holds a size, and the pool's planner refuses two sizes with one scale set name).
     ``resource_group`` may be an Output: the GUIDs then use a fixed key in its place.
+    ``events_queue``: the Scheduled Events queue in the pool's account, when events are routed.
     """
-    if not scale_sets:
-        raise ValueError("a pool has at least one scale set; got none")
-    if len(set(scale_sets.values())) != len(scale_sets):
-        raise ValueError(f"scale set names repeat in {sorted(scale_sets.values())}; each scale set gets one grant")
     keys = (account, naming.resource_group_key(resource_group), pool, environment)
     rg_scope = Scope("resource-group", resource_group)
     capacity = CustomRole(
@@ -197,4 +210,17 @@ def plan_roles(
             guid=naming.stable_guid(*keys, "controller", "member-reader"),
         )
     )
+    if events_queue is not None:
+        queue_scope = Scope("queue", resource_group, events_queue, account)
+        grants += [
+            Grant(
+                key=f"{who}-events-queue",
+                principal=who,
+                role=role,
+                custom_role=None,
+                scope=queue_scope,
+                guid=naming.stable_guid(*keys, who, "queue", events_queue),
+            )
+            for who, role in _QUEUE_GRANTS
+        ]
     return RolePlan((capacity, reader), tuple(grants))

@@ -67,6 +67,8 @@ class CheckpointStorage(pulumi.ComponentResource):
 
     account_name: pulumi.Output[str]
     """Storage account name (globally unique)."""
+    account_id: pulumi.Output[str]
+    """Its ARM id (an Event Grid storage-queue destination names the account by id)."""
     container_name: pulumi.Output[str]
     """The private checkpoint container."""
 
@@ -128,5 +130,6 @@ class CheckpointStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),
         )
         self.account_name = account.name
+        self.account_id = account.id
         self.container_name = container.name
         self.register_outputs({"account_name": self.account_name, "container_name": self.container_name})

@@ -4,7 +4,7 @@ Planning lives in :mod:`spotgpu_pulumi.gcp.plan` and :mod:`spotgpu_pulumi.gcp.na
 (pure, tested directly); the component modules only turn decisions into resources.
 """
 
-from spotgpu_pulumi.gcp.plan import GcpPlanError, GcpPoolPlan, plan_pool
+from spotgpu_pulumi.gcp.plan import GcpPoolPlan, plan_pool
 from spotgpu_pulumi.gcp.pool import GpuPool
 
-__all__ = ["GcpPlanError", "GcpPoolPlan", "GpuPool", "plan_pool"]
+__all__ = ["GcpPoolPlan", "GpuPool", "plan_pool"]

@@ -10,6 +10,8 @@ the noncurrent-version retention that already protects against mistakes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 from pulumi_gcp import storage
 
@@ -19,29 +21,31 @@ from spotgpu_pulumi.gcp import plan
 TOKEN = "spotgpu:gcp:CheckpointBucket"
 
 
+@dataclass(frozen=True)
+class CheckpointBucketArgs:
+    project: str
+    location: str
+    #: checked by whoever chose it (the pool's planner, the standalone store)
+    bucket_name: str
+    store: CheckpointStoreSpec
+    labels: dict[str, str]
+    #: who writes the checkpoints (``serviceAccount:...``)
+    writer_member: pulumi.Input[str]
+
+
 class CheckpointBucket(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
     """The bucket's (deterministic) name."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        project: str,
-        location: str,
-        bucket_name: str,
-        store: CheckpointStoreSpec,
-        labels: dict[str, str],
-        writer_member: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        store, labels = args.store, args.labels
         bucket = storage.Bucket(
             f"{name}-bucket",
-            project=project,
-            name=plan.check_bucket_name(bucket_name),
-            location=location.upper(),
+            project=args.project,
+            name=args.bucket_name,
+            location=args.location.upper(),
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             versioning={"enabled": True},
@@ -55,6 +59,6 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.bucket_name = bucket.name
         # objectUser: create/read/overwrite/delete objects and multipart uploads, on this bucket only.
         storage.BucketIAMMember(
-            f"{name}-writer", bucket=bucket.name, role="roles/storage.objectUser", member=writer_member, opts=child
+            f"{name}-writer", bucket=bucket.name, role="roles/storage.objectUser", member=args.writer_member, opts=child
         )
         self.register_outputs({"bucketName": self.bucket_name})

@@ -117,21 +117,22 @@ def plan_gcp_controller_job(
     )
 
 
+@dataclass(frozen=True)
+class ControllerJobArgs:
+    spec: GcpPoolSpec
+    job: GcpControllerJobPlan
+    #: the controller's service account: the job runs as it, the scheduler and the wake-up invoke as it
+    service_account_email: pulumi.Input[str]
+
+
 class ControllerJob(pulumi.ComponentResource):
     job_name: pulumi.Output[str]
     controller_config: str
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        spec: GcpPoolSpec,
-        job: GcpControllerJobPlan,
-        service_account_email: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: ControllerJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        spec, job, service_account_email = args.spec, args.job, args.service_account_email
         run_job = cloudrunv2.Job(
             f"{name}-job",
             name=job.job_name,

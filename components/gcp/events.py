@@ -10,37 +10,40 @@ publisher on this topic only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 from pulumi_gcp import logging, pubsub
 
 TOKEN = "spotgpu:gcp:PreemptionEvents"
 
 
+@dataclass(frozen=True)
+class PreemptionEventsArgs:
+    project: str
+    topic: str
+    subscription: str
+    sink: str
+    #: the sink's filter (:func:`spotgpu_pulumi.gcp.plan.preemption_log_filter`)
+    log_filter: str
+    labels: dict[str, str]
+
+
 class PreemptionEvents(pulumi.ComponentResource):
     topic_name: pulumi.Output[str]
     subscription_name: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        project: str,
-        topic: str,
-        subscription: str,
-        sink: str,
-        log_filter: str,
-        labels: dict[str, str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: PreemptionEventsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        project, topic, labels = args.project, args.topic, args.labels
         topic_res = pubsub.Topic(
             f"{name}-topic", project=project, name=topic, labels=labels, message_retention_duration="86400s", opts=child
         )
         sub = pubsub.Subscription(
             f"{name}-sub",
             project=project,
-            name=subscription,
+            name=args.subscription,
             topic=topic_res.id,
             ack_deadline_seconds=60,
             message_retention_duration="604800s",
@@ -52,9 +55,9 @@ class PreemptionEvents(pulumi.ComponentResource):
         log_sink = logging.ProjectSink(
             f"{name}-sink",
             project=project,
-            name=sink,
+            name=args.sink,
             destination=f"pubsub.googleapis.com/projects/{project}/topics/{topic}",
-            filter=log_filter,
+            filter=args.log_filter,
             unique_writer_identity=True,
             description="spotgpu: spot preemptions of this pool's VMs",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[topic_res]),

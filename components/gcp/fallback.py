@@ -16,53 +16,49 @@ The controller gets its own service account with least privilege:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 from pulumi_gcp import compute, projects, pubsub, serviceaccount, storage
 
-from spotgpu.models.pools import GcpPoolSpec
 from spotgpu_pulumi.gcp import plan
 from spotgpu_pulumi.gcp.template import region_template
 
 TOKEN = "spotgpu:gcp:OnDemandFallbackGroup"
 
 
+@dataclass(frozen=True)
+class OnDemandFallbackGroupArgs:
+    """The pool's plan and what the group needs from the pool's other parts (their Outputs)."""
+
+    plan: plan.GcpPoolPlan
+    #: the nodes' service account the template runs as
+    node_service_account: pulumi.Input[str]
+    #: the checkpoint bucket the controller's state lives in
+    bucket_name: pulumi.Input[str]
+    #: the preemption subscription the controller pulls
+    subscription_name: pulumi.Input[str]
+
+
 class OnDemandFallbackGroup(pulumi.ComponentResource):
     mig_name: pulumi.Output[str]
     controller_email: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        spec: GcpPoolSpec,
-        group: plan.MachineGroup,
-        mig_name: str,
-        template_prefix: str,
-        zones: tuple[str, ...],
-        metadata: dict[str, str],
-        startup_script: str,
-        labels: dict[str, str],
-        node_service_account: pulumi.Input[str],
-        controller_account_id: str,
-        controller_role_id: str,
-        controlled_migs: tuple[str, ...],
-        bucket_name: pulumi.Input[str],
-        state_condition: str,
-        subscription_name: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: OnDemandFallbackGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        pool, spec = args.plan, args.plan.spec
+        group, mig_name, labels = pool.groups[0], pool.fallback_mig, pool.labels("fallback")
         template = region_template(
             f"{name}-template",
             spec=spec,
             group=group,
             scheduling=plan.on_demand_scheduling(),
-            name_prefix=template_prefix,
-            metadata=metadata,
-            startup_script=startup_script,
+            name_prefix=pool.names.template_prefix("od"),
+            metadata=pool.fallback_metadata,
+            startup_script=pool.fallback_startup_script,
             labels=labels,
-            service_account_email=node_service_account,
+            service_account_email=args.node_service_account,
             parent=self,
         )
         mig = compute.RegionInstanceGroupManager(
@@ -73,7 +69,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
             base_instance_name=mig_name,
             description=f"spotgpu on-demand fallback for pool {spec.name}",
             versions=[{"name": "primary", "instance_template": template.self_link}],
-            distribution_policy_zones=list(zones),
+            distribution_policy_zones=list(pool.zones),
             distribution_policy_target_shape=spec.target_shape,
             instance_flexibility_policy=plan.flexibility_policy(group),
             update_policy=plan.update_policy(spec.target_shape),
@@ -86,7 +82,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
         account = serviceaccount.Account(
             f"{name}-controller",
             project=spec.project,
-            account_id=controller_account_id,
+            account_id=pool.controller_account_id,
             display_name=f"spotgpu fallback controller for pool {spec.name}",
             opts=child,
         )
@@ -94,7 +90,7 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
         role = projects.IAMCustomRole(
             f"{name}-controller-role",
             project=spec.project,
-            role_id=controller_role_id,
+            role_id=pool.names.controller_role_id,
             title=f"spotgpu controller {spec.name}",
             description="Resize and inspect one spotgpu pool's MIGs",
             permissions=list(plan.CONTROLLER_MIG_PERMISSIONS),
@@ -107,24 +103,24 @@ class OnDemandFallbackGroup(pulumi.ComponentResource):
             member=member,
             condition={
                 "title": f"spotgpu-{spec.name}-migs",
-                "expression": plan.controller_mig_condition(spec.project, spec.region, controlled_migs),
+                "expression": plan.controller_mig_condition(spec.project, spec.region, (*pool.spot_migs, mig_name)),
             },
             opts=child,
         )
         pubsub.SubscriptionIAMMember(
             f"{name}-controller-subscriber",
             project=spec.project,
-            subscription=subscription_name,
+            subscription=args.subscription_name,
             role="roles/pubsub.subscriber",
             member=member,
             opts=child,
         )
         storage.BucketIAMMember(
             f"{name}-controller-state",
-            bucket=bucket_name,
+            bucket=args.bucket_name,
             role="roles/storage.objectUser",
             member=member,
-            condition={"title": f"spotgpu-{spec.name}-state", "expression": state_condition},
+            condition={"title": f"spotgpu-{spec.name}-state", "expression": pool.state_condition},
             opts=child,
         )
         self.mig_name = mig.name

@@ -14,6 +14,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from spotgpu.models.base import FieldProblem
+
 #: RFC 1035 style names used by Compute Engine, Pub/Sub ids and service accounts.
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -86,11 +88,9 @@ class PoolNames:
         return fit(f"spotgpu.{self.prefix}.controller", 64).replace("-", "_")
 
 
-def check_name(name: str, what: str) -> str:
-    """Fail early with the field to fix when a derived name breaks Compute Engine's rule."""
-    if not _RFC1035.match(name):
-        raise ValueError(
-            f"derived {what} name {name!r} is not a valid Google Cloud name; "
-            "use lowercase letters, digits and '-' in the pool name and environment"
-        )
-    return name
+def check_name(name: str, what: str) -> FieldProblem | None:
+    """The finding when a derived name breaks Compute Engine's rule (the planner raises it at the pool's name)."""
+    if _RFC1035.match(name):
+        return None
+    return FieldProblem(f"makes a {what} name that is not a valid Google Cloud name", at="name", value=name,
+                        fix="use lowercase letters, digits and '-' in the pool name and environment")

@@ -16,6 +16,12 @@ accelerator-optimized types share one group, N1 types share a group per
 The group holding the top-ranked choice is the primary spot MIG (``capacity.target``
 VMs); the others start at 0 and are what the ladder's ``alternate_sku`` step
 resizes. Mixing never silently drops or mis-equips a type.
+
+A tiered workload (``checkpointTiers``) mounts each VM's Local SSD as its checkpoint tier, so
+its templates request the Local SSDs a machine type comes with (A2 Ultra, A3, A4: the count is
+fixed per type, ``spotgpu.catalogue.gcp_local_ssd_count``); disks in a template apply to every
+VM like ``guest_accelerators``, so the Local SSD count joins the signature (``aopt-lssd8``).
+Without tiers nothing changes: the groups and templates are the ones before.
 """
 
 from __future__ import annotations
@@ -25,13 +31,15 @@ from typing import Literal
 
 from pulumi_gcp import compute, storage
 
-from spotgpu import tags
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
-from spotgpu.config import ConfigError
+from spotgpu.catalogue import gcp_local_ssd_count
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import GangLaunch
 from spotgpu.models.pool_types import fallback_types
-from spotgpu.models.pools import GcpAccelerator, GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
+from spotgpu.models.pools import GcpAccelerator, GcpMachineChoice, GcpPoolSpec
 from spotgpu_pulumi import planning
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.gcp.controller_job import GcpControllerJobPlan, plan_gcp_controller_job
@@ -39,13 +47,6 @@ from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousPlan, plan_gcp_rendezvous
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
-
-#: Shapes Google allows a regional autoscaler with.
-AUTOSCALING_SHAPES: tuple[TargetShape, ...] = ("EVEN", "BALANCED")
-
-
-class GcpPlanError(ConfigError):
-    """An invalid pool; the message names the field, the value and the fix."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class MachineGroup:
     key: str
     accelerator: GcpAccelerator | None
     machine_types: tuple[str, ...]
+    #: Local SSDs (375 GiB, NVMe) the template requests for every VM: a tiered workload's checkpoint tier
+    local_ssds: int = 0
 
     @property
     def top_type(self) -> str:
@@ -70,36 +73,36 @@ def accelerator_key(accelerator: GcpAccelerator | None) -> str:
     return f"{short}x{accelerator.count}".replace("_", "-")
 
 
-def _signature(choice: GcpMachineChoice) -> tuple[str, int] | None:
+Signature = tuple[tuple[str, int] | None, int]
+
+
+def _signature(choice: GcpMachineChoice, local_ssd: bool = False) -> Signature:
+    ssds = gcp_local_ssd_count(choice.machine_type) if local_ssd and choice.accelerator is None else 0
     if choice.accelerator is None:
-        return None
-    return (choice.accelerator.type, choice.accelerator.count)
+        return (None, ssds)
+    return ((choice.accelerator.type, choice.accelerator.count), ssds)
 
 
-def group_machine_choices(choices: tuple[GcpMachineChoice, ...]) -> tuple[MachineGroup, ...]:
-    """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary."""
-    order: list[tuple[str, int] | None] = []
-    members: dict[tuple[str, int] | None, list[GcpMachineChoice]] = {}
+def group_machine_choices(choices: tuple[GcpMachineChoice, ...], local_ssd: bool = False) -> tuple[MachineGroup, ...]:
+    """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary.
+
+    The spec lists each choice once (``GcpPoolSpec`` refuses a machine type twice with the same accelerator).
+    ``local_ssd``: the templates request each type's bundled Local SSDs (a tiered workload).
+    """
+    order: list[Signature] = []
+    members: dict[Signature, list[GcpMachineChoice]] = {}
     for choice in choices:
-        sig = _signature(choice)
+        sig = _signature(choice, local_ssd)
         if sig not in members:
             order.append(sig)
             members[sig] = []
         members[sig].append(choice)
-    seen: set[tuple[str, tuple[str, int] | None]] = set()
-    for choice in choices:
-        key = (choice.machine_type, _signature(choice))
-        if key in seen:
-            raise GcpPlanError(
-                f"machineTypes: lists a machine type twice with the same accelerator (value: {choice.machine_type!r}); "
-                "fix: list each choice once"
-            )
-        seen.add(key)
     return tuple(
         MachineGroup(
-            key=accelerator_key(members[sig][0].accelerator),
+            key=accelerator_key(members[sig][0].accelerator) + (f"-lssd{sig[1]}" if sig[1] else ""),
             accelerator=members[sig][0].accelerator,
             machine_types=tuple(c.machine_type for c in members[sig]),
+            local_ssds=sig[1],
         )
         for sig in order
     )
@@ -115,25 +118,9 @@ def flexibility_policy(group: MachineGroup) -> compute.RegionInstanceGroupManage
 
 
 def distribution_zones(spec: GcpPoolSpec) -> tuple[str, ...]:
-    """The zones the regional MIGs spread over; >= 2 unless the pool states why not."""
-    zones = spec.zones
-    if len(set(zones)) != len(zones):
-        raise GcpPlanError(f"spotgpu:pools[{spec.name}].zones: lists a zone twice (value: {list(zones)}); fix: list each zone once")
-    if len(zones) < 2 and not spec.opt_out.single_zone:
-        raise GcpPlanError(
-            f"spotgpu:pools[{spec.name}].zones: is a single zone (value: {list(zones)}); fix: list at least 2 zones of "
-            f"{spec.region}, or set optOut.singleZone to a stated reason"
-        )
-    return tuple(sorted(zones))
-
-
-def check_target_shape(pool: str, shape: TargetShape, autoscaling: GcpAutoscaling | None) -> None:
-    """Google's regional autoscaler works only with EVEN or BALANCED distribution."""
-    if autoscaling is not None and shape not in AUTOSCALING_SHAPES:
-        raise GcpPlanError(
-            f"spotgpu:pools[{pool}].targetShape: cannot be autoscaled (value: {shape!r}); fix: set targetShape to EVEN or "
-            "BALANCED, or remove autoscaling and size the pool with capacity.target"
-        )
+    """The zones the regional MIGs spread over, in a stable order (the spec holds each once, and two or more
+    unless the pool states why not; it also keeps an autoscaled pool at the EVEN or BALANCED shape)."""
+    return tuple(sorted(spec.zones))
 
 
 def redistribution_type(shape: TargetShape) -> str:
@@ -197,14 +184,12 @@ def labels(values: dict[str, str]) -> dict[str, str]:
     return {key: tags.gcp_label_value(value) for key, value in values.items()}
 
 
-def check_bucket_name(name: str) -> str:
-    """GCS refuses names containing ``google`` or starting with ``goog``."""
+def bucket_name_problem(name: str, at: str, fix: str) -> FieldProblem | None:
+    """GCS refuses names containing ``google`` or starting with ``goog``: the finding at ``at``, if any."""
     if "google" in name or name.startswith("goog"):
-        raise GcpPlanError(
-            f"derived bucket name {name!r} contains 'google' or starts with 'goog', which GCS refuses; "
-            "rename the pool or the project prefix"
-        )
-    return name
+        return FieldProblem("makes a bucket name that contains 'google' or starts with 'goog', which GCS refuses",
+                            at=at, value=name, fix=fix)
+    return None
 
 
 def bucket_lifecycle_rules(keep_generations: int, noncurrent_days: int) -> list[storage.BucketLifecycleRuleArgsDict]:
@@ -274,6 +259,8 @@ def controller_state_condition(bucket: str, prefix: str) -> str:
 class GcpPoolPlan:
     """Every decision of one pool, made (and checked) before any resource exists."""
 
+    #: what it was planned from
+    args: PoolArgs
     spec: GcpPoolSpec
     names: PoolNames
     zones: tuple[str, ...]
@@ -320,20 +307,34 @@ def startup_script(args: PoolArgs, capacity_type: planning.CapacityType, store: 
 
 def plan_pool(args: PoolArgs) -> GcpPoolPlan:
     """The one GCP planning sequence: the component builds from it, ``spotgpu preview`` validates with it."""
-    spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud", GcpPlanError)
+    spec = planning.cloud_spec(args, GcpPoolSpec, "Google Cloud")
+    try:
+        return _plan(args, spec)
+    except FieldProblem as problem:  # the checks below point at keys of the pool
+        raise PlanError(problem, pool=spec.name) from None
+
+
+def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
     zones = distribution_zones(spec)
-    check_target_shape(spec.name, spec.target_shape, spec.autoscaling)
-    groups = group_machine_choices(spec.machine_types)
+    groups = group_machine_choices(spec.machine_types, local_ssd=args.workload.checkpoint_tiers is not None)
     names = PoolNames(spec.project, spec.name, args.environment)
-    spot_migs = tuple(check_name(names.spot_mig(g.key), "MIG") for g in groups)
-    fallback_mig = check_name(names.fallback_mig, "fallback MIG")
-    bucket = check_bucket_name(names.bucket)
+
+    def named(name: str, what: str) -> str:
+        problem = check_name(name, what)
+        if problem is not None:
+            raise problem
+        return name
+
+    spot_migs = tuple(named(names.spot_mig(g.key), "MIG") for g in groups)
+    fallback_mig = named(names.fallback_mig, "fallback MIG")
+    bucket = names.bucket
+    google = bucket_name_problem(bucket, "", "rename the pool, or use a project whose id has no 'google'")
+    if google is not None:  # at the key that put it there: the project, the pool's name or the environment
+        key = "project" if "goog" in spec.project else "name" if "google" in spec.name else None
+        raise PlanError(google.below(key) if key else google.below("environment"), pool=spec.name if key else None)
     prefix = planning.checkpoint_prefix(spec)
     store = planning.store_url("gs", bucket, prefix)
-    try:
-        rendezvous = plan_gcp_rendezvous(spec, names.prefix, labels(planning.pool_tags(args.base_tags, spec.name)))
-    except ValueError as err:
-        raise GcpPlanError(f"spotgpu:pools[{spec.name}].gang: {err}") from None
+    rendezvous = plan_gcp_rendezvous(spec, names.prefix, labels(planning.pool_tags(args.base_tags, spec.name)))
     gang = rendezvous.launch if rendezvous else None
     controller_job = None
     if spec.controller.enabled:
@@ -354,14 +355,15 @@ def plan_pool(args: PoolArgs) -> GcpPoolPlan:
             },
         )
     return GcpPoolPlan(
+        args=args,
         spec=spec,
         names=names,
         zones=zones,
         groups=groups,
         spot_migs=spot_migs,
         fallback_mig=fallback_mig,
-        node_account_id=check_name(names.service_account_id("vm"), "service account"),
-        controller_account_id=check_name(names.service_account_id("ctl"), "service account"),
+        node_account_id=named(names.service_account_id("vm"), "service account"),
+        controller_account_id=named(names.service_account_id("ctl"), "service account"),
         bucket=bucket,
         prefix=prefix,
         checkpoint_store=store,

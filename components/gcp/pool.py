@@ -9,8 +9,9 @@ Composition (all children parented here, names from pool + environment + stable 
 * ``OnDemandFallbackGroup``: size-0 on-demand MIG plus the controller's identity.
 
 Every decision is made by :func:`spotgpu_pulumi.gcp.plan.plan_pool` (a
-:class:`~spotgpu_pulumi.gcp.plan.GcpPoolPlan`) before the pool registers itself, so an
-invalid pool fails at construction with the field to fix and leaves no half-built tree.
+:class:`~spotgpu_pulumi.gcp.plan.GcpPoolPlan`, which the pool is given) before the pool
+registers itself, so an invalid pool fails with the field to fix and leaves no half-built tree.
+Each child takes its name, one args object and its options, as on AWS and Azure.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from typing import Any
 
 import pulumi
 
-from spotgpu_pulumi.args import PoolArgs
-from spotgpu_pulumi.gcp.bucket import CheckpointBucket
-from spotgpu_pulumi.gcp.controller_job import ControllerJob
-from spotgpu_pulumi.gcp.events import PreemptionEvents
-from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup
-from spotgpu_pulumi.gcp.identity import NodeIdentity
-from spotgpu_pulumi.gcp.plan import plan_pool
-from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousHost
-from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupSettings
+from spotgpu_pulumi.gcp.bucket import CheckpointBucket, CheckpointBucketArgs
+from spotgpu_pulumi.gcp.controller_job import ControllerJob, ControllerJobArgs
+from spotgpu_pulumi.gcp.events import PreemptionEvents, PreemptionEventsArgs
+from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
+from spotgpu_pulumi.gcp.identity import NodeIdentity, NodeIdentityArgs
+from spotgpu_pulumi.gcp.plan import GcpPoolPlan
+from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousHost, GcpRendezvousHostArgs
+from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupArgs
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
 TOKEN = "spotgpu:gcp:GpuPool"
@@ -37,87 +37,65 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     exports: dict[str, Any]
     """What the stack exports: the common keys (spotgpu_pulumi.outputs) plus MIG, identity, bucket and topic names."""
 
-    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        plan = plan_pool(args)  # before registering: bad input fails with no half-built tree
+    def __init__(self, name: str, plan: GcpPoolPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec, names = plan.spec, plan.names
         child = pulumi.ResourceOptions(parent=self)
 
         identity = NodeIdentity(
             f"{name}-node",
-            project=spec.project,
-            account_id=plan.node_account_id,
-            display_name=f"spotgpu pool {spec.name} ({args.environment}) VMs",
-            opts=child,
+            NodeIdentityArgs(
+                project=spec.project,
+                account_id=plan.node_account_id,
+                display_name=f"spotgpu pool {spec.name} ({plan.args.environment}) VMs",
+            ),
+            child,
         )
         bucket = CheckpointBucket(
             f"{name}-ckpt",
-            project=spec.project,
-            location=spec.bucket_location or spec.region,
-            bucket_name=plan.bucket,
-            store=spec.checkpoint,
-            labels=plan.labels("checkpoint-store"),
-            writer_member=identity.member,
-            opts=child,
+            CheckpointBucketArgs(
+                project=spec.project,
+                location=spec.bucket_location or spec.region,
+                bucket_name=plan.bucket,
+                store=spec.checkpoint,
+                labels=plan.labels("checkpoint-store"),
+                writer_member=identity.member,
+            ),
+            child,
         )
         events = PreemptionEvents(
             f"{name}-events",
-            project=spec.project,
-            topic=names.topic,
-            subscription=names.subscription,
-            sink=names.sink,
-            log_filter=plan.log_filter,
-            labels=plan.labels("events"),
-            opts=child,
+            PreemptionEventsArgs(
+                project=spec.project,
+                topic=names.topic,
+                subscription=names.subscription,
+                sink=names.sink,
+                log_filter=plan.log_filter,
+                labels=plan.labels("events"),
+            ),
+            child,
         )
         if plan.rendezvous is not None:
-            host = GcpRendezvousHost(f"{name}-rendezvous", plan.rendezvous, identity.email, opts=child)
+            host = GcpRendezvousHost(f"{name}-rendezvous", GcpRendezvousHostArgs(plan.rendezvous, identity.email), child)
+        after_bucket = pulumi.ResourceOptions(parent=self, depends_on=[bucket])
         spot_groups = [
-            SpotGroup(
-                f"{name}-spot-{group.key}",
-                SpotGroupSettings(
-                    spec=spec,
-                    group=group,
-                    primary=i == 0,
-                    mig_name=mig,
-                    template_prefix=names.template_prefix(f"spot-{group.key}"),
-                    zones=plan.zones,
-                    metadata=plan.spot_metadata,
-                    startup_script=plan.spot_startup_script,
-                    labels=plan.labels("spot-pool"),
-                ),
-                identity.email,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
-            )
-            for i, (group, mig) in enumerate(zip(plan.groups, plan.spot_migs, strict=True))
+            SpotGroup(f"{name}-spot-{group.key}", SpotGroupArgs(plan, i, identity.email), after_bucket)
+            for i, group in enumerate(plan.groups)
         ]
         fallback = OnDemandFallbackGroup(
             f"{name}-fallback",
-            spec=spec,
-            group=plan.groups[0],
-            mig_name=plan.fallback_mig,
-            template_prefix=names.template_prefix("od"),
-            zones=plan.zones,
-            metadata=plan.fallback_metadata,
-            startup_script=plan.fallback_startup_script,
-            labels=plan.labels("fallback"),
-            node_service_account=identity.email,
-            controller_account_id=plan.controller_account_id,
-            controller_role_id=names.controller_role_id,
-            controlled_migs=(*plan.spot_migs, plan.fallback_mig),
-            bucket_name=bucket.bucket_name,
-            state_condition=plan.state_condition,
-            subscription_name=events.subscription_name,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[bucket]),
+            OnDemandFallbackGroupArgs(
+                plan, node_service_account=identity.email, bucket_name=bucket.bucket_name,
+                subscription_name=events.subscription_name,
+            ),
+            after_bucket,
         )
         job = None
         if plan.controller_job is not None:
             job = ControllerJob(
                 f"{name}-controller",
-                spec=spec,
-                job=plan.controller_job,
-                service_account_email=fallback.controller_email,
-                opts=child,
+                ControllerJobArgs(spec=spec, job=plan.controller_job, service_account_email=fallback.controller_email),
+                child,
             )
         self.exports = {
             **common_exports(

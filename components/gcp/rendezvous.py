@@ -14,6 +14,8 @@ import pulumi
 from pulumi_gcp import compute
 
 from spotgpu.bootstrap import render_store_bootstrap
+from spotgpu.config import PlanError
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import GangLaunch
 from spotgpu.models.pools import GcpPoolSpec
 from spotgpu.models.refs import Ref
@@ -47,9 +49,10 @@ def plan_gcp_rendezvous(spec: GcpPoolSpec, prefix: str, labels: dict[str, str]) 
     host = gang.rendezvous
     zone = host.zone or spec.zones[0]
     if not zone.startswith(f"{spec.region}-"):
-        raise ValueError(
-            f"pool {spec.name}: gang.rendezvous.zone {zone!r} is outside region {spec.region}; "
-            f"fix: a zone of {spec.region} (the subnetwork's region)"
+        raise PlanError(
+            FieldProblem(f"is outside region {spec.region}", at="gang.rendezvous.zone", value=zone,
+                         fix=f"use a zone of {spec.region} (the subnetwork's region)"),
+            pool=spec.name,
         )
     return GcpRendezvousPlan(
         name=fit(f"{prefix}-rendezvous", 58),
@@ -67,18 +70,20 @@ def plan_gcp_rendezvous(spec: GcpPoolSpec, prefix: str, labels: dict[str, str]) 
     )
 
 
+@dataclass(frozen=True)
+class GcpRendezvousHostArgs:
+    plan: GcpRendezvousPlan
+    #: the pool nodes' service account: the only source the firewall rule admits
+    node_service_account: pulumi.Input[str]
+
+
 class GcpRendezvousHost(pulumi.ComponentResource):
     """A firewall rule (the port from the pool's node service account only) and one standard VM."""
 
-    def __init__(
-        self,
-        name: str,
-        plan: GcpRendezvousPlan,
-        node_service_account: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: GcpRendezvousHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        plan, node_service_account = args.plan, args.node_service_account
         compute.Firewall(
             f"{name}-in",
             project=plan.project,

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_gcp import compute
 
-from spotgpu.models.pools import GcpPoolSpec
 from spotgpu_pulumi.gcp import plan
 from spotgpu_pulumi.gcp.template import region_template
 
@@ -20,62 +19,54 @@ TOKEN = "spotgpu:gcp:SpotGroup"
 
 
 @dataclass(frozen=True)
-class SpotGroupSettings:
-    """Everything one spot group needs, already decided by the planner."""
+class SpotGroupArgs:
+    """One of the pool's spot groups: the planner decided it (``plan.groups[index]``, ``plan.spot_migs[index]``)."""
 
-    spec: GcpPoolSpec
-    group: plan.MachineGroup
-    primary: bool
-    mig_name: str
-    template_prefix: str
-    zones: tuple[str, ...]
-    metadata: dict[str, str]
-    startup_script: str
-    labels: dict[str, str]
+    plan: plan.GcpPoolPlan
+    #: which group: 0 is the primary (``capacity.target`` VMs or autoscaled), the others start at 0
+    index: int
+    #: the nodes' service account the template runs as
+    service_account_email: pulumi.Input[str]
 
 
 class SpotGroup(pulumi.ComponentResource):
     mig_name: pulumi.Output[str]
 
-    def __init__(
-        self,
-        name: str,
-        settings: SpotGroupSettings,
-        service_account_email: pulumi.Input[str],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
+    def __init__(self, name: str, args: SpotGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
-        s, spec = settings, settings.spec
+        pool, spec = args.plan, args.plan.spec
+        group, mig_name, primary = pool.groups[args.index], pool.spot_migs[args.index], args.index == 0
+        labels = pool.labels("spot-pool")
         template = region_template(
             f"{name}-template",
             spec=spec,
-            group=s.group,
+            group=group,
             scheduling=plan.spot_scheduling(spec),
-            name_prefix=s.template_prefix,
-            metadata=s.metadata,
-            startup_script=s.startup_script,
-            labels=s.labels,
-            service_account_email=service_account_email,
+            name_prefix=pool.names.template_prefix(f"spot-{group.key}"),
+            metadata=pool.spot_metadata,
+            startup_script=pool.spot_startup_script,
+            labels=labels,
+            service_account_email=args.service_account_email,
             parent=self,
         )
-        autoscaled = s.primary and spec.autoscaling is not None
+        autoscaled = primary and spec.autoscaling is not None
         mig = compute.RegionInstanceGroupManager(
             f"{name}-mig",
             project=spec.project,
             region=spec.region,
-            name=s.mig_name,
-            base_instance_name=s.mig_name,
-            description=f"spotgpu spot pool {spec.name} ({s.group.key})",
+            name=mig_name,
+            base_instance_name=mig_name,
+            description=f"spotgpu spot pool {spec.name} ({group.key})",
             versions=[{"name": "primary", "instance_template": template.self_link}],
-            distribution_policy_zones=list(s.zones),
+            distribution_policy_zones=list(pool.zones),
             distribution_policy_target_shape=spec.target_shape,
-            instance_flexibility_policy=plan.flexibility_policy(s.group),
+            instance_flexibility_policy=plan.flexibility_policy(group),
             update_policy=plan.update_policy(spec.target_shape),
             instance_lifecycle_policy=plan.lifecycle_policy(),
-            all_instances_config={"labels": s.labels},
-            target_size=None if autoscaled else (spec.capacity.target if s.primary else 0),
+            all_instances_config={"labels": labels},
+            target_size=None if autoscaled else (spec.capacity.target if primary else 0),
             wait_for_instances=False,
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=None if s.primary else ["targetSize"]),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=None if primary else ["targetSize"]),
         )
         if autoscaled and spec.autoscaling is not None:
             scaling = spec.autoscaling
@@ -83,7 +74,7 @@ class SpotGroup(pulumi.ComponentResource):
                 f"{name}-autoscaler",
                 project=spec.project,
                 region=spec.region,
-                name=s.mig_name,
+                name=mig_name,
                 target=mig.self_link,
                 autoscaling_policy={
                     "min_replicas": scaling.min_replicas,

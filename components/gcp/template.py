@@ -9,6 +9,17 @@ from spotgpu.models.pools import GcpPoolSpec
 from spotgpu_pulumi.gcp.plan import MachineGroup
 from spotgpu_pulumi.inputs import as_input
 
+#: Every Local SSD disk is 375 GiB (spotgpu/catalogue/data/local_storage.json, ``gcpLocalSsdGiB``).
+LOCAL_SSD_GB = 375
+
+
+def local_ssd_disks(count: int) -> list[compute.RegionInstanceTemplateDiskArgsDict]:
+    """``count`` scratch Local SSDs on NVMe (the boot script finds them as google-local-nvme-ssd-N)."""
+    return [
+        {"type": "SCRATCH", "disk_type": "local-ssd", "disk_size_gb": LOCAL_SSD_GB, "interface": "NVME", "auto_delete": True}
+        for _ in range(count)
+    ]
+
 
 def region_template(
     resource_name: str,
@@ -23,7 +34,8 @@ def region_template(
     service_account_email: pulumi.Input[str],
     parent: pulumi.Resource,
 ) -> compute.RegionInstanceTemplate:
-    """Template for ``group``: its top-ranked type (flexibility overrides it), GPUs only for N1.
+    """Template for ``group``: its top-ranked type (flexibility overrides it), GPUs only for N1, and the
+    Local SSDs its types come with when the workload keeps a local checkpoint tier on them.
 
     Templates are immutable, so they use ``name_prefix`` and create-before-delete:
     a change makes a new template and the MIG switches to it.
@@ -52,7 +64,8 @@ def region_template(
                 "source_image": as_input(spec.image),
                 "disk_size_gb": spec.boot_disk_gb,
                 "disk_type": spec.boot_disk_type,
-            }
+            },
+            *local_ssd_disks(group.local_ssds),
         ],
         network_interfaces=[interface],
         service_account={"email": service_account_email, "scopes": ["cloud-platform"]},

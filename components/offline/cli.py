@@ -8,9 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-from spotgpu.cliutil import Progress
+import pulumi  # noqa: F401  # the [pulumi] extra: without it `spotgpu preview` says which extra to install
+
+from spotgpu.cliutil import STACK, Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
-from spotgpu_pulumi.offline.preview import REPO_ROOT
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,12 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run a Pulumi Python program under Pulumi's mock runtime (no CLI, no cloud) "
         "and judge it with the policy pack.",
     )
-    p.add_argument("--stack", "-s", required=True, help="stack name (reads Pulumi.<stack>.yaml)")
+    p.add_argument("--stack", "-s", required=True, type=STACK, help="stack name (reads Pulumi.<stack>.yaml)")
     p.add_argument(
         "--program",
         type=Path,
         default=None,
-        help="Pulumi project directory (default: the current directory when it holds a Pulumi.yaml)",
+        help="Pulumi project directory, where Pulumi.yaml is (default: the current directory)",
     )
     p.add_argument("--policy-pack", type=Path, default=default_policy_pack(), help="policy pack directory")
     p.add_argument(
@@ -40,17 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def default_program(cwd: Path | None = None) -> Path:
-    """What ``pulumi preview`` would use: the current directory, when it holds a Pulumi project.
-
-    Elsewhere, a checkout's own project (``./run preview`` from the repository); from an
-    installed wheel outside any project, the current directory, so the error names it.
-    """
-    here = (cwd or Path.cwd()).resolve()
-    if any((here / name).exists() for name in ("Pulumi.yaml", "Pulumi.yml")):
-        return here
-    if (REPO_ROOT / "Pulumi.yaml").exists() and (REPO_ROOT / "stacks").is_dir():
-        return REPO_ROOT
-    return here
+    """What ``pulumi preview`` uses: the current directory. Never another project (the package's own
+    stack, say): outside a project the preview says it found no Pulumi.yaml and how to point at one."""
+    return (cwd or Path.cwd()).resolve()
 
 
 def check_config(program: Path, stack: str) -> None:
@@ -61,13 +54,13 @@ def check_config(program: Path, stack: str) -> None:
     under another namespace) are left to the program itself.
     """
     from spotgpu_pulumi.offline.program import engine_config, load_project
-    from spotgpu_pulumi.offline.validate import validate_engine_config
+    from spotgpu_pulumi.offline.validate import plan_engine_config
 
     project = load_project(program)
     engine = engine_config(project, stack)
     namespace = "spotgpu"
     if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
-        validate_engine_config(engine, namespace, str(program))
+        plan_engine_config(engine, namespace, str(program))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from spotgpu.cliutil import UserError, add_json_flag, print_json
+from spotgpu.cliutil import STACK, UserError, add_json_flag, print_json
 
 #: Pulumi's own rule for project names.
 _PROJECT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--owner", required=True, help="owning team; tags every resource (spotgpu:owner)")
     p.add_argument("--clouds", default="aws,gcp,azure", help="clouds to create pools on (default aws,gcp,azure)")
     p.add_argument("--name", default=None, help="Pulumi project name (default: DIR's name)")
-    p.add_argument("--stack", default="dev", help="first stack; writes Pulumi.<stack>.yaml (default dev)")
+    p.add_argument("--stack", default="dev", type=STACK, help="first stack; writes Pulumi.<stack>.yaml (default dev)")
     p.add_argument("--environment", default=None, help="spotgpu:environment (default: the stack name)")
     p.add_argument("--description", default="Spot GPU pools (spotgpu)", help="project description")
     p.add_argument(

@@ -13,10 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotgpu.catalogue import CLOUDS
+from spotgpu.cliutil import camel_keys
+from spotgpu.models import StackConfig
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
 from spotgpu_pulumi.offline.program import Recording, engine_config, load_project, run_program
+from spotgpu_pulumi.offline.waivers import Waiver, waivers_in_force
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Keys of the economics section whose mappings are keyed by names (pools, GPU models), not by our keys.
+ECONOMICS_NAMES = ("pools", "relativeThroughputInUse")
 CLOUD_TITLES = {"aws": "AWS", "gcp": "Google Cloud", "azure": "Azure", "other": "Other"}
 
 
@@ -34,6 +40,8 @@ class PreviewResult:
     violations: list[Violation] = field(default_factory=list)
     economics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: stated exceptions in force (policy config, stack config, resource links): shown next to the verdicts
+    waivers: list[Waiver] = field(default_factory=list)
 
     @property
     def mandatory(self) -> list[Violation]:
@@ -59,36 +67,53 @@ def run_preview(
 ) -> PreviewResult:
     recording = run_program(project_dir, stack)
     result = PreviewResult(recording)
+    resolved = None
     if policy_pack is not None:
-        from spotgpu_pulumi.offline.policy_harness import analyze
+        from spotgpu_pulumi.offline.policy_harness import analyze_with, load_pack, read_config, resolve_config
 
-        result.violations = [Violation(**v) for v in analyze(recording.resources, policy_pack, policy_config)]
-    result.economics = _economics(project_dir, stack)
+        pack, config = load_pack(Path(policy_pack)), read_config(policy_config)
+        resolved = resolve_config(pack, config)
+        result.violations = [Violation(**v) for v in analyze_with(recording.resources, pack, config)]
+    stack_config = _stack_config(project_dir, stack)
+    result.economics = _economics(stack_config)
+    result.waivers = waivers_in_force(recording.resources, resolved, stack_config)
     return result
 
 
-def _economics(project_dir: Path, stack: str) -> dict[str, Any]:
-    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config.
+def _stack_config(project_dir: Path, stack: str) -> StackConfig | None:
+    """The stack's spotgpu config as the program reads it, or None (no spotgpu keys, or a config error
+    the program itself reports).
 
     The keys are found in the ``spotgpu:`` namespace, else in the one namespace
     that declares ``pools`` (a program may name its own, ``load_config("ml")``),
     whatever the project is called.
     """
     from spotgpu.config import ConfigError, stack_config_from_engine
+    from spotgpu.project import stack_namespace
 
     project = load_project(project_dir)
     engine = engine_config(project, stack)
-    namespaces = sorted({key.split(":", 1)[0] for key in engine if key.endswith(":pools")})
-    if not namespaces:
-        return {}
-    namespace = "spotgpu" if "spotgpu" in namespaces else namespaces[0]
+    namespace = stack_namespace(engine)
+    if namespace is None:
+        return None
     try:  # the program's own read (clouds selection and provider regions included), not a second one
         config = stack_config_from_engine(engine, namespace, str(project_dir))
     except ConfigError:  # the program itself reports it; a preview of it has no economics to show
+        return None
+    return config
+
+
+def _economics(config: StackConfig | None) -> dict[str, Any]:
+    """Per-pool cost and spot eligibility, for stacks that carry spotgpu config."""
+    if config is None:
         return {}
     from spotgpu.economics.report import stack_economics
+    from spotgpu.simulation.check import check_stack
 
-    return stack_economics(config)
+    report = stack_economics(config)
+    for name, check in check_stack(config).items():  # the model's verdict held up against the replay
+        report["pools"][name]["replay"] = check.to_dict()
+    return report
 
 
 def to_document(result: PreviewResult) -> dict[str, Any]:
@@ -108,8 +133,8 @@ def to_document(result: PreviewResult) -> dict[str, Any]:
             for r in sorted(rec.resources, key=lambda r: r.urn)
         ],
         "outputs": _clean(rec.outputs),
-        "policy": {"violations": [v.__dict__ for v in violations]},
-        "economics": result.economics,
+        "policy": {"violations": [v.__dict__ for v in violations], "waivers": [w.document() for w in result.waivers]},
+        "economics": camel_keys(result.economics, names_under=ECONOMICS_NAMES),
     }
 
 
@@ -139,7 +164,7 @@ def render_tree(resources: list[RecordedResource]) -> str:
         for i, kid in enumerate(kids):
             walk(kid, prefix + ("   " if last else "│  "), i == len(kids) - 1)
 
-    for cloud in ("aws", "gcp", "azure", "other"):
+    for cloud in (*CLOUDS, "other"):
         nodes = by_cloud.get(cloud)
         if not nodes:
             continue
@@ -155,16 +180,23 @@ def render_tree(resources: list[RecordedResource]) -> str:
 
 def render_text(result: PreviewResult) -> str:
     rec = result.recording
-    total = sum(1 for r in rec.resources if r.type != "pulumi:pulumi:Stack")
-    out = [f"Offline preview of stack {rec.stack!r} (project {rec.project}): {total} resources", ""]
+    below = sum(1 for r in rec.resources if r.type != "pulumi:pulumi:Stack")
+    total = len(rec.resources)  # what `--json` lists, the stack resource included
+    out = [f"Offline preview of stack {rec.stack!r} (project {rec.project}): {total} resources "
+           f"(the stack and {below} below it)", ""]  # fmt: skip
     out.append(render_tree(rec.resources))
     out.append("Policy verdicts:")
     if not result.violations:
-        out.append("  no violations")
+        inforce = f" ({len(result.waivers)} waiver(s) in force, below)" if result.waivers else ""
+        out.append(f"  no violations{inforce}")
     for v in sorted(result.violations, key=lambda v: (v.level != "mandatory", v.policy, v.urn)):
         name = v.urn.split("::")[-1] if v.urn else "(stack)"
         out.append(f"  [{v.level}] {v.policy} on {name}: {v.message}")
     out.append("")
+    if result.waivers:
+        out.append("Waivers in force (withdraw one by removing its key):")
+        out.extend(w.line() for w in result.waivers)
+        out.append("")
     if result.economics:
         from spotgpu.economics.report import render_economics
 

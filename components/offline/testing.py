@@ -1,6 +1,6 @@
 """Test helper: run a function that builds resources and get every registration back.
 
-    resources = record(lambda: GpuPool("p", args))
+    resources = record(lambda: GpuPool("p", plan_pool(args)))
     by_type = index(resources)
     assert by_type["aws:autoscaling/group:Group"][0].inputs["capacityRebalance"] is True
 """

@@ -1,7 +1,7 @@
 """spotgpu-guard: the CrossGuard rules that make spot GPU capacity safe to run.
 
 Every rule judges concrete cloud resources (AWS, Google Cloud, Azure) through the
-link contract in :mod:`spotgpu.tags`, so a stack of raw resources is judged the
+link contract in :mod:`spotgpu.contract.tags`, so a stack of raw resources is judged the
 same way as one built from the spotgpu components. ``policies/__main__.py`` only
 serves :data:`POLICIES`; the offline harness (``components/offline/policy_harness.py``)
 loads the very same pack.
@@ -15,7 +15,9 @@ from spotgpu_guard import (
     rules_gpu_fit,
     rules_links,
     rules_notice,
+    rules_secrets,
     rules_storage,
+    rules_tiers,
 )
 
 PACK_NAME = "spotgpu-guard"
@@ -28,6 +30,8 @@ POLICIES: list[Policy] = [
     *rules_economics.RULES,
     *rules_crossfield.RULES,
     *rules_gpu_fit.RULES,
+    *rules_secrets.RULES,
+    *rules_tiers.RULES,
 ]
 
 __all__ = ["DESCRIPTION", "PACK_NAME", "POLICIES"]

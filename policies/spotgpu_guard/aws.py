@@ -7,7 +7,7 @@ from typing import Any
 
 from spotgpu.models.notice import AwsNoticeContract
 from spotgpu_guard.inventory import Inventory, Res, names_of
-from spotgpu_guard.links import links_of
+from spotgpu_guard.links import ZONES, links_of
 from spotgpu_guard.model import Bootstrap, Gap, Group, SpotPool
 from spotgpu_guard.values import UNKNOWN, as_list, as_number, decode_bootstrap, dig
 
@@ -111,6 +111,17 @@ def _zones_from_subnets(inv: Inventory, res: Res, prop: str, subnet_ids: list[An
     return zones, note
 
 
+def _named_zones(zones: set[str], links: Any) -> set[str]:
+    """Subnets outside the stack name no zone; a ``spotgpu-zones`` link (the zones the stack gave them, as the
+    components write it) names them, when it lists as many zones as there are such subnets."""
+    loose = {z for z in zones if z.startswith("subnet:")}
+    named = links.get(ZONES)
+    if not loose or not isinstance(named, str):
+        return zones
+    listed = {z for z in named.split(",") if z}
+    return (zones - loose) | listed if len(listed) >= len(loose) else zones
+
+
 def _types(overrides: list[Any], templates: list[Res]) -> tuple[set[str], bool]:
     """(instance types named, any GPU seen) from overrides, requirements and templates."""
     types: set[str] = set()
@@ -171,12 +182,12 @@ def _asg_pool(inv: Inventory, asg: Res, templates: list[Res], spot: Any) -> Spot
     ids = as_list(asg.get("vpcZoneIdentifiers"))
     zones = {z for z in as_list(asg.get("availabilityZones")) if isinstance(z, str)}
     note = ""
-    if ids:
-        sub_zones, note = _zones_from_subnets(inv, asg, "vpcZoneIdentifiers", ids)
-        zones |= sub_zones
     links = links_of(asg)
     for lt in templates:
         links = links.merged_over(links_of(lt))
+    if ids:
+        sub_zones, note = _zones_from_subnets(inv, asg, "vpcZoneIdentifiers", ids)
+        zones |= _named_zones(sub_zones, links)
     behaviors = [lt.get("instanceMarketOptions", "spotOptions", "instanceInterruptionBehavior") for lt in templates]
     contract, problem = _interruption(next((b for b in behaviors if b is not None), None))
     pool = SpotPool(asg, "aws", "Auto Scaling group", links, types, zones, note, contract=contract,

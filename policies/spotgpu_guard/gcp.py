@@ -84,7 +84,9 @@ def _notice(template: Res, pool: SpotPool) -> None:
         pool.notice_gaps.append(Gap(
             f"it asks for a {value:g} s preemption notice, leaving at most 30 s of best-effort shutdown; fix: set "
             "scheduling.preemption_notice_duration={'seconds': 120}, or state a waiver under "
-            "notice-handled.zeroNoticeWaivers in the policy config", waiver="zero-notice"))
+            "notice-handled.zeroNoticeWaivers in the policy config", waiver="zero-notice",
+            stack_fix="set {pool}.notice.preemptionNoticeSeconds to 120 in the stack config, or state why 0 s is "
+                      "acceptable under notice-handled.zeroNoticeWaivers.{name} in policy-config.json"))
 
 
 def spot_pools(inv: Inventory) -> list[SpotPool]:

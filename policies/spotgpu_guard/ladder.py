@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
+from spotgpu.contract.tags import DecodedStep
 from spotgpu.models.ladder import MAX_STEP_WAIT_SECONDS, StepKind
-from spotgpu.tags import DecodedStep
 
 
 def ladder_problems(steps: list[DecodedStep]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Read the link contract (:mod:`spotgpu.tags`) off a concrete resource.
+"""Read the link contract (:mod:`spotgpu.contract.tags`) off a concrete resource.
 
 AWS and Azure carry links as tags (an Auto Scaling group's tags are a list of
 ``{key, value}``; everything else a map), GCP instance templates as metadata
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from spotgpu import tags as contract
 from spotgpu.catalogue.fit import GpuNeed
+from spotgpu.contract import tags as contract
 from spotgpu.models.workload import GpuRequirement, WorkloadProfile
 from spotgpu_guard.inventory import Res
 from spotgpu_guard.values import UNKNOWN
@@ -80,6 +80,7 @@ WORKLOAD = contract.WORKLOAD
 CHECKPOINT_INTERVAL = contract.CHECKPOINT_INTERVAL
 NOTICE = contract.NOTICE
 WAIVER = contract.WAIVER
+ZONES = contract.ZONES
 CONTROLLER_WAIVER = contract.CONTROLLER_WAIVER
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ def _decode(raw: Any, decode: Callable[[str], T | None]) -> Decoded[T]:
 
 
 def read_ladder(links: Links) -> Decoded[list[contract.DecodedStep]]:
-    """The ``spotgpu-ladder`` link (:func:`spotgpu.tags.decode_ladder`)."""
+    """The ``spotgpu-ladder`` link (:func:`spotgpu.contract.tags.decode_ladder`)."""
     return ladder_value(links.get(LADDER))
 
 
@@ -119,12 +120,12 @@ def ladder_value(raw: Any) -> Decoded[list[contract.DecodedStep]]:
 
 
 def read_workload(links: Links) -> Decoded[dict[str, float]]:
-    """The ``spotgpu-workload`` figures (:func:`spotgpu.tags.decode_workload`)."""
+    """The ``spotgpu-workload`` figures (:func:`spotgpu.contract.tags.decode_workload`)."""
     return _decode(links.get(WORKLOAD), contract.decode_workload)
 
 
 def read_workload_profile(links: Links) -> Decoded[WorkloadProfile]:
-    """The ``spotgpu-workload`` link as a whole profile (:func:`spotgpu.tags.workload_from_tag`)."""
+    """The ``spotgpu-workload`` link as a whole profile (:func:`spotgpu.contract.tags.workload_from_tag`)."""
     return _decode(links.get(WORKLOAD), contract.workload_from_tag)
 
 
@@ -139,7 +140,7 @@ def read_gpu_block(links: Links) -> Decoded[GpuRequirement]:
 
 
 def read_gpu_need(links: Links) -> Decoded[GpuNeed]:
-    """The GPU need the ``spotgpu-workload`` link states (:func:`spotgpu.tags.decode_gpu`; None without a gpu block)."""
+    """The GPU need the ``spotgpu-workload`` link states (:func:`spotgpu.contract.tags.decode_gpu`; None without a gpu block)."""
     return _decode(links.get(WORKLOAD), contract.decode_gpu)
 
 

@@ -31,6 +31,8 @@ class Gap:
 
     message: str
     waiver: str | None = None  # config key that may waive it (e.g. zero-notice)
+    #: the fix in stack-config terms, for a resource a spotgpu component made (spotgpu_guard.stack_keys)
+    stack_fix: str | None = None
 
 
 @dataclass

@@ -28,13 +28,14 @@ from typing import Any
 from pulumi_policy import EnforcementLevel
 
 from spotgpu import catalogue
+from spotgpu.contract.tags import DecodedStep
 from spotgpu.models.ladder import StepKind
-from spotgpu.tags import DecodedStep
 from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.links import FALLBACK_GROUP, LADDER, WORKLOAD, read_gpu_block, read_ladder, read_workload
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
 from spotgpu_guard.shapes import best_work_per_node_hour
+from spotgpu_guard.stack_keys import restate
 from spotgpu_guard.values import as_number
 
 
@@ -63,11 +64,14 @@ def check_ceilings(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Fin
             least = round(price / rate, 4) if step.per_work_hour else price
             per = (f", {least:g} USD/work-hour on the pool's most productive type ({rate:g} work-hours per "
                    "node-hour)") if step.per_work_hour else ""
-            yield Finding(pool.res.urn, (
+            key = "costCeilingPerWorkHour" if step.per_work_hour else "costCeilingPerHour"
+            yield Finding(pool.res.urn, restate(
                 f"{pool.describe()}: {LADDER} step {i + 1} ({step.kind.value}) has ceiling "
                 f"{step.ceiling:g} {step.unit}, below the workload's {which} price {price:g} USD/h{per} "
                 f"({WORKLOAD}), so the rung can never run; fix: raise the ceiling to at least {least:g}, or "
-                "correct the price"))
+                "correct the price", pool.res, pool.links,
+                f"raise steps[{i}].{key} of the ladder {{pool}}.ladder names to at least {least:g}, or correct the "
+                "prices of the workload {pool}.workload names"))  # fmt: skip
 
 
 def check_deadline_escalation(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
@@ -76,10 +80,12 @@ def check_deadline_escalation(catalog: Catalog, _config: Mapping[str, Any]) -> I
         if not steps or not workload or workload.get("deadline_hours") is None:
             continue
         if not any(s.kind is StepKind.ON_DEMAND for s in steps):
-            yield Finding(pool.res.urn, (
+            yield Finding(pool.res.urn, restate(
                 f"{pool.describe()}: the workload has a {workload['deadline_hours']:g} h deadline but {LADDER} has "
                 "no on_demand step, so deadline escalation has nowhere to go; fix: add an on_demand step, or "
-                "set deadlineEscalation: false on the ladder and accept missing the deadline"))
+                "set deadlineEscalation: false on the ladder and accept missing the deadline", pool.res, pool.links,
+                "add an on_demand step to the ladder {pool}.ladder names, or set deadlineEscalation: false on it "
+                "and accept missing the deadline"))  # fmt: skip
 
 
 def _azure_spot(pool: SpotPool) -> tuple[float, str | None, str | None] | None:
@@ -101,9 +107,10 @@ def check_max_price_covers_spot(catalog: Catalog, _config: Mapping[str, Any]) ->
         spot = (workload or {}).get("spot_per_hour")
         if price <= 0 or (spot is not None and price < spot):
             floor = f"at least the spot price {spot:g}" if spot is not None else "a positive USD/hour price"
-            yield Finding(pool.res.urn, (
+            yield Finding(pool.res.urn, restate(
                 f"{pool.describe()}: billingProfile.maxPrice {price:g} is below {floor}; Azure refuses or evicts "
-                f"VMs priced under the current spot price; fix: use -1 (pay up to on-demand) or {floor}"))
+                f"VMs priced under the current spot price; fix: use -1 (pay up to on-demand) or {floor}", pool.res,
+                pool.links, f"set {{pool}}.maxPrice to -1 (pay up to on-demand) or {floor}"))  # fmt: skip
 
 
 def check_max_price_below_on_demand(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
@@ -118,10 +125,12 @@ def check_max_price_below_on_demand(catalog: Catalog, _config: Mapping[str, Any]
             quote = catalogue.on_demand_price("azure", size, location)
             on_demand, source = (quote.usd_per_hour, quote.source) if quote else (None, "")
         if on_demand is not None and price > on_demand:
-            yield Finding(pool.res.urn, (
+            yield Finding(pool.res.urn, restate(
                 f"{pool.describe()}: billingProfile.maxPrice {price:g} is above the on-demand price {on_demand:g} "
                 f"of {size or 'its size'} ({source}); spot would cost more than the on-demand fallback; fix: use -1 "
-                f"or at most {on_demand:g}"))
+                f"or at most {on_demand:g}", pool.res, pool.links,
+                f"set {{pool}}.maxPrice to -1 or at most {on_demand:g}, or state why under "
+                "{pool}.optOut.maxPriceAboveOnDemand"))  # fmt: skip
 
 
 def check_fallback_capacity(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
@@ -139,10 +148,12 @@ def check_fallback_capacity(catalog: Catalog, _config: Mapping[str, Any]) -> Ite
         if fallback_max is None or target is None:
             continue
         if fallback_max <= 0 or fallback_max < target:
-            yield Finding(pool.res.urn, (
+            yield Finding(pool.res.urn, restate(
                 f"{pool.describe()}: its on-demand fallback {group.res.label()} may grow to {fallback_max:g} "
                 f"node(s), fewer than the pool's {target:g}, so losing the spot capacity cannot be made up; fix: "
-                f"set the fallback group's maxSize to at least {target:g}"))
+                f"set the fallback group's maxSize to at least {target:g}", pool.res, pool.links,
+                f"set {{pool}}.capacity.fallbackMax to at least {target:g}, or state why under "
+                "{pool}.optOut.smallFallback"))  # fmt: skip
 
 
 def _unknown_names(pool: SpotPool) -> Iterator[str]:
@@ -176,8 +187,11 @@ def _unknown_names(pool: SpotPool) -> Iterator[str]:
 def check_known(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
     for pool in catalog.pools:
         for problem in _unknown_names(pool):
-            yield Finding(pool.res.urn, f"{pool.describe()}: {problem}; fix: use a name from the GPU catalogue "
-                          "(spotgpu/catalogue), or disable gpu-types-known if the provider launched it since")
+            yield Finding(pool.res.urn, restate(
+                f"{pool.describe()}: {problem}; fix: use a name from the GPU catalogue (spotgpu/catalogue), or "
+                "disable gpu-types-known if the provider launched it since", pool.res, pool.links,
+                "use a name from the GPU catalogue in {pool}'s types, region or location, or state why under "
+                "{pool}.optOut.catalogue"))  # fmt: skip
 
 
 RULES = [

@@ -22,6 +22,7 @@ from spotgpu_guard.links import WORKLOAD, read_gpu_need
 from spotgpu_guard.model import SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
 from spotgpu_guard.shapes import pool_shapes
+from spotgpu_guard.stack_keys import restate
 
 
 def _need(pool: SpotPool) -> GpuNeed | None:
@@ -36,9 +37,11 @@ def check_gpu_fit(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Find
         for shape, count_known in pool_shapes(pool):
             short = shortfalls(need, shape, count_known)
             if short:
-                yield Finding(pool.res.urn, (
+                yield Finding(pool.res.urn, restate(
                     f"{pool.describe()}: {shape.name} ({shape.describe()}) cannot hold the workload ({WORKLOAD}): "
-                    + "; ".join(s.what for s in short) + "; fix: " + " and ".join(s.fix for s in short)))
+                    + "; ".join(s.what for s in short) + "; fix: " + " and ".join(s.fix for s in short),
+                    pool.res, pool.links, f"drop {shape.name} from {{pool}}'s types, or correct the gpu block of the "
+                    "workload {pool}.workload names"))  # fmt: skip
 
 
 RULES = [

@@ -13,7 +13,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import CONTROLLER_WAIVER
+from spotgpu.contract.tags import CONTROLLER_WAIVER
 from spotgpu_guard.catalog import Catalog, parse_store_url
 from spotgpu_guard.ladder import ladder_problems
 from spotgpu_guard.links import (
@@ -129,19 +129,19 @@ def check_fallback_link(catalog: Catalog, _config: Mapping[str, Any]) -> Iterato
         if text is None or text is UNKNOWN:
             why = "is unknown until apply" if text is UNKNOWN else "is missing"
             yield Finding(pool.res.urn, f"{who}: the {LADDER} tag {why}, so reacquisition has no bounded waits or "
-                          f"cost ceilings; fix: set {LADDER} with spotgpu.tags.encode_ladder(...), e.g. "
+                          f"cost ceilings; fix: set {LADDER} with spotgpu.contract.tags.encode_ladder(...), e.g. "
                           "'sp:600:3.5;od:3600:7' (kind:maxWaitSeconds:ceilingUsdPerHour, or per work-hour with a w suffix), ending on od or qd")
             continue
         decoded = ladder_value(text)
         steps = decoded.value
         if steps is None:
             yield Finding(pool.res.urn, f"{who}: {LADDER} {text!r} is malformed ({decoded.error}); fix: write it "
-                          "with spotgpu.tags.encode_ladder(...)")
+                          "with spotgpu.contract.tags.encode_ladder(...)")
             continue
         problems = ladder_problems(steps)
         if problems:
             yield Finding(pool.res.urn, f"{who}: fallback ladder {text!r} is unsafe: {'; '.join(problems)}; "
-                          "fix: re-encode a valid FallbackLadder with spotgpu.tags.encode_ladder")
+                          "fix: re-encode a valid FallbackLadder with spotgpu.contract.tags.encode_ladder")
 
 
 RULES = [

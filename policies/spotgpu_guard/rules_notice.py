@@ -19,11 +19,12 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.links import CHECKPOINT_INTERVAL, NOTICE, POOL, WORKLOAD, describe_missing, read_workload
 from spotgpu_guard.model import Contract, SpotPool
 from spotgpu_guard.rule import Finding, stack_rule
+from spotgpu_guard.stack_keys import restate
 from spotgpu_guard.values import UNKNOWN, as_number
 
 #: Default bound when a workload tag leaves out ``b`` (WorkloadProfile.max_lost_work_seconds).
@@ -61,7 +62,10 @@ def check_notice_handled(catalog: Catalog, config: Mapping[str, Any]) -> Iterato
         for gap in pool.notice_gaps:
             if gap.waiver == "zero-notice" and _waived(pool, config):
                 continue
-            yield Finding(pool.res.urn, f"{who}: {gap.message}")
+            message = f"{who}: {gap.message}"
+            if gap.stack_fix:
+                message = restate(message, pool.res, pool.links, gap.stack_fix)
+            yield Finding(pool.res.urn, message)
         if problem := _bootstrap_problem(pool):
             yield Finding(pool.res.urn, f"{who}: {problem}")
         installed = pool.links.get(NOTICE)
@@ -87,11 +91,11 @@ def _lost_work_problem(pool: SpotPool, interval: float) -> str | None:
     raw = pool.links.get(WORKLOAD)
     if raw is None or raw is UNKNOWN:
         return (f"{describe_missing(WORKLOAD, pool.links)}, so the lost-work bound cannot be checked; fix: set "
-                f"{WORKLOAD}=spotgpu.tags.encode_workload(profile) (at least w=<write seconds>;b=<bound seconds>)")
+                f"{WORKLOAD}=spotgpu.contract.tags.encode_workload(profile) (at least w=<write seconds>;b=<bound seconds>)")
     decoded = read_workload(pool.links)
     figures = decoded.value
     if figures is None:
-        return f"{WORKLOAD} is malformed ({decoded.error}); fix: write it with spotgpu.tags.encode_workload"
+        return f"{WORKLOAD} is malformed ({decoded.error}); fix: write it with spotgpu.contract.tags.encode_workload"
     write = figures.get("checkpoint_write_seconds")
     if write is None:
         return f"{WORKLOAD} {raw!r} has no w=<checkpoint write seconds>; fix: encode the measured write time"
@@ -110,10 +114,13 @@ def _lost_work_problem(pool: SpotPool, interval: float) -> str | None:
     budget = pool.contract.final_checkpoint_budget_seconds
     fix = (f"set {CHECKPOINT_INTERVAL} to at most {2 * (bound - write):g} s" if bound > write
            else "no interval can meet the bound: speed up checkpoint writes or raise maxLostWorkSeconds")
-    return (f"its final checkpoint ({write:g} s) cannot fit the {pool.contract.provider} notice "
+    stack_fix = (f"set checkpointIntervalSeconds of the workload {{pool}}.workload names to at most {2 * (bound - write):g}"
+                 if bound > write else "lower checkpointWriteSeconds or raise maxLostWorkSeconds of the workload "
+                 "{pool}.workload names")  # fmt: skip
+    return restate(f"its final checkpoint ({write:g} s) cannot fit the {pool.contract.provider} notice "
             f"({budget:g} s usable of {pool.contract.notice_seconds:g} s), so periodic checkpoints carry all the "
             f"protection, but interval {interval:g} s loses about {lost:g} s of work per interruption "
-            f"(interval/2 + write), above the workload bound of {bound:g} s; fix: {fix}")
+            f"(interval/2 + write), above the workload bound of {bound:g} s; fix: {fix}", pool.res, pool.links, stack_fix)
 
 
 def check_periodic_checkpoint(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:

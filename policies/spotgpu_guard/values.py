@@ -52,10 +52,6 @@ class _Unknown:
 UNKNOWN: Final = _Unknown()
 
 
-def is_unknown(value: Any) -> bool:
-    return value is UNKNOWN
-
-
 def plain(value: Any) -> Any:
     """Deep copy of a (proxied) property value with unknowns replaced by :data:`UNKNOWN`."""
     if isinstance(value, str):

@@ -1,4 +1,15 @@
-"""AWS: IMDSv2 client, the spot instance-action and rebalance monitors, identity.
+"""AWS: IMDSv2 client, one monitor per IMDS notice source, identity, the lifecycle hook.
+
+The sources (as aws-node-termination-handler watches them):
+
+* ``spot/instance-action``: the two-minute Spot interruption notice (**preempt**);
+* ``events/recommendations/rebalance``: the earlier, unguaranteed rebalance recommendation;
+* ``events/maintenance/scheduled``: EC2 scheduled events (instance-retirement and
+  instance-stop end the VM: **terminate**; system-reboot, instance-reboot and
+  system-maintenance: **maintenance**), due at their ``NotBefore``;
+* ``autoscaling/target-lifecycle-state``: ``Terminated`` once the Auto Scaling group scales
+  the instance in (the controller's own ladder does): **terminate**, due when the lifecycle
+  hook's heartbeat runs out.
 
 Pools set ``http_tokens=required``, so every read carries a session token from
 ``PUT /latest/api/token``. The token is refreshed shortly before it expires and
@@ -9,15 +20,18 @@ costs one extra round trip, never a missed notice.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp, Response
 from spotgpu.agent.identity import VmIdentity
-from spotgpu.agent.timeparse import iso8601
+from spotgpu.agent.response_rules import TERMINAL_HORIZON_SECONDS
+from spotgpu.agent.timeparse import required_time
+from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.interruptions import InterruptionKind
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
@@ -26,6 +40,8 @@ TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
 INSTANCE_ACTION_PATH = "/latest/meta-data/spot/instance-action"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+SCHEDULED_EVENTS_PATH = "/latest/meta-data/events/maintenance/scheduled"
+TARGET_LIFECYCLE_STATE_PATH = "/latest/meta-data/autoscaling/target-lifecycle-state"
 #: AWS issues the instance-action notice two minutes before the action.
 SPOT_NOTICE_SECONDS = 120.0
 
@@ -99,10 +115,14 @@ def _json_object(resp: Response, path: str) -> dict[str, object]:
 def _time_or_none(value: object, field: str) -> tuple[float | None, str | None]:
     """(time, None), or (None, the value as served) when it cannot be read: the notice still counts."""
     try:
-        return iso8601(value, field), None
+        return required_time(value, field), None
     except MetadataError as err:
         log.warning("%s; acting on the notice at once with the contract's notice", err)
         return None, repr(value)
+
+
+#: ``spot/instance-action`` actions: all three end the VM's work.
+SPOT_ACTIONS = ("terminate", "stop", "hibernate")
 
 
 class SpotInterruptionMonitor:
@@ -122,8 +142,9 @@ class SpotInterruptionMonitor:
             return []
         doc = _json_object(resp, INSTANCE_ACTION_PATH)
         action, when = doc.get("action"), doc.get("time")
-        if action not in ("terminate", "stop", "hibernate"):
-            raise MetadataError("malformed", f"instance-action: unknown action {action!r}")
+        # The item exists only once the instance is marked for interruption: an action this
+        # agent does not know is still an interruption (the safest reading), never an error loop.
+        unknown = None if action in SPOT_ACTIONS else str(action)
         deadline, unparsed = _time_or_none(when, "instance-action.time")
         now = time.time()
         return [
@@ -136,8 +157,9 @@ class SpotInterruptionMonitor:
                 cloud_deadline=deadline,
                 # Hibernation starts at once, so there is no two-minute window to subtract.
                 published_at=None if action == "hibernate" or deadline is None else deadline - SPOT_NOTICE_SECONDS,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
                 unparsed_time=unparsed,
+                unknown_value=unknown,
             )
         ]
 
@@ -159,7 +181,7 @@ class RebalanceMonitor:
         resp = self.imds.get(REBALANCE_PATH, self.read_timeout)
         if resp.status == 404:
             gone, self.active = self.active, None
-            return [NoticeWithdrawn(self.source, (gone,), time.time())] if gone else []
+            return withdrawn(self.source, gone, time.time())
         doc = _json_object(resp, REBALANCE_PATH)
         published, unparsed = _time_or_none(doc.get("noticeTime"), "rebalance.noticeTime")
         now = time.time()
@@ -172,10 +194,144 @@ class RebalanceMonitor:
                 detected_at=now,
                 raw=doc,
                 published_at=published,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
                 unparsed_time=unparsed,
             )
         ]
+
+
+#: EC2 scheduled event codes (EC2 User Guide, "Scheduled events for your instances") and what
+#: each means for the VM. A code not listed is read as the most disruptive: the VM ends.
+SCHEDULED_EVENT_KINDS = {
+    "instance-retirement": InterruptionKind.TERMINATE,
+    "instance-stop": InterruptionKind.TERMINATE,
+    "instance-reboot": InterruptionKind.MAINTENANCE,
+    "system-reboot": InterruptionKind.MAINTENANCE,
+    "system-maintenance": InterruptionKind.MAINTENANCE,
+}
+#: States an event leaves the list in (it no longer applies).
+SCHEDULED_EVENT_DONE = ("completed", "canceled")
+#: The suffix of a terminal scheduled event's early phase (see :class:`ScheduledEventsMonitor`).
+AHEAD = "/ahead"
+
+
+class ScheduledEventsMonitor:
+    """``events/maintenance/scheduled``: a JSON list of EC2 scheduled events (``[]`` or 404: none).
+
+    Each event's identity is its ``EventId`` and its deadline its ``NotBefore`` (announced days
+    or weeks ahead, so no lead is implausible). A terminal event (retirement, stop) further out
+    than :data:`~spotgpu.agent.response_rules.TERMINAL_HORIZON_SECONDS` is first an early **maintenance**
+    notice (``<EventId>/ahead``: checkpoint early, keep working) and becomes **terminate** (final
+    checkpoint, drain) once that close; a ``completed`` or ``canceled`` event is withdrawn.
+    """
+
+    source = "aws/scheduled-events"
+
+    def __init__(self, imds: ImdsV2Client, interval: float = 1.0, read_timeout: float | None = None) -> None:
+        self.imds = imds
+        self.interval = interval
+        self.read_timeout = read_timeout
+        self.last_clean: float | None = None
+        self.active: set[str] = set()
+
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
+        resp = self.imds.get(SCHEDULED_EVENTS_PATH, self.read_timeout)
+        now = time.time()
+        entries: list[object] = []
+        if resp.status != 404 and resp.body.strip():
+            if resp.status != 200:
+                raise MetadataError(f"http_{resp.status}", f"GET {SCHEDULED_EVENTS_PATH} answered HTTP {resp.status}")
+            doc = resp.json()
+            if not isinstance(doc, list):
+                raise MetadataError("malformed", f"GET {SCHEDULED_EVENTS_PATH}: expected a JSON list")
+            entries = doc
+        found = [ev for ev in (self._event(raw, now) for raw in entries) if ev is not None]
+        present = {ev.event_id for ev in found}
+        gone, self.active = tuple(sorted(self.active - present)), present
+        return [*found, *withdrawn(self.source, gone, now)]
+
+    def _event(self, raw: object, now: float) -> InterruptionEvent | None:
+        if not isinstance(raw, dict) or str(raw.get("State", "active")).lower() in SCHEDULED_EVENT_DONE:
+            return None
+        code = str(raw.get("Code", ""))
+        kind = SCHEDULED_EVENT_KINDS.get(code, InterruptionKind.TERMINATE)
+        event_id = str(raw.get("EventId") or f"{code}@{raw.get('NotBefore')}")
+        not_before, unparsed = _time_or_none(raw.get("NotBefore"), "scheduled-event.NotBefore")
+        if kind.terminal and not_before is not None and not_before - now > TERMINAL_HORIZON_SECONDS:
+            kind, event_id = InterruptionKind.MAINTENANCE, event_id + AHEAD
+        return InterruptionEvent(
+            event_id=event_id,
+            kind=kind,
+            source=self.source,
+            detected_at=now,
+            raw=raw,
+            cloud_deadline=not_before,
+            since_last_clean_poll=since(self.last_clean, now),
+            unparsed_time=unparsed,
+            max_lead=math.inf,
+            unknown_value=None if code in SCHEDULED_EVENT_KINDS else code,
+        )
+
+
+#: Auto Scaling target lifecycle states that leave the VM running (EC2 Auto Scaling User Guide,
+#: "Retrieve the target lifecycle state through instance metadata"). ``Terminated`` ends it;
+#: a state not listed is read as the most disruptive.
+TARGET_STATES_KEPT = ("InService", "Pending", "Standby", "Detached", "Warmed:Stopped", "Warmed:Running", "Warmed:Hibernated")
+TARGET_TERMINATED = "Terminated"
+#: The lifecycle hook's heartbeat when the config does not say (the API's default).
+DEFAULT_HEARTBEAT_SECONDS = 3600
+
+
+class TargetLifecycleMonitor:
+    """``autoscaling/target-lifecycle-state``: ``Terminated`` once the group scales this VM in.
+
+    The text is a state with no time and no id (404 or empty: not in a group, or not populated
+    yet). ``Terminated`` is **terminate**; the group waits for the lifecycle hook up to its
+    heartbeat timeout, so that is the deadline (with no hook the instance goes at once). The
+    identity is the value's transition, so a VM put back in service and scaled in again is
+    noticed again.
+    """
+
+    source = "aws/target-lifecycle-state"
+
+    def __init__(
+        self,
+        imds: ImdsV2Client,
+        interval: float = 1.0,
+        read_timeout: float | None = None,
+        heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
+    ) -> None:
+        self.imds = imds
+        self.interval = interval
+        self.read_timeout = read_timeout
+        #: None: no lifecycle hook, the instance terminates as soon as the group decides.
+        self.heartbeat_seconds = heartbeat_seconds
+        self.last_clean: float | None = None
+        self.transitions = Transitions()
+        self.active: str | None = None
+
+    def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
+        resp = self.imds.get(TARGET_LIFECYCLE_STATE_PATH, self.read_timeout)
+        if resp.status not in (200, 404):
+            raise MetadataError(f"http_{resp.status}", f"GET {TARGET_LIFECYCLE_STATE_PATH} answered HTTP {resp.status}")
+        state = resp.text() if resp.status == 200 else ""
+        now = time.time()
+        seq = self.transitions.observe(state)
+        if not state or state in TARGET_STATES_KEPT:
+            gone, self.active = self.active, None
+            return withdrawn(self.source, gone, now)
+        event = InterruptionEvent(
+            event_id=f"{state}#{seq}",
+            kind=InterruptionKind.TERMINATE,
+            source=self.source,
+            detected_at=now,
+            raw=state,
+            since_last_clean_poll=since(self.last_clean, now),
+            documented_lead=0.0 if self.heartbeat_seconds is None else float(self.heartbeat_seconds),
+            unknown_value=None if state == TARGET_TERMINATED else state,
+        )
+        self.active = event.event_id
+        return [event]
 
 
 def fetch_identity(imds: ImdsV2Client) -> VmIdentity:
@@ -207,8 +363,13 @@ class LifecycleHookAcknowledger:
     The boto3 client is injected (tests pass a fake or a moto client); by default
     one is built for the VM's region. A Spot reclaim proceeds about two minutes
     after the notice whatever the hook does; completing it early lets the ASG
-    launch the replacement sooner.
+    launch the replacement sooner. Only the notices the group waits on are answered
+    (the Spot notice, after which the group starts its hook, and the target lifecycle
+    state): a scheduled retirement has no lifecycle action to complete.
     """
+
+    #: The monitors whose terminal notices put the instance in ``Terminating:Wait``.
+    SOURCES = (SpotInterruptionMonitor.source, TargetLifecycleMonitor.source)
 
     def __init__(
         self,
@@ -223,6 +384,9 @@ class LifecycleHookAcknowledger:
         self.client_factory = client_factory
         self._client: AutoscalingClient | None = None
         self.completed: list[str] = []
+
+    def handles(self, event: InterruptionEvent) -> bool:
+        return event.source in self.SOURCES
 
     def acknowledge(self, event: InterruptionEvent) -> None:
         if self.completed:

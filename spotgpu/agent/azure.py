@@ -6,6 +6,13 @@ changes with any change, so an unchanged incarnation is skipped whole. Events
 list the ``Resources`` they affect; a scale set's events can name other VMs, and
 approving an event releases it for *all* its resources, so the agent only acts on
 and approves events that name this VM (IMDS ``compute.name``).
+
+Real answers the agent reads as they are meant: an idle poll answered with HTTP 200 and an
+empty body (seen on AKS nodes, aks-node-termination-handler) is "no events"; ``NotBefore``
+in RFC 1123 or ISO-8601 (Microsoft's Scheduled Events mock server writes the latter); an
+``EventType`` this agent does not know is the safest kind (the VM ends), never approved
+(approving an event it cannot read could start it early); ``Completed`` and ``Canceled``
+(Event Grid and Resource Graph statuses) mean the event no longer applies.
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ import json
 import logging
 import time
 
-from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
+from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn, since, withdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity
-from spotgpu.agent.timeparse import rfc1123
+from spotgpu.agent.timeparse import cloud_time
 from spotgpu.contract.interruptions import InterruptionKind
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
@@ -40,6 +47,10 @@ EVENT_KINDS = {
     "Reboot": InterruptionKind.MAINTENANCE,
     "Redeploy": InterruptionKind.MAINTENANCE,
 }
+#: An EventType not in :data:`EVENT_KINDS` is read as the most disruptive: the VM ends.
+UNKNOWN_EVENT_KIND = InterruptionKind.TERMINATE
+#: Statuses of an event that no longer applies (Event Grid / Resource Graph only, per the docs).
+DONE_STATUSES = ("Completed", "Canceled")
 
 
 class AzureImdsClient:
@@ -56,7 +67,16 @@ class AzureImdsClient:
         return doc
 
     def scheduled_events(self, timeout: float | None = None) -> dict[str, object]:
-        return self._json(EVENTS_PATH, timeout)
+        """The document; ``{}`` for HTTP 200 with an empty body (an idle answer, not an error)."""
+        resp = self.http.request("GET", EVENTS_PATH, headers=HEADERS, timeout=timeout)
+        if resp.status != 200:
+            raise MetadataError(f"http_{resp.status}", f"GET {EVENTS_PATH} answered HTTP {resp.status}")
+        if not resp.body.strip():
+            return {}
+        doc = resp.json()
+        if not isinstance(doc, dict):
+            raise MetadataError("malformed", f"GET {EVENTS_PATH}: expected a JSON object")
+        return doc
 
     def compute(self) -> dict[str, object]:
         return self._json(COMPUTE_PATH)
@@ -112,37 +132,44 @@ class ScheduledEventsMonitor:
         # Until one call has succeeded, wait as long as enabling the service may take.
         doc = self.client.scheduled_events(self.read_timeout if self.enabled else FIRST_CALL_TIMEOUT_SECONDS)
         self.enabled = True
+        if not doc:  # an empty body: no events (and no incarnation to compare with)
+            doc = {"DocumentIncarnation": None, "Events": []}
         incarnation, events = doc.get("DocumentIncarnation"), doc.get("Events")
-        if not isinstance(incarnation, int) or not isinstance(events, list):
+        if not isinstance(incarnation, int | None) or not isinstance(events, list):
             raise MetadataError("malformed", "scheduled events: DocumentIncarnation/Events missing")
-        if incarnation == self.incarnation:
+        if incarnation is not None and incarnation == self.incarnation:
             return []
         now = time.time()
         found = [ev for ev in (self._parse(raw, vm, now) for raw in events) if ev is not None]
         self.incarnation = incarnation  # only after the whole document was read
         present = {ev.event_id for ev in found}
         gone, self.active = tuple(sorted(self.active - present)), present
-        return [*found, NoticeWithdrawn(self.source, gone, now)] if gone else list(found)
+        return [*found, *withdrawn(self.source, gone, now)]
 
     def _parse(self, raw: object, vm: str, now: float) -> InterruptionEvent | None:
         if not isinstance(raw, dict):
             self.skipped_malformed += 1
             return None
         event_id, event_type, resources = raw.get("EventId"), raw.get("EventType"), raw.get("Resources")
-        if not isinstance(event_id, str) or event_type not in EVENT_KINDS or not isinstance(resources, list):
+        if not isinstance(event_id, str) or not isinstance(resources, list):
             self.skipped_malformed += 1
             return None
         if vm not in resources:
             self.skipped_other_vm += 1
             return None
+        if raw.get("EventStatus") in DONE_STATUSES:
+            return None
         unparsed = None
         try:
-            not_before = rfc1123(raw.get("NotBefore"), "NotBefore")
+            not_before = cloud_time(raw.get("NotBefore"), "NotBefore")
         except MetadataError as err:
             # Never drop an eviction for its date: act now, with the contract's minimum notice.
             log.warning("%s; acting on event %s at once with the contract's minimum notice", err, event_id)
             not_before, unparsed = None, repr(raw.get("NotBefore"))
-        kind = EVENT_KINDS[str(event_type)]
+        known = event_type in EVENT_KINDS
+        kind = EVENT_KINDS[str(event_type)] if known else UNKNOWN_EVENT_KIND
+        if not known:
+            log.warning("event %s: unknown EventType %r, read as %s and never approved", event_id, event_type, kind)
         started = raw.get("EventStatus") == "Started"
         return InterruptionEvent(
             event_id=event_id,
@@ -152,9 +179,10 @@ class ScheduledEventsMonitor:
             raw=raw,
             # "Started" (or no NotBefore) means it is happening now.
             cloud_deadline=None if unparsed else now if started or not_before is None else not_before,
-            since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
-            acknowledge_ids=(event_id,) if kind.terminal else (),
+            since_last_clean_poll=since(self.last_clean, now),
+            acknowledge_ids=(event_id,) if kind.terminal and known else (),
             unparsed_time=unparsed,
+            unknown_value=None if known else str(event_type),
         )
 
 
@@ -164,6 +192,9 @@ class StartRequestAcknowledger:
     def __init__(self, client: AzureImdsClient) -> None:
         self.client = client
         self.approved: set[str] = set()
+
+    def handles(self, event: InterruptionEvent) -> bool:
+        return bool(event.acknowledge_ids)
 
     def acknowledge(self, event: InterruptionEvent) -> None:
         pending = [eid for eid in event.acknowledge_ids if eid not in self.approved]

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
+from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import (
     EXIT_CHECK_FAILED,
     Progress,
@@ -33,6 +34,7 @@ from spotgpu.cliutil import (
     style,
 )
 from spotgpu.config import ConfigError, format_error
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
@@ -54,11 +56,13 @@ def load_config(path: str) -> AgentConfig:
 def render_status(doc: dict[str, Any]) -> str:
     """The few lines an operator looks at first; ``--json`` has everything."""
     identity = doc.get("identity") or {}
-    notice = doc.get("notice") or {}
-    deadline = notice.get("deadline")
-    if isinstance(deadline, (int, float)):
-        left = deadline - float(doc.get("now") or time.time())  # type: ignore[arg-type]
-        deadline = time.strftime("%H:%M:%SZ", time.gmtime(deadline)) + (f" (in {left:.0f} s)" if left > 0 else " (passed)")
+    notice = NoticeDocument.from_json(doc["notice"]) if doc.get("notice") else None
+    deadline: str | None = None
+    if notice is not None and notice.deadline is not None:
+        left = notice.deadline - float(doc.get("now") or time.time())
+        deadline = time.strftime("%H:%M:%SZ", time.gmtime(notice.deadline)) + (
+            f" (in {left:.0f} s)" if left > 0 else " (passed)"
+        )
     phase = str(doc.get("phase", "?"))
     lines = [
         f"pool:      {doc.get('pool', '?')} ({doc.get('provider', '?')})",
@@ -66,13 +70,12 @@ def render_status(doc: dict[str, Any]) -> str:
         f"phase:     {style(phase, 'green' if phase == 'running' else 'yellow')}"
         f" (accepting work: {'yes' if doc.get('acceptingWork') else 'no'})",
         "notice:    "
-        + (f"{notice.get('kind', '?')} from {notice.get('source', '?')}, deadline {deadline or '?'}" if notice else "none"),
+        + (f"{notice.kind} from {notice.source}, deadline {deadline or '?'}" if notice else "none"),
     ]
-    cleared = doc.get("cleared")
-    if not notice and isinstance(cleared, dict):
-        at = cleared.get("clearedAt")
-        when = time.strftime("%H:%M:%SZ", time.gmtime(at)) if isinstance(at, (int, float)) else "?"
-        lines[-1] += f" (the {cleared.get('kind', '?')} notice from {cleared.get('source', '?')} cleared at {when})"
+    if notice is None and isinstance(doc.get("cleared"), dict):
+        cleared = ClearedNotice.from_json(doc["cleared"])
+        when = time.strftime("%H:%M:%SZ", time.gmtime(cleared.cleared_at))
+        lines[-1] += f" (the {cleared.kind} notice from {cleared.source} cleared at {when})"
     final = doc.get("finalReport")
     if final:
         lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())
@@ -81,8 +84,8 @@ def render_status(doc: dict[str, Any]) -> str:
 
 
 def _report(doc: dict[str, Any], as_json: bool) -> None:
-    if as_json:  # camelCase like every --json; the identity's old snake_case keys kept for one release
-        print_json(camel_keys(doc, legacy=True))
+    if as_json:  # camelCase like every --json
+        print_json(camel_keys(doc))
     else:
         print(render_status(doc))
 
@@ -187,6 +190,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     status.set_defaults(func=cmd_status)
 
     demo = cmds.add_parser("demo", help="raise one notice against a loopback fake metadata server")
-    demo.add_argument("provider", choices=("aws", "gcp", "azure"), help="which cloud's metadata server to fake")
+    demo.add_argument("provider", choices=CLOUDS, help="which cloud's metadata server to fake")
     add_json_flag(demo, "the agent's status after the notice")
     demo.set_defaults(func=cmd_demo)

@@ -17,6 +17,7 @@ periodic checkpoints remain the protection.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -26,10 +27,11 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
+from spotgpu.contract.notice import NoticeDocument
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +48,11 @@ class CheckpointManagerLike(Protocol):
 
 
 @dataclass(frozen=True)
-class Notice:
-    event_id: str
-    kind: str
-    source: str
-    checkpoint: str  # early | final
-    deadline: float | None
-    budget_deadline: float | None
-    stop: bool
+class Notice(NoticeDocument):
+    """A notice as the training loop sees it: the agent's document
+    (:class:`~spotgpu.contract.notice.NoticeDocument`) and whether the job must stop now."""
 
-    def budget_seconds(self, now: float | None = None) -> float:
-        """Seconds the final checkpoint may still use (0 when there is no deadline)."""
-        if self.budget_deadline is None:
-            return 0.0
-        return max(0.0, self.budget_deadline - (time.time() if now is None else now))
+    stop: bool = False
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -85,6 +78,8 @@ class AgentClient:
         self._watcher: threading.Thread | None = None
         self._lock = threading.Lock()
         self._served: set[tuple[str, str]] = set()
+        self._closed = threading.Event()
+        self._watch_conn: http.client.HTTPConnection | None = None
         if register:
             self._try("POST", "/v1/register", {"pgid": os.getpgrp()})
 
@@ -125,15 +120,13 @@ class AgentClient:
             self._version = max(self._version, int(snapshot.get("version", -1)))
             raw = snapshot.get("notice")
             if raw:
-                self._notice = Notice(
-                    event_id=str(raw["eventId"]),
-                    kind=str(raw["kind"]),
-                    source=str(raw["source"]),
-                    checkpoint=str(raw["checkpoint"]),
-                    deadline=raw.get("deadline"),
-                    budget_deadline=raw.get("budgetDeadline"),
-                    stop=bool(snapshot.get("stop")),
-                )
+                try:
+                    doc = NoticeDocument.from_json(raw)
+                except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
+                    log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
+                    return self._notice
+                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)},
+                                      stop=bool(snapshot.get("stop")))  # fmt: skip
                 if self._notice.stop:
                     self._stop_flag.set()
             elif "notice" in snapshot and not self._stop_flag.is_set():
@@ -202,9 +195,35 @@ class AgentClient:
             body["reason"] = reason
         self._try("POST", "/v1/report", body)
 
-    def report_restore(self, step: int | None, generation: str | None) -> None:
-        """The step this job resumed from (None: from scratch), for the agent's events log."""
-        self._try("POST", "/v1/report", {"checkpoint": "restore", "step": step, "generation": generation})
+    def report_restore(
+        self,
+        step: int | None,
+        generation: str | None,
+        *,
+        source: str | None = None,
+        seconds: float | None = None,
+        nbytes: int | None = None,
+        reason: str | None = None,
+        started_at: float | None = None,
+    ) -> None:
+        """The step this job resumed from (None: from scratch), for the agent's events log (``restored``):
+        where its state came from (``local``, ``peer`` or ``store``), how long it took, how many bytes,
+        and why a nearer copy was not used."""
+        body: dict[str, Any] = {"checkpoint": "restore", "step": step, "generation": generation}
+        extra = {"source": source, "seconds": seconds, "bytes": nbytes, "reason": reason, "startedAt": started_at}
+        body.update({k: v for k, v in extra.items() if v is not None})
+        self._try("POST", "/v1/report", body)
+
+    def zone(self) -> str | None:
+        """This VM's zone as its agent read it from the metadata (None: no agent, or not read yet)."""
+        status = self._try("GET", "/v1/status")
+        identity = status.get("identity") if isinstance(status, dict) else None
+        zone = identity.get("zone") if isinstance(identity, dict) else None
+        return zone if isinstance(zone, str) and zone else None
+
+    def report_first_step(self, step: int) -> None:
+        """The first training step after a restore finished (``first-step``: the end of a recovery)."""
+        self._try("POST", "/v1/report", {"checkpoint": "step", "step": step})
 
     def report_throughput(self, step_seconds: float, steps: int = 1, gpu_model: str | None = None) -> None:
         """The mean seconds per step over the last ``steps`` steps, for the agent's events log.
@@ -240,7 +259,7 @@ class AgentClient:
     def final_checkpoint(self, manager: CheckpointManagerLike, step: int, state: Any) -> Any:
         """``manager.save_final`` with the remaining budget, then report the outcome to the agent."""
         current = self._notice or self.wait_for_notice(timeout=0)
-        budget = current.budget_seconds() if current else 0.0
+        budget = current.budget_seconds(time.time()) if current else 0.0
         started = time.monotonic()
         try:
             result = manager.save_final(step, state, budget_seconds=budget)
@@ -265,13 +284,50 @@ class AgentClient:
         """Tell the agent the workload is up (feeds boot-to-ready telemetry)."""
         self._try("POST", "/v1/ready", {})
 
+    def close(self) -> None:
+        """End the background watcher (its open long poll too). A training process that exits needs
+        no close; a process that makes many clients (a test, a notebook) does, or each keeps polling."""
+        self._closed.set()
+        conn = self._watch_conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(5.0)
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _watch(self) -> None:
-        while not self._stop_flag.is_set():
-            snap = self._try("GET", f"/v1/notice?since={self._version}&wait=30", timeout=30 + self.timeout)
+        while not (self._stop_flag.is_set() or self._closed.is_set()):
+            snap = self._watch_poll()
             if snap is None:
-                time.sleep(1.0)
+                self._closed.wait(1.0)
                 continue
             self._absorb(snap)
+
+    def _watch_poll(self) -> Any:
+        """One long poll, on a connection :meth:`close` can cut."""
+        conn = self._conn(30 + self.timeout)
+        self._watch_conn = conn
+        try:
+            if self._closed.is_set():
+                return None
+            conn.request("GET", f"/v1/notice?since={self._version}&wait=30")
+            if self._closed.is_set():  # close() ran while we connected: it may have found no socket to cut
+                return None
+            resp = conn.getresponse()
+            data = json.loads(resp.read() or b"null")
+            return data if resp.status == 200 else None
+        except (OSError, http.client.HTTPException, ValueError) as err:
+            log.debug("spotgpu agent at %s unreachable: %s", self.address, err)
+            return None
+        finally:
+            self._watch_conn = None
+            conn.close()
 
 
 def _throughput_body(step_seconds: float, steps: int, gpu_model: str | None) -> dict[str, Any]:

@@ -18,9 +18,12 @@ from spotgpu.agent import azure as agent_azure
 from spotgpu.agent.actions import parse_signal
 from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
-from spotgpu.agent.plan import contract_from_config
+from spotgpu.agent.response_rules import contract_from_config
+from spotgpu.catalogue import CLOUDS, Cloud
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
+from spotgpu.models.tiers import LocalTierConfig
+from spotgpu.models.urls import EndpointUrl, StoreUrlText
 
 AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
 #: Must stay in step with ``spotgpu.agent.cli`` (tests/agent/test_bootstrap_snapshot.py parses it back).
@@ -30,7 +33,7 @@ AGENT_EXEC_START = f"/opt/spotgpu/venv/bin/spotgpu agent run --config {AGENT_CON
 class AgentRuntime(SpotModel):
     """Agent tuning; every field has the production default, tests shorten the timings."""
 
-    metadata_url: str | None = Field(
+    metadata_url: EndpointUrl | None = Field(
         default=None, description="Metadata base URL; default: the provider's link-local endpoint."
     )
     poll_interval_seconds: float = Field(
@@ -93,11 +96,11 @@ class AgentRuntime(SpotModel):
 class AgentConfig(SpotModel):
     """What the agent on this VM needs to know; written to /etc/spotgpu/agent.json."""
 
-    provider: Literal["aws", "gcp", "azure"]
+    provider: Cloud
     pool: str
     capacity_type: Literal["spot", "on-demand"] = "spot"
     notice: dict[str, object] = Field(description="The pool's notice contract, as its model dumps it.")
-    checkpoint_store: str
+    checkpoint_store: StoreUrlText
     checkpoint_interval_seconds: int = Field(gt=0)
     control_socket: str = Field(
         default="/run/spotgpu/agent.sock",
@@ -111,11 +114,23 @@ class AgentConfig(SpotModel):
         json_schema_extra=fix_hint("use a port 1 to 65535 (9464 is the default)"),
     )
     lifecycle_hook: str | None = Field(default=None, description="AWS: termination lifecycle hook name.")
+    lifecycle_hook_heartbeat_seconds: int | None = Field(
+        default=None,
+        ge=30,
+        le=7200,
+        description="AWS: the hook's heartbeat timeout, how long a scaled-in VM may drain (None: the API's 3600).",
+        json_schema_extra=fix_hint("use the hook's HeartbeatTimeout, 30 to 7200 seconds"),
+    )
     autoscaling_group: str | None = Field(default=None, description="AWS: the pool's Auto Scaling group.")
-    control_store: str | None = Field(
+    control_store: StoreUrlText | None = Field(
         default=None,
         description="The fallback controller's stateUrl: drain requests in, committed checkpoints out; "
         "None turns the drain protocol off (see control_store_url).",
+    )
+    local_tier: LocalTierConfig | None = Field(
+        default=None,
+        description="A tiered workload's node-local checkpoint tier (spotgpu.models.tiers): mounted at boot, "
+        "read by the checkpoint library; None: every save goes to the object store.",
     )
     runtime: AgentRuntime | None = Field(default=None, description="Agent tuning; omitted means the defaults.")
 
@@ -135,7 +150,7 @@ class AgentConfig(SpotModel):
             contract_from_config(self.provider, self.notice)
         except ValidationError as err:
             first = err.errors()[0]
-            at = ".".join(str(p) for p in first["loc"] if p not in ("aws", "gcp", "azure"))
+            at = ".".join(str(p) for p in first["loc"] if p not in CLOUDS)
             raise FieldProblem(
                 first["msg"].removeprefix("Value error, "),
                 at=f"notice.{at}" if at else "notice",

@@ -8,7 +8,8 @@ Routes (JSON in and out):
 * ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
 * ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
-  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step).
+  ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step, its
+  ``source`` local|peer|store, ``seconds``, ``bytes``; ``step``: the first step after a restore).
 * ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
   ``steps`` steps (and the GPU model, when the workload knows it): logged, never a checkpoint.
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
@@ -22,10 +23,13 @@ make the agent wait out a final-checkpoint budget for a workload that does not e
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socketserver
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,7 +39,13 @@ from urllib.parse import parse_qs, urlsplit
 from spotgpu.agent.state import CheckpointReport, WorkloadState
 
 MAX_WAIT_SECONDS = 300.0
+#: How soon an open long poll sees that the server stopped.
+STOP_CHECK_SECONDS = 0.25
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: A client that goes away mid-reply (a long poll whose workload exited, a killed rank) is normal.
+CLIENT_LEFT = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+log = logging.getLogger(__name__)
 
 
 def parse_address(address: str) -> tuple[str, str | tuple[str, int]]:
@@ -99,8 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
             control.state.touch()  # the workload's own route (the client's should_stop/long poll)
             if "wait" in query:
                 since = int(query.get("since", ["-1"])[0])
-                wait = min(float(query["wait"][0]), MAX_WAIT_SECONDS)
-                control.state.wait_change(since, wait)
+                control.long_poll(since, min(float(query["wait"][0]), MAX_WAIT_SECONDS))
             self._send(200, control.state.snapshot())
         elif url.path == "/v1/status":
             self._send(200, control.status())
@@ -133,14 +142,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 GANG_ROLES = ("noticed", "peer")
+#: Where a rank's restored state came from (spotgpu.checkpoint.tiers): its node's own tier, a peer's, the store.
+RESTORE_SOURCES = ("local", "peer", "store")
 
 
 def _report(body: dict[str, Any]) -> CheckpointReport:
     kind = body.get("checkpoint", "final")
-    if kind not in ("early", "final", "gang", "restore"):
-        raise ValueError(f"checkpoint {kind!r}: use early, final, gang or restore")
+    if kind not in ("early", "final", "gang", "restore", "step"):
+        raise ValueError(f"checkpoint {kind!r}: use early, final, gang, restore or step")
     if kind == "restore":
         body = {"committed": True, **body}  # a restore is of a committed generation
+    if kind == "step":
+        body = {**body, "committed": False}  # the first step after a restore: no checkpoint at all
+    source, nbytes, started = body.get("source"), body.get("bytes"), body.get("startedAt")
+    if source is not None and source not in RESTORE_SOURCES:
+        raise ValueError(f"source {source!r}: use one of {', '.join(RESTORE_SOURCES)}")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"bytes {nbytes!r}: use the bytes restored, a whole number")
+    if started is not None and (isinstance(started, bool) or not isinstance(started, int | float)):
+        raise ValueError(f"startedAt {started!r}: use epoch seconds")
     if not isinstance(body.get("committed"), bool):
         raise ValueError("committed must be true or false")
     role = body.get("role")
@@ -161,6 +181,9 @@ def _report(body: dict[str, Any]) -> CheckpointReport:
         role=role,
         noticed_ranks=noticed,
         outcome=None if role is None else str(body.get("outcome") or _outcome(body)),
+        source=source,
+        nbytes=nbytes,
+        started_at=None if started is None else float(started),
     )
 
 
@@ -196,12 +219,24 @@ def throughput_sample(body: dict[str, Any]) -> ThroughputSample:
     return ThroughputSample(float(seconds), steps, None if model is None else model.strip())
 
 
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class _QuietAboutLeavers:
+    """socketserver prints a traceback to stderr for any error in a handler; a client that hung
+    up is not an error (one debug line), anything else is logged once with its traceback."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        err = sys.exc_info()[1]
+        if isinstance(err, CLIENT_LEFT):
+            log.debug("control client left before its reply: %s", err)
+        else:
+            log.exception("control request failed")
+
+
+class _UnixServer(_QuietAboutLeavers, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     control: ControlServer
 
 
-class _TcpServer(ThreadingHTTPServer):
+class _TcpServer(_QuietAboutLeavers, ThreadingHTTPServer):
     daemon_threads = True
     control: ControlServer
 
@@ -234,6 +269,7 @@ class ControlServer:
             assert isinstance(where, tuple)
             self.server = _TcpServer(where, _Handler)
         self.server.control = self
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), name="control", daemon=True)
 
     @property
@@ -253,11 +289,22 @@ class ControlServer:
     def on_throughput(self, sample: ThroughputSample) -> None:
         self._on_throughput(sample)
 
+    def long_poll(self, since: int, wait: float) -> None:
+        """Until the state's version passes ``since``, ``wait`` s pass, or the server stops: a stopped
+        server must not leave a handler thread waiting minutes to answer a client that is gone."""
+        end = time.monotonic() + wait
+        while not self._closing.is_set() and self.state.version <= since:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return
+            self.state.wait_change(since, min(remaining, STOP_CHECK_SECONDS))
+
     def start(self) -> ControlServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self._closing.set()
         self.server.shutdown()
         self.server.server_close()
         kind, where = parse_address(self.address)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spotgpu.agent.events import InterruptionEvent
+from spotgpu.agent.events import InterruptionEvent, since
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.agent.state import CheckpointReport
 from spotgpu.agent.telemetry import AgentTelemetry
@@ -41,7 +41,6 @@ from spotgpu.contract.state_store import ObjectJsonStore
 log = logging.getLogger(__name__)
 
 DRAIN_SOURCE = "controller/drain"
-COMMIT_SOURCE = "controller/commit"
 #: A drain request older than this VM's boot, by more than this much clock skew,
 #: was written for an earlier VM that had the same name (GCP and Azure reuse names).
 BOOT_SKEW_SECONDS = 60.0
@@ -147,6 +146,11 @@ class ControllerLink:
         self._thread.start()
         return self
 
+    @property
+    def thread(self) -> threading.Thread:
+        """The writer thread (it ends once the agent's stop event is set)."""
+        return self._thread
+
     def _run(self) -> None:
         while not self.stop_event.is_set():
             if not self._wake.wait(0.2):
@@ -210,7 +214,7 @@ class DrainMonitor:
                 raw={"requestedAt": requested, "store": self.link.url},
                 cloud_deadline=now + self.budget_seconds,
                 published_at=requested,
-                since_last_clean_poll=None if self.last_clean is None else now - self.last_clean,
+                since_last_clean_poll=since(self.last_clean, now),
             )
         ]
 

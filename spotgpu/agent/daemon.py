@@ -22,10 +22,12 @@ from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.monitor import Monitor, MonitorRunner
-from spotgpu.agent.plan import contract_from_config
 from spotgpu.agent.responder import Acknowledger, Responder, WorkloadHooks
+from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
+from spotgpu.agent.transitions import Transitions
+from spotgpu.contract.agent_records import Started
 from spotgpu.contract.interruptions import InterruptionKind
 
 log = logging.getLogger(__name__)
@@ -72,19 +74,28 @@ def wire_cloud(
                     config.autoscaling_group, config.lifecycle_hook, lambda: identity().instance_id, factory
                 )
             )
-        monitors: list[Monitor] = [aws.SpotInterruptionMonitor(imds, rt.poll_interval_seconds, read)]
-        monitors.append(aws.RebalanceMonitor(imds, rt.poll_interval_seconds, read))
+        interval = rt.poll_interval_seconds
+        # With a hook the group waits up to its heartbeat for the drain; without, it terminates at once.
+        heartbeat = (config.lifecycle_hook_heartbeat_seconds or aws.DEFAULT_HEARTBEAT_SECONDS) if config.lifecycle_hook else None
+        monitors: list[Monitor] = [
+            aws.SpotInterruptionMonitor(imds, interval, read),
+            aws.RebalanceMonitor(imds, interval, read),
+            aws.ScheduledEventsMonitor(imds, interval, read),
+            aws.TargetLifecycleMonitor(imds, interval, read, heartbeat_seconds=heartbeat),
+        ]
         return CloudWiring(monitors, identity, acks)
     if config.provider == "gcp":
         client = gcp.GcpMetadataClient(http)
         timeout = rt.hanging_get_timeout_seconds
+        preempted, maintenance = Transitions(), Transitions()  # one per value, shared by its two readers
         return CloudWiring(
             [
-                gcp.PreemptedMonitor(client, timeout),
-                gcp.MaintenanceMonitor(client, timeout),
+                gcp.PreemptedMonitor(client, timeout, transitions=preempted),
+                gcp.MaintenanceMonitor(client, timeout, transitions=maintenance),
                 # The stall guards: a stalled hanging GET hides a notice for at most `every` s.
-                gcp.PreemptedMonitor.plain_reads(client, every, read),
-                gcp.MaintenanceMonitor.plain_reads(client, every, read),
+                gcp.PreemptedMonitor.plain_reads(client, every, read, preempted),
+                gcp.MaintenanceMonitor.plain_reads(client, every, read, maintenance),
+                gcp.UpcomingMaintenanceMonitor(client, every, read),
             ],
             lambda: gcp.fetch_identity(client),
         )
@@ -98,6 +109,8 @@ def wire_cloud(
 
 #: The shortest read deadline a poll gets (link-local metadata answers in milliseconds).
 MIN_POLL_TIMEOUT_SECONDS = 0.25
+#: How long Agent.stop waits for its threads to end (a metadata poll in flight ends within its timeout).
+STOP_JOIN_SECONDS = 10.0
 
 
 def poll_timeout(request_timeout: float, interval: float) -> float:
@@ -180,14 +193,10 @@ class Agent:
             self.telemetry.serve(rt.telemetry_host, self.config.telemetry_port)
         # The events log's first record, before any thread can write one (a first clean poll's
         # `ready`, the `identity`, a workload's report): the reader takes the VM's pool from it.
-        self.telemetry.log(
-            "started",
-            provider=self.config.provider,
-            pool=self.config.pool,
-            control=self.control.url,
-            telemetryPort=self.telemetry.http_port,
-            notice=self.contract.model_dump(mode="json", by_alias=True),
-        )
+        self.telemetry.log(Started(
+            provider=self.config.provider, pool=self.config.pool, control=self.control.url,
+            telemetry_port=self.telemetry.http_port, notice=self.contract.model_dump(mode="json", by_alias=True),
+        ))  # fmt: skip
         self.control.start()
         if self.link is not None:
             self.link.start()
@@ -197,10 +206,24 @@ class Agent:
         self._identity_thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, join_seconds: float = STOP_JOIN_SECONDS) -> None:
+        """Stop every thread this agent started, and wait (a bounded time) until they have ended:
+        a final-checkpoint wait or an acknowledgement retry loop must not outlive the agent."""
         self.stop_event.set()
+        self.state.close()
         self.events.put_nowait(None)
         self.control.stop()
+        self.telemetry.close()
+        threads = [self._consumer, *self.runners, self._identity_thread]
+        if self.link is not None:
+            threads.append(self.link.thread)
+        end = time.monotonic() + join_seconds
+        for thread in threads:
+            if thread.is_alive():
+                thread.join(max(0.0, end - time.monotonic()))
+        left = [t.name for t in threads if t.is_alive()]
+        if left:
+            log.warning("agent stopped with threads still ending after %.0fs: %s", join_seconds, ", ".join(left))
 
     def run_forever(self) -> None:
         self.start()

@@ -19,7 +19,7 @@ class InterruptionEvent:
     """A notice as the agent understood it at detection time.
 
     ``deadline`` is absolute (Unix seconds) and already sanity-checked against the
-    contract (see :mod:`spotgpu.agent.plan`); ``cloud_deadline`` is what the cloud
+    contract (see :mod:`spotgpu.agent.response_rules`); ``cloud_deadline`` is what the cloud
     said, kept for telemetry. ``published_at`` is when the cloud says the notice was
     issued, when it says so at all.
     """
@@ -42,6 +42,16 @@ class InterruptionEvent:
     #: The cloud's time as served (repr) when it could not be read: the notice is acted on
     #: at once with the contract's minimum notice instead of being dropped.
     unparsed_time: str | None = None
+    #: The lead this notice's source documents when the cloud gives no time (GCP: the
+    #: maintenance-event value flips about 60 s before a migration); None: the contract's.
+    documented_lead: float | None = None
+    #: The longest lead this source documents, beyond which a cloud time is clock skew; None:
+    #: the kind's (:data:`spotgpu.agent.response_rules.MAX_DOCUMENTED_LEAD`). Scheduled maintenance (AWS
+    #: scheduled events, GCE upcoming maintenance) is announced days ahead: ``math.inf``.
+    max_lead: float | None = None
+    #: A value the cloud sent that the agent does not know (a new GCP maintenance-event value,
+    #: Azure EventType, AWS event code): the notice is then of the safest kind it could be.
+    unknown_value: str | None = None
 
     @property
     def dedup_key(self) -> tuple[str, str]:
@@ -68,6 +78,19 @@ class NoticeWithdrawn:
     source: str
     event_ids: tuple[str, ...]
     detected_at: float
+
+
+def since(last_clean: float | None, now: float) -> float | None:
+    """Seconds since a source's last clean round (``since_last_clean_poll``), None before the first."""
+    return None if last_clean is None else now - last_clean
+
+
+def withdrawn(
+    source: str, event_ids: tuple[str, ...] | str | None, now: float
+) -> list[InterruptionEvent | NoticeWithdrawn]:
+    """The notices a source stopped showing, as the one-item list a monitor returns (none: ``[]``)."""
+    ids = (event_ids,) if isinstance(event_ids, str) else tuple(event_ids or ())
+    return [NoticeWithdrawn(source, ids, now)] if ids else []
 
 
 @dataclass

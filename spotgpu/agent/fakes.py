@@ -7,10 +7,19 @@ makes the next ``count`` matching requests time out (no answer), answer late
 return malformed JSON. ``path_part`` matches the query too (``wait_for_change`` picks
 GCP's hanging GETs). Notices are raised with ``raise_*`` methods that record
 the raise time, so latency is measured from the moment the notice exists.
+
+They answer what the real services answer, not only the happy path: Azure's idle HTTP 200
+with an empty body (``FakeAzureImds(empty_when_idle=True)``, as AKS nodes answer), GCP ETags
+derived from the value (``FakeGcpMetadata(etag_mode="hash")``, as a third-party emulator
+does) or a counter, GCE ``upcoming-maintenance`` (503 "no notifications" until one is set),
+AWS scheduled events and the Auto Scaling target lifecycle state. ``serve(path, status,
+body)`` answers one path with an exact payload (a published sample) after the service's
+own checks (token, header).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -110,6 +119,8 @@ class FakeMetadataServer:
         self.faults: list[list[Any]] = []  # [path_part, mode, remaining, method or None, on_answer]
         self.timeout_delay = timeout_delay
         self.clock_skew = 0.0  # seconds added to every timestamp the fake writes
+        #: path (without query) -> (status, headers, body): exact answers set with serve()
+        self.served: dict[str, tuple[int, dict[str, str], bytes]] = {}
         self.stopping = threading.Event()  # releases stalled requests
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
@@ -161,6 +172,21 @@ class FakeMetadataServer:
                     return str(fault[1])
         return None
 
+    def serve(self, path: str, status: int, body: bytes | str, headers: dict[str, str] | None = None) -> None:
+        """Answer GETs of ``path`` (query ignored) with exactly this, until ``unserve``."""
+        with self.lock:
+            self.served[path] = (status, headers or {}, body.encode() if isinstance(body, str) else body)
+            self.lock.notify_all()
+
+    def unserve(self, path: str) -> None:
+        with self.lock:
+            self.served.pop(path, None)
+            self.lock.notify_all()
+
+    def _served(self, path: str) -> tuple[int, dict[str, str], bytes] | None:
+        with self.lock:
+            return self.served.get(urlsplit(path).path)
+
     def count(self, method: str, path_part: str) -> int:
         with self.lock:
             return sum(1 for _, m, p in self.requests if m == method and path_part in p)
@@ -176,14 +202,25 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def imds_date(ts: float) -> str:
+    """AWS scheduled-event dates: Go's ``2 Jan 2006 15:04:05 GMT`` (a one-digit day stays one digit)."""
+    moment = datetime.fromtimestamp(ts, UTC)
+    return f"{moment.day} {moment.strftime('%b %Y %H:%M:%S')} GMT"
+
+
 class FakeAwsImds(FakeMetadataServer):
-    """IMDSv2 with token TTLs (401 once expired), instance-action and rebalance."""
+    """IMDSv2 with token TTLs (401 once expired), instance-action, rebalance, scheduled events and
+    the Auto Scaling target lifecycle state."""
 
     def __init__(self, life_cycle: str = "spot", **kw: Any) -> None:
         super().__init__(**kw)
         self.tokens: dict[str, float] = {}
         self.instance_action: dict[str, str] | None = None
         self.rebalance: dict[str, str] | None = None
+        #: events/maintenance/scheduled: a JSON list, ``[]`` when none (as IMDS serves it)
+        self.scheduled: list[dict[str, str]] = []
+        #: autoscaling/target-lifecycle-state: text; None answers 404 (not in a group)
+        self.target_lifecycle_state: str | None = "InService"
         self.raised_at: float | None = None
         self.identity = {
             "instance-id": "i-0123456789abcdef0",
@@ -205,9 +242,37 @@ class FakeAwsImds(FakeMetadataServer):
             self.rebalance = {"noticeTime": _iso(self.now())}
             return self.raised_at
 
+    def raise_scheduled(
+        self, code: str = "instance-retirement", not_before_in: float = 600.0, event_id: str | None = None
+    ) -> str:
+        """An active EC2 scheduled event, dated the way IMDS writes it (``21 Jan 2019 09:00:43 GMT``)."""
+        eid = event_id or f"instance-event-{uuid.uuid4().hex[:17]}"
+        start = self.now() + not_before_in
+        with self.lock:
+            self.raised_at = time.time()
+            self.scheduled.append(
+                {
+                    "NotBefore": imds_date(start),
+                    "Code": code,
+                    "Description": f"The instance is scheduled for {code}",
+                    "EventId": eid,
+                    "NotAfter": imds_date(start + 7 * 86400),
+                    "State": "active",
+                }
+            )
+        return eid
+
+    def set_lifecycle_state(self, state: str | None) -> float:
+        with self.lock:
+            self.raised_at = time.time()
+            self.target_lifecycle_state = state
+            return self.raised_at
+
     def clear(self) -> None:
         with self.lock:
             self.instance_action = self.rebalance = None
+            self.scheduled = []
+            self.target_lifecycle_state = "InService"
             self.raised_at = None
 
     def expire_tokens(self) -> None:
@@ -230,10 +295,19 @@ class FakeAwsImds(FakeMetadataServer):
             expiry = self.tokens.get(lower.get("x-aws-ec2-metadata-token", ""))
             if expiry is None or expiry < time.monotonic():
                 return 401, {}, b""
+            served = self.served.get(path)
+            if served is not None:
+                return served
+            doc: object
             if path == "/latest/meta-data/spot/instance-action":
                 doc = self.instance_action
             elif path == "/latest/meta-data/events/recommendations/rebalance":
                 doc = self.rebalance
+            elif path == "/latest/meta-data/events/maintenance/scheduled":
+                doc = list(self.scheduled)
+            elif path == "/latest/meta-data/autoscaling/target-lifecycle-state":
+                state = self.target_lifecycle_state
+                return (404, {}, b"Not Found") if state is None else (200, {"Content-Type": "text/plain"}, state.encode())
             else:
                 item = path.removeprefix("/latest/meta-data/")
                 if item in self.identity:
@@ -244,11 +318,24 @@ class FakeAwsImds(FakeMetadataServer):
         return 200, {"Content-Type": "text/plain"}, json.dumps(doc).encode()
 
 
-class FakeGcpMetadata(FakeMetadataServer):
-    """computeMetadata/v1 with ETags and hanging GETs (wait_for_change, last_etag, timeout_sec)."""
+#: What GCE answers ``upcoming-maintenance`` with before any notice (HTTP 503), as Google's SAP
+#: agent (GoogleCloudPlatform/sapagent, shared/gce/metadataserver) expects it.
+NO_UPCOMING_MAINTENANCE = b'{ "error": "no notifications have been received yet, try again later" }'
+UPCOMING_MAINTENANCE = "instance/upcoming-maintenance"
 
-    def __init__(self, preemptible: bool = True, **kw: Any) -> None:
+
+class FakeGcpMetadata(FakeMetadataServer):
+    """computeMetadata/v1 with ETags and hanging GETs (wait_for_change, last_etag, timeout_sec).
+
+    ``etag_mode="counter"`` gives every change a new ETag; ``"hash"`` derives the ETag from the
+    value, so a value that comes back brings its old ETag back.
+    """
+
+    def __init__(self, preemptible: bool = True, etag_mode: str = "counter", **kw: Any) -> None:
         super().__init__(**kw)
+        if etag_mode not in ("counter", "hash"):
+            raise ValueError(f"etag_mode {etag_mode!r}: use 'counter' or 'hash'")
+        self.etag_mode = etag_mode
         self.values: dict[str, str] = {
             "instance/preempted": "FALSE",
             "instance/maintenance-event": "NONE",
@@ -262,7 +349,18 @@ class FakeGcpMetadata(FakeMetadataServer):
         self.raised_at: float | None = None
 
     def etag(self, path: str) -> str:
+        if self.etag_mode == "hash":
+            return hashlib.sha256(self.values[path].encode()).hexdigest()[:16]
         return f"{abs(hash((path, self.versions[path]))):016x}"
+
+    def set_upcoming_maintenance(self, doc: dict[str, object] | None) -> float:
+        """A planned maintenance window (``?alt=json`` form), or None: 503 "no notifications"."""
+        if doc is None:
+            with self.lock:
+                self.values.pop(UPCOMING_MAINTENANCE, None)
+                self.raised_at = time.time()
+                return self.raised_at
+        return self.set_value(UPCOMING_MAINTENANCE, json.dumps(doc))
 
     def set_value(self, path: str, value: str) -> float:
         with self.lock:
@@ -287,6 +385,11 @@ class FakeGcpMetadata(FakeMetadataServer):
         key = url.path.removeprefix("/computeMetadata/v1/")
         query = parse_qs(url.query)
         with self.lock:
+            served = self.served.get(url.path)
+            if served is not None:
+                return served
+            if key == UPCOMING_MAINTENANCE and key not in self.values:
+                return 503, {"Metadata-Flavor": "Google", "Content-Type": "application/json"}, NO_UPCOMING_MAINTENANCE
             if key not in self.values:
                 return 404, {}, b""
             if query.get("wait_for_change") == ["true"]:
@@ -301,9 +404,14 @@ class FakeGcpMetadata(FakeMetadataServer):
 class FakeAzureImds(FakeMetadataServer):
     """Scheduled Events (DocumentIncarnation, StartRequests) and IMDS compute."""
 
-    def __init__(self, vm_name: str = "gpupool_3", priority: str = "Spot", **kw: Any) -> None:
+    def __init__(
+        self, vm_name: str = "gpupool_3", priority: str = "Spot", empty_when_idle: bool = False, **kw: Any
+    ) -> None:
         super().__init__(**kw)
         self.vm_name = vm_name
+        #: Answer an idle poll with HTTP 200 and an empty body, as real AKS nodes do
+        #: (captured by aks-node-termination-handler, pkg/events/events.go).
+        self.empty_when_idle = empty_when_idle
         self.incarnation = 1
         self.events: list[dict[str, Any]] = []
         self.acks: Counter[str] = Counter()
@@ -381,8 +489,13 @@ class FakeAzureImds(FakeMetadataServer):
                 self.events = [e for e in self.events if e["EventId"] not in ids]
                 self.incarnation += 1
                 return 200, {}, b""
+            served = self.served.get(url.path)
+            if served is not None:
+                return served
             if self.churn:
                 self.incarnation += 1
+            if self.empty_when_idle and not self.events:
+                return 200, {"Content-Type": "application/json"}, b""
             events = [e for e in self.events for _ in range(2 if self.duplicate else 1)]
             doc = {"DocumentIncarnation": self.incarnation, "Events": events}
         return 200, {"Content-Type": "application/json"}, json.dumps(doc).encode()

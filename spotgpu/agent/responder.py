@@ -17,15 +17,29 @@ from typing import Protocol
 
 from spotgpu.agent import actions
 from spotgpu.agent.events import EventStore, InterruptionEvent, NoticeWithdrawn
-from spotgpu.agent.plan import Contract, budget_seconds, plan_response, resolve_deadline
+from spotgpu.agent.response_rules import Contract, plan_response, resolve_deadline
 from spotgpu.agent.state import Phase, WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.contract.agent_records import Drained, Ignored
+from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument, drain_hook_environment
 
 log = logging.getLogger(__name__)
 
 
 class Acknowledger(Protocol):
+    """Answers the cloud for a notice once the drain is done.
+
+    An acknowledger may also define ``handles(event) -> bool``: only the notices it answers
+    are given to it (Azure approves only events with ``acknowledge_ids``; the AWS lifecycle
+    hook is completed only for the notices the group waits on). Without it, it gets them all.
+    """
+
     def acknowledge(self, event: InterruptionEvent) -> None: ...
+
+
+def _handles(ack: Acknowledger, event: InterruptionEvent) -> bool:
+    handles = getattr(ack, "handles", None)
+    return True if handles is None else bool(handles(event))
 
 
 @dataclass
@@ -71,12 +85,12 @@ class Responder:
         deadline = resolve_deadline(event, self.contract)
         self.telemetry.notice(event, deadline.at, deadline.basis)
         if not plan.act:
-            self.telemetry.log("ignored", eventId=event.event_id, why=plan.why)
+            self.telemetry.log(Ignored(event_id=event.event_id, why=plan.why))
             return
-        if plan.checkpoint == "early":
+        if plan.checkpoint is Checkpoint.EARLY:
             self.early_active[event.dedup_key] = (event, deadline.at)
             if self.terminal_event is None and self.state.phase in ("running", "early-checkpoint"):
-                self._notify(event, "early-checkpoint", "early", deadline.at)
+                self._notify(event, "early-checkpoint", Checkpoint.EARLY, deadline.at)
             return
         if self.terminal_event is not None:
             # Events are handled in order, so the earlier notice's drain is done:
@@ -84,7 +98,7 @@ class Responder:
             if plan.acknowledge:
                 self._acknowledge(event, deadline.at)
             else:
-                self.telemetry.log("ignored", eventId=event.event_id, why="already drained")
+                self.telemetry.log(Ignored(event_id=event.event_id, why="already drained"))
             return
         self.terminal_event = event
         self._final(event, deadline.at, plan.acknowledge)
@@ -96,37 +110,24 @@ class Responder:
         current = self.state.notice
         if self.terminal_event is not None or self.state.phase != "early-checkpoint" or current is None:
             return
-        if (str(current["source"]), str(current["eventId"])) in self.early_active:
+        if (current.source, current.event_id) in self.early_active:
             return
         if self.early_active:  # another early notice is still shown: it is the workload's notice now
             event, deadline = max(self.early_active.values(), key=lambda pair: pair[0].detected_at)
-            self.state.set_notice("early-checkpoint", self._notice_doc(event, "early", deadline))
+            self.state.set_notice("early-checkpoint", self._notice_doc(event, Checkpoint.EARLY, deadline))
             return
-        cleared = {
-            "eventId": current["eventId"],
-            "kind": current["kind"],
-            "source": current["source"],
-            "clearedAt": gone.detected_at,
-        }
+        cleared = ClearedNotice.of(current, gone.detected_at)
         self.state.clear_notice(cleared)
         self.telemetry.notice_cleared(cleared)
 
     # -- steps --------------------------------------------------------------
-    def _notice_doc(self, event: InterruptionEvent, checkpoint: str, deadline: float | None) -> dict[str, object]:
-        margin = self.contract.safety_margin_seconds
-        return {
-            "eventId": event.event_id,
-            "kind": str(event.kind),
-            "source": event.source,
-            "checkpoint": checkpoint,
-            "detectedAt": event.detected_at,
-            "deadline": deadline,
-            "budgetDeadline": None if deadline is None else deadline - margin,
-            "budgetSeconds": budget_seconds(deadline, time.time(), margin) if deadline is not None else None,
-        }
+    def _notice_doc(self, event: InterruptionEvent, checkpoint: Checkpoint, deadline: float | None) -> NoticeDocument:
+        return NoticeDocument.told(event.event_id, event.kind, event.source, checkpoint, event.detected_at, deadline,
+                                   self.contract.safety_margin_seconds)  # fmt: skip
 
-    def _notify(self, event: InterruptionEvent, phase: Phase, checkpoint: str, deadline: float | None) -> float | None:
-        budget_deadline = None if deadline is None else deadline - self.contract.safety_margin_seconds
+    def _notify(
+        self, event: InterruptionEvent, phase: Phase, checkpoint: Checkpoint, deadline: float | None
+    ) -> float | None:
         notice = self._notice_doc(event, checkpoint, deadline)
         self.state.set_notice(phase, notice)
         pgids = set(self.state.workload_pgids)
@@ -134,9 +135,10 @@ class Responder:
         if pid is not None:
             pgids.add(pid)
         actions.signal_groups(self.hooks.notice_signal, pgids)
-        actions.start_hook(self.hooks.notice_hook, _hook_env(notice))
-        self.telemetry.log("workload-notified", phase=phase, **notice)
-        return budget_deadline
+        now = time.time()
+        actions.start_hook(self.hooks.notice_hook, notice.hook_environment(now))
+        self.telemetry.workload_notified(phase, notice, now)
+        return notice.budget_deadline
 
     def _final(self, event: InterruptionEvent, deadline: float | None, acknowledge: bool = True) -> None:
         assert deadline is not None  # terminal kinds always resolve a deadline
@@ -144,7 +146,7 @@ class Responder:
         # must still drain and release the cloud's event.
         outcome = "error"
         try:
-            budget_deadline = self._notify(event, "final-checkpoint", "final", deadline) or deadline
+            budget_deadline = self._notify(event, "final-checkpoint", Checkpoint.FINAL, deadline) or deadline
             outcome = self._await_final_checkpoint(event, budget_deadline)
         except Exception:
             log.exception("final checkpoint step failed for %s", event.event_id)
@@ -164,16 +166,14 @@ class Responder:
         """Wait for the workload's final report; returns the outcome recorded in telemetry."""
         seen = self.state.workload_seen_at
         if not self.state.workload_pgids and (seen is None or time.time() - seen > self.workload_contact_window):
-            self.telemetry.final_checkpoint("no-workload", None, {"eventId": event.event_id})
+            self.telemetry.final_checkpoint("no-workload", None, event.event_id)
             return "no-workload"
         report = self.state.wait_final_report(budget_deadline)
         if report is None:
-            self.telemetry.final_checkpoint("timeout", None, {"eventId": event.event_id})
+            self.telemetry.final_checkpoint("timeout", None, event.event_id)
             return "timeout"
         outcome = "committed" if report.committed else "failed"
-        self.telemetry.final_checkpoint(
-            outcome, report.seconds, {"eventId": event.event_id, "report": report.as_dict()}
-        )
+        self.telemetry.final_checkpoint(outcome, report.seconds, event.event_id, report.as_dict())
         return outcome
 
     def _drain(self, deadline: float) -> None:
@@ -183,15 +183,17 @@ class Responder:
         if pid is not None:
             pgids.add(pid)
         actions.signal_groups(self.hooks.drain_signal, pgids)
-        code = actions.run_hook(self.hooks.drain_hook, {"SPOTGPU_DEADLINE": f"{deadline:.3f}"}, deadline)
+        code = actions.run_hook(self.hooks.drain_hook, drain_hook_environment(deadline), deadline)
         self.state.set_phase("drained")
         self.drained = True
-        self.telemetry.log("drained", hookExit=code)
+        self.telemetry.log(Drained(hook_exit=code))
 
     def _acknowledge(self, event: InterruptionEvent, deadline: float | None) -> None:
         """Acknowledge with retries until it succeeds or the VM must be gone."""
         give_up = (deadline or time.time()) + self.ack_grace_seconds
         for ack in self.acknowledgers:
+            if not _handles(ack, event):
+                continue
             while True:
                 try:
                     ack.acknowledge(event)
@@ -200,16 +202,7 @@ class Responder:
                     break
                 except Exception as err:  # retry: an unacknowledged event only waits for NotBefore
                     self.telemetry.acknowledged("error", event, str(err))
-                    if time.time() >= give_up:
+                    if time.time() >= give_up or self.state.closed:
                         break
                     time.sleep(self.ack_retry_seconds)
 
-
-def _hook_env(notice: dict[str, object]) -> dict[str, str]:
-    return {
-        "SPOTGPU_EVENT_KIND": str(notice["kind"]),
-        "SPOTGPU_EVENT_ID": str(notice["eventId"]),
-        "SPOTGPU_CHECKPOINT": str(notice["checkpoint"]),
-        "SPOTGPU_DEADLINE": "" if notice["deadline"] is None else f"{notice['deadline']:.3f}",
-        "SPOTGPU_BUDGET_SECONDS": "" if notice["budgetSeconds"] is None else f"{notice['budgetSeconds']:.3f}",
-    }

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
+
 log = logging.getLogger(__name__)
 
 Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
@@ -20,8 +22,9 @@ Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "
 
 @dataclass
 class CheckpointReport:
-    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore
-    checkpoint: Literal["early", "final", "gang", "restore"]
+    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore |
+    #: step (the first training step after a restore: the end of a recovery)
+    checkpoint: Literal["early", "final", "gang", "restore", "step"]
     committed: bool
     step: int | None = None
     seconds: float | None = None
@@ -32,6 +35,10 @@ class CheckpointReport:
     role: str | None = None
     noticed_ranks: list[int] | None = None
     outcome: str | None = None
+    #: A restore's source (local | peer | store), bytes read and when it began (epoch seconds).
+    source: str | None = None
+    nbytes: int | None = None
+    started_at: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -45,6 +52,8 @@ class CheckpointReport:
         }
         if self.role is not None:
             data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
+        if self.checkpoint == "restore":
+            data.update(source=self.source, bytes=self.nbytes, startedAt=self.started_at)
         return data
 
 
@@ -55,9 +64,9 @@ class WorkloadState:
         self._cond = threading.Condition()
         self.version = 0
         self.phase: Phase = "running"
-        self.notice: dict[str, object] | None = None
-        #: The last early notice that went away (eventId, kind, source, clearedAt).
-        self.cleared: dict[str, object] | None = None
+        self.notice: NoticeDocument | None = None
+        #: The last early notice that went away.
+        self.cleared: ClearedNotice | None = None
         self.final_report: CheckpointReport | None = None
         self.reports: list[CheckpointReport] = []
         self.workload_pgids: set[int] = set()
@@ -70,18 +79,20 @@ class WorkloadState:
         self.restored: CheckpointReport | None = None
         #: Called with every gang or restore report, outside the lock (telemetry).
         self.gang_listeners: list[Callable[[CheckpointReport], None]] = []
+        #: Set by :meth:`close` (the agent stopping): no one waits on this state any more.
+        self.closed = False
 
     def _bump(self) -> None:
         self.version += 1
         self._cond.notify_all()
 
-    def set_notice(self, phase: Phase, notice: dict[str, object]) -> None:
+    def set_notice(self, phase: Phase, notice: NoticeDocument) -> None:
         with self._cond:
             self.phase = phase
             self.notice = notice
             self._bump()
 
-    def clear_notice(self, cleared: dict[str, object]) -> None:
+    def clear_notice(self, cleared: ClearedNotice) -> None:
         """The early notice went away: accept work again (a terminal notice is never cleared)."""
         with self._cond:
             self.phase = "running"
@@ -117,13 +128,15 @@ class WorkloadState:
             self.reports.append(report)
             if report.checkpoint == "final" and self.final_report is None:
                 self.final_report = report
+            elif report.outcome == "peer-lost" and self.phase == "final-checkpoint" and self.final_report is None:
+                self.final_report = report  # the gang lost a node during the notice: no final checkpoint is coming
             if report.role is not None:
                 self.gang = report
             if report.checkpoint == "restore":
                 self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
-        if report.role is not None or report.checkpoint == "restore":
+        if report.role is not None or report.checkpoint in ("restore", "step"):
             for gang_listener in list(self.gang_listeners):
                 try:
                     gang_listener(report)
@@ -136,10 +149,16 @@ class WorkloadState:
                 except Exception:  # a broken listener must not fail the workload's report
                     log.exception("commit listener failed")
 
+    def close(self) -> None:
+        """The agent is stopping: every wait on this state returns now, not at its deadline."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
     def wait_final_report(self, until: float) -> CheckpointReport | None:
         """Block until the workload reports its final checkpoint or ``until`` (Unix time)."""
         with self._cond:
-            while self.final_report is None:
+            while self.final_report is None and not self.closed:
                 remaining = until - time.time()
                 if remaining <= 0:
                     break
@@ -149,13 +168,16 @@ class WorkloadState:
     def wait_change(self, since: int, timeout: float) -> None:
         with self._cond:
             end = time.monotonic() + timeout
-            while self.version <= since:
+            while self.version <= since and not self.closed:
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     return
                 self._cond.wait(remaining)
 
     def snapshot(self) -> dict[str, object]:
+        """What ``GET /v1/notice`` serves: the notice (:class:`~spotgpu.contract.notice.NoticeDocument`,
+        its budget counted now), whether to stop, the last cleared notice and the workload's reports."""
+        now = time.time()
         with self._cond:
             return {
                 "version": self.version,
@@ -163,10 +185,10 @@ class WorkloadState:
                 # Any notice stops new work; only a terminal one stops the running job.
                 "acceptingWork": self.phase == "running",
                 "stop": self.phase in ("final-checkpoint", "draining", "drained"),
-                "notice": dict(self.notice) if self.notice else None,
-                "cleared": dict(self.cleared) if self.cleared else None,
+                "notice": self.notice.to_json(now) if self.notice else None,
+                "cleared": self.cleared.to_json() if self.cleared else None,
                 "finalReport": self.final_report.as_dict() if self.final_report else None,
                 "gang": self.gang.as_dict() if self.gang else None,
                 "restored": self.restored.as_dict() if self.restored else None,
-                "now": time.time(),
+                "now": now,
             }

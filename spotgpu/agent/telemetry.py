@@ -15,7 +15,7 @@ import json
 import sys
 import threading
 import time
-from typing import IO
+from typing import IO, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
@@ -23,6 +23,23 @@ from spotgpu import catalogue
 from spotgpu.agent.control import ThroughputSample
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
+from spotgpu.contract.agent_records import (
+    Acknowledge,
+    AgentRecord,
+    CommitReported,
+    FinalCheckpoint,
+    FirstStep,
+    GangStop,
+    Identity,
+    Notice,
+    NoticeCleared,
+    Ready,
+    Restored,
+    Throughput,
+    WorkloadNotified,
+    agent_line,
+)
+from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
 LEAD_BUCKETS = (0.0, 5.0, 15.0, 30.0, 60.0, 90.0, 120.0, 300.0, 900.0, 3600.0)
@@ -36,6 +53,12 @@ class AgentTelemetry:
         self.info = Info("spotgpu_agent", "VM identity: provider, pool, type, zone, capacity", registry=r)
         self.notices = Counter(
             "spotgpu_agent_notices", "Interruption notices acted on, by kind and source", ["kind", "source"], registry=r
+        )
+        self.unknown_values = Counter(
+            "spotgpu_agent_unknown_values",
+            "Notices carrying a value this agent does not know (read as the safest kind), by source and value",
+            ["source", "value"],
+            registry=r,
         )
         self.duplicates = Counter(
             "spotgpu_agent_duplicate_notices", "Re-served notices ignored by de-duplication", ["source"], registry=r
@@ -116,18 +139,32 @@ class AgentTelemetry:
         self._log_lock = threading.Lock()
         self._log_file: IO[str] | None = None
         self.http_port: int | None = None
+        self._http_server: Any = None
 
     # -- sinks --------------------------------------------------------------
     def serve(self, host: str, port: int) -> int:
         """Start the Prometheus endpoint; returns the bound port (port 0 picks one)."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http_server = server
         self.http_port = int(server.server_port)
         return self.http_port
 
-    def log(self, record: str, **fields: object) -> None:
+    def close(self) -> None:
+        """Stop the Prometheus endpoint and close the events log (a later record reopens it)."""
+        server, self._http_server = self._http_server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        with self._log_lock:
+            if self._log_file is not None:
+                self._log_file.close()
+                self._log_file = None
+
+    def log(self, record: AgentRecord) -> None:
+        """Write one record of the events log (:mod:`spotgpu.contract.agent_records`), stamped now."""
         if self._log_path is None:
             return
-        line = json.dumps({"ts": round(time.time(), 6), "record": record, **fields}, default=str, sort_keys=True)
+        line = json.dumps(agent_line(record, round(time.time(), 6)), default=str, sort_keys=True)
         with self._log_lock:
             try:
                 if self._log_path == "-":
@@ -144,50 +181,55 @@ class AgentTelemetry:
     def identity(self, ident: VmIdentity, pool: str) -> None:
         labels = {**ident.as_dict(), "pool": pool}
         self.info.info(labels)
-        self.log("identity", **labels)
+        self.log(Identity.from_fields(labels))
 
     def notice(self, event: InterruptionEvent, deadline: float | None, basis: str) -> None:
         self.notices.labels(kind=str(event.kind), source=event.source).inc()
+        if event.unknown_value is not None:
+            self.unknown_values.labels(source=event.source, value=event.unknown_value[:64]).inc()
         latency = event.detection_latency()
         if latency is not None:
             self.detection_latency.labels(source=event.source).observe(latency)
         lead = None if deadline is None else deadline - event.detected_at
         if lead is not None:
             self.lead_time.labels(kind=str(event.kind)).observe(max(0.0, lead))
-        self.log(
-            "notice",
-            kind=str(event.kind),
-            source=event.source,
-            eventId=event.event_id,
-            detectedAt=event.detected_at,
-            deadline=deadline,
-            deadlineBasis=basis,
-            leadSeconds=lead,
-            detectionLatencySeconds=latency,
-            raw=event.raw,
-            **({"unparsedTime": event.unparsed_time} if event.unparsed_time is not None else {}),
-        )
+        self.log(Notice(
+            kind=event.kind, source=event.source, event_id=event.event_id, detected_at=event.detected_at,
+            deadline=deadline, deadline_basis=basis, lead_seconds=lead, detection_latency_seconds=latency,
+            raw=event.raw, unparsed_time=event.unparsed_time, unknown_value=event.unknown_value,
+        ))  # fmt: skip
 
-    def notice_cleared(self, cleared: dict[str, object]) -> None:
-        self.notices_cleared.labels(source=str(cleared["source"])).inc()
-        self.log("notice-cleared", **cleared)
+    def workload_notified(self, phase: str, notice: NoticeDocument, now: float) -> None:
+        """The workload was told (its phase, and the notice as served, its budget counted ``now``)."""
+        self.log(WorkloadNotified.of(phase, notice, now))
+
+    def notice_cleared(self, cleared: ClearedNotice) -> None:
+        self.notices_cleared.labels(source=cleared.source).inc()
+        self.log(NoticeCleared.of(cleared))
 
     def duplicate(self, event: InterruptionEvent) -> None:
         self.duplicates.labels(source=event.source).inc()
 
-    def final_checkpoint(self, outcome: str, seconds: float | None, detail: dict[str, object]) -> None:
+    def final_checkpoint(
+        self, outcome: str, seconds: float | None, event_id: str, report: dict[str, Any] | None = None
+    ) -> None:
         self.final_checkpoints.labels(outcome=outcome).inc()
         if seconds is not None:
             self.final_checkpoint_seconds.observe(seconds)
-        self.log("final-checkpoint", outcome=outcome, seconds=seconds, **detail)
+        self.log(FinalCheckpoint(outcome=outcome, seconds=seconds, event_id=event_id, report=report))
 
-    def gang_report(self, report: dict[str, object]) -> None:
+    def gang_report(self, report: dict[str, Any]) -> None:
         """A multi-node job's stop (``gang-stop``) or resume (``restored``) as its rank reported it."""
         if report.get("checkpoint") == "restore":
-            self.log("restored", step=report.get("step"), generation=report.get("generation"))
+            self.log(Restored(step=report.get("step"), generation=report.get("generation"), source=report.get("source"),
+                              seconds=report.get("seconds"), nbytes=report.get("bytes"), reason=report.get("reason"),
+                              started_at=report.get("startedAt")))  # fmt: skip
+            return
+        if report.get("checkpoint") == "step":
+            self.log(FirstStep(step=report.get("step")))
             return
         self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
-        self.log("gang-stop", **report)
+        self.log(GangStop.from_fields(report))
 
     def throughput(self, sample: ThroughputSample, ident: VmIdentity) -> None:
         """One step-time report, with the GPU model it was measured on: the client's, else this VM's own.
@@ -203,24 +245,24 @@ class AgentTelemetry:
         label = model or "unknown"
         self.step_seconds.labels(gpu_model=label).set(sample.step_seconds)
         self.training_steps.labels(gpu_model=label).inc(sample.steps)
-        self.log("throughput", stepSeconds=sample.step_seconds, steps=sample.steps, gpuModel=model,
-                 gpuModelSource=source)  # fmt: skip
+        self.log(Throughput(step_seconds=sample.step_seconds, steps=sample.steps, gpu_model=model,
+                            gpu_model_source=source))  # fmt: skip
 
     def ready(self, stage: str, boot_seconds: float | None) -> None:
         if boot_seconds is not None:
             self.boot_to_ready.labels(stage=stage).set(boot_seconds)
-        self.log("ready", stage=stage, bootToReadySeconds=boot_seconds)
+        self.log(Ready(stage=stage, boot_to_ready_seconds=boot_seconds))
 
     def metadata_error(self, source: str, reason: str) -> None:
         self.metadata_errors.labels(source=source, reason=reason).inc()
 
     def acknowledged(self, result: str, event: InterruptionEvent, error: str | None = None) -> None:
         self.acknowledgements.labels(result=result).inc()
-        self.log("acknowledge", result=result, eventId=event.event_id, source=event.source, error=error)
+        self.log(Acknowledge(result=result, event_id=event.event_id, source=event.source, error=error))
 
     def controller_report(self, result: str, at: float, vm_id: str, error: str | None = None) -> None:
         self.controller_reports.labels(result=result).inc()
-        self.log("commit-reported", result=result, lastCommittedAt=at, vmId=vm_id, error=error)
+        self.log(CommitReported(result=result, last_committed_at=at, vm_id=vm_id, error=error))
 
 
 def gpu_model_of(ident: VmIdentity) -> str | None:

@@ -1,33 +1,27 @@
-"""Timestamps as the metadata services write them, to Unix seconds."""
+"""Notice times, read with the contract's one time reader (:mod:`spotgpu.contract.times`).
+
+A time that cannot be read raises :class:`MetadataError` ``malformed``, naming the field; the
+monitors keep the notice anyway (it is never dropped for its date): see ``unparsed_time`` in
+:mod:`spotgpu.agent.events`.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-
 from spotgpu.agent.http import MetadataError
+from spotgpu.contract.times import parse_time
 
 
-def iso8601(value: object, field: str) -> float:
-    """AWS IMDS form: ``2017-09-18T08:22:00Z``."""
-    if not isinstance(value, str):
-        raise MetadataError("malformed", f"{field}: expected an ISO-8601 string, got {value!r}")
+def cloud_time(value: object, field: str) -> float | None:
+    """The instant ``value`` names (RFC 1123 or ISO-8601), in Unix seconds; None for an empty value."""
     try:
-        parsed = datetime.fromisoformat(value)
+        return parse_time(value)
     except ValueError as err:
-        raise MetadataError("malformed", f"{field}: {value!r} is not ISO-8601") from err
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+        raise MetadataError("malformed", f"{field}: {err}") from None
 
 
-def rfc1123(value: object, field: str) -> float | None:
-    """Azure Scheduled Events form: ``Tue, 16 Mar 2021 00:58:46 GMT``; empty once started."""
-    if value in ("", None):
-        return None
-    if not isinstance(value, str):
-        raise MetadataError("malformed", f"{field}: expected an RFC 1123 date, got {value!r}")
-    try:
-        return parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError) as err:
-        raise MetadataError("malformed", f"{field}: {value!r} is not an RFC 1123 date") from err
+def required_time(value: object, field: str) -> float:
+    """:func:`cloud_time` for a field that must name a time (an empty value is malformed too)."""
+    at = cloud_time(value, field)
+    if at is None:
+        raise MetadataError("malformed", f"{field}: empty, expected a time")
+    return at

@@ -12,7 +12,10 @@ source and date:
 * ``gcp.json`` and ``azure.json`` are entered by hand from the providers'
   documentation (their SDKs carry no usable enum) and record regions only,
   not which zones or locations offer each GPU;
-* ``prices.json`` holds list prices used only as overridable defaults.
+* ``prices.json`` holds list prices used only as overridable defaults;
+* ``gpus.json`` holds each GPU model's dense BF16/FP16 tensor throughput and memory bandwidth
+  from its vendor's spec sheet (source per row), from which an unmeasured model gets a labelled
+  speed prior (:func:`spec_prior`).
 
 The catalogue can lag a provider's launches, so a pool may state
 ``optOut.catalogue: <reason>`` to use a type or region it does not know yet.
@@ -26,9 +29,13 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal, get_args
 
-CLOUDS = ("aws", "gcp", "azure")
+#: The clouds spotgpu builds and runs on, as config, telemetry and every command name them. Every part
+#: that lists the clouds imports these; the components' registry (``spotgpu_pulumi.clouds.CLOUDS``)
+#: holds one folder for each, which a test keeps equal.
+Cloud = Literal["aws", "gcp", "azure"]
+CLOUDS: tuple[Cloud, ...] = get_args(Cloud)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,74 @@ def azure_locations() -> tuple[str, ...]:
     return tuple(_load("azure")["locations"])
 
 
+# --- Local disks and host memory (the local checkpoint tier) ----------------------------
+
+
+@dataclass(frozen=True)
+class LocalStorage:
+    """What a type offers the local checkpoint tier: local NVMe (what the pool mounts) and host memory
+    (what a RAM disk takes from where it has none). ``None``: the catalogue does not record it."""
+
+    cloud: str
+    name: str
+    nvme_disks: int | None
+    nvme_gib: float
+    host_memory_gib: float | None
+    source: str
+
+    @property
+    def has_nvme(self) -> bool:
+        return self.nvme_gib > 0
+
+    def describe(self) -> str:
+        if not self.has_nvme:
+            memory = "unknown" if self.host_memory_gib is None else f"{self.host_memory_gib:g} GiB"
+            return f"no local NVMe, host memory {memory}"
+        disks = "" if self.nvme_disks is None else f"{self.nvme_disks} x "
+        each = self.nvme_gib if not self.nvme_disks else self.nvme_gib / self.nvme_disks
+        return f"local NVMe {disks}{each:g} GiB"
+
+
+def local_storage(cloud: str, name: str) -> LocalStorage | None:
+    """The local NVMe and host memory of one type, or None when the catalogue does not know the type.
+
+    AWS comes from the generated ``aws.json`` (``DescribeInstanceTypes``: ``InstanceStorageInfo``,
+    ``MemoryInfo``; an instance store size in GB is taken as GiB, a 7 % overstatement of a disk the
+    tier never fills); GCP and Azure from the hand-entered ``local_storage.json``. GCP N1 types
+    have no bundled Local SSD and their memory follows from the name.
+    """
+    if cloud == "aws":
+        entry = _load("aws")["gpuTypes"].get(name)
+        if entry is None:
+            return None
+        return LocalStorage("aws", name, entry.get("localNvmeDisks", 0), float(entry.get("localNvmeGB", 0)),
+                            entry.get("memoryGiB"), "aws.json (DescribeInstanceTypes)")  # fmt: skip
+    doc = _load("local_storage")
+    if cloud == "gcp":
+        m = _N1.match(name)
+        if m is not None:
+            per_vcpu = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}[m.group(1)]
+            return LocalStorage("gcp", name, 0, 0.0, int(m.group(2)) * per_vcpu, "local_storage.json (N1 rule)")
+        gcp_entry = doc["gcp"].get(name)
+        if gcp_entry is None:
+            return None
+        count = int(gcp_entry["localSsdCount"])
+        return LocalStorage("gcp", name, count, float(count * doc["gcpLocalSsdGiB"]), float(gcp_entry["hostMemoryGiB"]),
+                            "local_storage.json")  # fmt: skip
+    az_entry = doc.get(cloud, {}).get(name)
+    if az_entry is None:
+        return None
+    flag = " (unverified)" if az_entry.get("unverified") else ""
+    return LocalStorage(cloud, name, az_entry["localNvmeDisks"], float(az_entry["localNvmeGiB"]),
+                        float(az_entry["hostMemoryGiB"]), f"local_storage.json{flag}")  # fmt: skip
+
+
+def gcp_local_ssd_count(machine_type: str) -> int:
+    """Local SSDs (375 GiB, NVMe) a GCP machine type comes with; its instance template must request exactly these."""
+    entry = _load("local_storage")["gcp"].get(machine_type)
+    return 0 if entry is None else int(entry["localSsdCount"])
+
+
 # --- Prices ----------------------------------------------------------------------------
 
 
@@ -190,7 +265,10 @@ def on_demand_price(
 __all__ = [
     "CLOUDS",
     "GpuShape",
+    "GpuSpec",
+    "LocalStorage",
     "PriceQuote",
+    "SpeedPrior",
     "aws_gpu",
     "aws_gpu_types",
     "aws_instance_types",
@@ -202,11 +280,15 @@ __all__ = [
     "document",
     "gcp_accelerators",
     "gcp_is_n1",
+    "gcp_local_ssd_count",
     "gcp_machine",
     "gcp_machine_types",
     "gcp_regions",
+    "gpu_spec",
+    "local_storage",
     "on_demand_price",
     "price_provenance",
+    "spec_prior",
 ]
 
 
@@ -214,9 +296,94 @@ __all__ = [
 def list_price(sku: str) -> PriceQuote | None:
     """The catalogue's on-demand list price of ``sku`` in the first region that lists it (names are unique across clouds)."""
     prices = document("prices")
-    for cloud in ("aws", "gcp", "azure"):
+    for cloud in CLOUDS:
         for region in prices.get(cloud, {}):
             quote = on_demand_price(cloud, sku, region) if "/" not in region else None
             if quote is not None:
                 return quote
     return None
+
+
+# --- GPU spec sheets and the speed prior -----------------------------------------------
+
+_MEMORY = re.compile(r"(\d+)\s*GB")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model's spec-sheet figures (``data/gpus.json``): dense tensor TFLOPS, memory GB/s, their source."""
+
+    model: str
+    dense_tflops: float
+    memory_gbps: float
+    precision: str
+    source: str
+    verified: bool
+
+
+def gpu_spec(model: str | None, memory_gib: float | None = None) -> GpuSpec | None:
+    """The spec row of a catalogue GPU model name, or None when the table has none.
+
+    The clouds name one model differently (AWS's ``A100`` is GCP's ``A100 40GB`` or ``A100 80GB``):
+    an exact name wins; else the rows named ``<model> <size>GB...`` are candidates, the one whose size
+    is nearest ``memory_gib`` (the catalogue shape's), else the one with the least bandwidth (the
+    slower variant: a prior errs low).
+    """
+    if not model:
+        return None
+    rows: dict[str, dict[str, Any]] = _load("gpus")["models"]
+    name = model if model in rows else None
+    if name is None:
+        candidates = [k for k in rows if k.startswith(model + " ")]
+        if not candidates:
+            return None
+        if memory_gib is not None:
+            def distance(key: str) -> float:
+                m = _MEMORY.search(key)
+                return abs(float(m.group(1)) - memory_gib) if m else float("inf")
+
+            name = min(candidates, key=lambda k: (distance(k), rows[k]["memoryGBps"]))
+        else:
+            name = min(candidates, key=lambda k: rows[k]["memoryGBps"])
+    row = rows[name]
+    return GpuSpec(name, float(row["denseTflops"]), float(row["memoryGBps"]), str(row["precision"]),
+                   str(row["source"]), bool(row.get("verified", False)))
+
+
+def gpu_spec_gap(model: str) -> str:
+    """Why the spec table has no row for ``model`` (its note, or that nobody entered one)."""
+    notes: dict[str, str] = _load("gpus").get("notInTable", {})
+    return notes.get(model, f"no spec-sheet row for {model} in spotgpu/catalogue/data/gpus.json")
+
+
+@dataclass(frozen=True)
+class SpeedPrior:
+    """An unmeasured model's speed against the reference model, from their spec sheets.
+
+    The lower of the two ratios: a training step is some compute-bound and some memory-bound
+    work, so its time ratio lies between the TFLOPS ratio and the bandwidth ratio (a two-term
+    roofline); the lower one never overstates how much work an hour of the model does.
+    """
+
+    model: str
+    reference: str
+    flops_ratio: float
+    bandwidth_ratio: float
+
+    @property
+    def speed(self) -> float:
+        return round(min(self.flops_ratio, self.bandwidth_ratio), 4)
+
+    def describe(self) -> str:
+        return (f"spec prior {self.speed:g} against {self.reference}: the lower of dense TFLOPS x{self.flops_ratio:.3g} "
+                f"and memory GB/s x{self.bandwidth_ratio:.3g} (spotgpu/catalogue/data/gpus.json)")
+
+
+def spec_prior(model: str | None, reference: str | None, model_memory_gib: float | None = None,
+               reference_memory_gib: float | None = None) -> SpeedPrior | None:
+    """The speed prior of ``model`` against ``reference`` (1.0 for the reference itself); None when
+    either has no spec row."""
+    own, ref = gpu_spec(model, model_memory_gib), gpu_spec(reference, reference_memory_gib)
+    if own is None or ref is None or model is None or reference is None:
+        return None
+    return SpeedPrior(model, reference, own.dense_tflops / ref.dense_tflops, own.memory_gbps / ref.memory_gbps)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from spotgpu.cliutil import Progress, UserError, add_json_flag, camel_keys, error_line, print_json, style
+from spotgpu.cliutil import Progress, UserError, add_json_flag, camel_keys, error_line, number, print_json, style, whole
 
 if TYPE_CHECKING:  # the manager pulls in numpy and obstore: imported when a command runs, not for --help
     from spotgpu.checkpoint.manager import CheckpointManager
@@ -40,8 +40,8 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("gc", help="apply retention and delete old uncommitted debris")
     p.add_argument("url", metavar="STORE", help=STORE_HELP)
-    p.add_argument("--keep", type=int, default=5, help="committed generations to keep (default 5)")
-    p.add_argument("--grace-seconds", type=float, default=3600, help="age before debris is deleted (default 3600)")
+    p.add_argument("--keep", type=whole(1), default=5, help="committed generations to keep (default 5)")
+    p.add_argument("--grace-seconds", type=number(0), default=3600, help="age before debris is deleted (default 3600)")
     p.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
     add_json_flag(p, "the gc report")
     p.set_defaults(func=cmd_gc)
@@ -115,7 +115,7 @@ def _size(n: int | None) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     infos = _with_manager(args, lambda mgr: mgr.list())
     if args.json:
-        print_json(camel_keys([asdict(i) for i in infos], legacy=True))
+        print_json(camel_keys([asdict(i) for i in infos]))
         return 0
     rows = [
         [
@@ -136,7 +136,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _verify_all(mgr: CheckpointManager, generation: str | None) -> list[Any]:
-    targets: list[str | int] = [generation] if generation else [i.step for i in mgr.list() if i.committed]
+    listed = mgr.list()
+    if generation and not any(generation in (i.generation, str(i.step)) for i in listed):
+        steps = ", ".join(str(i.step) for i in listed[:5]) or "none: the store holds no generation"
+        raise UserError(f"GENERATION {generation!r}: no such step or generation in {mgr.url}; fix: name one that "
+                        f"`spotgpu ckpt list` shows (steps: {steps}), or leave it out to verify every committed one")
+    targets: list[str | int] = [generation] if generation else [i.step for i in listed if i.committed]
     reports = []
     with Progress("verifying") as progress:
         for n, target in enumerate(targets, 1):
@@ -148,7 +153,7 @@ def _verify_all(mgr: CheckpointManager, generation: str | None) -> list[Any]:
 def cmd_verify(args: argparse.Namespace) -> int:
     reports = _with_manager(args, lambda mgr: _verify_all(mgr, args.generation))
     if args.json:
-        print_json(camel_keys([asdict(r) for r in reports], legacy=True))
+        print_json(camel_keys([asdict(r) for r in reports]))
     else:
         rows = [
             [
@@ -174,7 +179,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         args, lambda mgr: mgr.gc(dry_run=args.dry_run), keep=args.keep, grace_seconds=args.grace_seconds
     )
     if args.json:
-        print_json(camel_keys(asdict(report), legacy=True))
+        print_json(camel_keys(asdict(report)))
         return 0
     would = "would be " if report.dry_run else ""
     failed = set(report.failed)

@@ -36,6 +36,12 @@ class RestoreResult:
     generation: str
     #: Newer committed generations that failed verification: (generation, reason).
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Where this rank's state came from: ``store``, or with checkpoint tiers ``local`` (this node's tier)
+    #: or ``peer`` (a copy another node held); the seconds and bytes it took; why nearer copies were not used.
+    source: str = "store"
+    seconds: float | None = None
+    nbytes: int | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,24 @@
-"""What the parts that run apart agree on, in one place every part may import.
+"""Every agreement between the parts that run apart, each written once as a typed value.
 
-The node agent, the controller, the simulations and the components talk through the pool's
-object store, not through each other: the JSON state store (:mod:`spotgpu.contract.state_store`:
-the controller's record, leases, drain requests and agent commits, conditional writes) and the
-drain/scheduler channel on top of it (:mod:`spotgpu.contract.drain`: which key means what).
-This package imports no part (agent, controller, economics, components); it stands on the storage
-layer (:mod:`spotgpu.storage`) that the checkpoint library writes through too: the state store is a
-JSON codec over its ``Store``, and the store URL forms (:mod:`spotgpu.storage.urls`) are its one
-parser. ``tests/foundation/test_layers.py`` fails on an import that points the wrong way.
+The node agent, the workload, the controller, the fleet's readers, the components and the policy
+pack never import each other to agree: they import what they agree on from here.
+
+* :mod:`~spotgpu.contract.notice`: what the agent tells the workload about a notice (the served
+  document, its budget, the hook environment);
+* :mod:`~spotgpu.contract.telemetry`, :mod:`~spotgpu.contract.agent_records`,
+  :mod:`~spotgpu.contract.controller_events`: the telemetry both producers write and the fleet's
+  readers read (record and event kinds, their fields, failure reasons, the schema version);
+* :mod:`~spotgpu.contract.tags`: the link tags a pool's resources carry for the policy pack,
+  the agent and the controller;
+* :mod:`~spotgpu.contract.interruptions`, :mod:`~spotgpu.contract.sources`,
+  :mod:`~spotgpu.contract.times`: what an interruption is called, which cloud events carry one,
+  how their times read;
+* :mod:`~spotgpu.contract.state_store`, :mod:`~spotgpu.contract.drain`: the controller's record,
+  leases, drain requests and agent commits in the pool's object store (conditional writes over
+  the storage layer's ``Store``, :mod:`spotgpu.storage`).
+
+This package imports no part (agent, controller, economics, components); below it are only the
+models, the catalogue and the storage layer. ``tests/foundation/test_layers.py`` fails on an
+import that points the wrong way; ``tests/foundation/test_contract.py`` round-trips every record
+kind the producers build.
 """

@@ -24,10 +24,18 @@ class InterruptionKind(StrEnum):
     DRAIN = "drain"  # the fallback controller gives this VM back once its workload committed
     # What the controller's adapters observe of a VM from the fleet-wide sources.
     INTERRUPTION = "interruption"  # AWS: EC2 Spot Instance Interruption Warning
-    TERMINATING = "terminating"  # AWS: the Auto Scaling terminate lifecycle action
-    TERMINATED = "terminated"  # AWS: the instance state changed to shutting-down or terminated
+    # AWS: the Auto Scaling terminate lifecycle action, an EC2 Fleet termination_notified;
+    # Azure: a Terminate scheduled event (Event Grid)
+    TERMINATING = "terminating"
+    # AWS: the instance state changed to stopping, stopped, shutting-down or terminated; an EC2 Fleet
+    # instance terminated
+    TERMINATED = "terminated"
     PREEMPTED = "preempted"  # GCP: the compute.instances.preempted system-event audit entry
-    EVICTED = "evicted"  # Azure: a Spot VM deallocating, deallocated, stopped or deleting
+    # Azure: a Preempt scheduled event (Event Grid), or a Spot VM deallocating, deallocated, stopped or deleting
+    EVICTED = "evicted"
+    # AWS Health scheduledChange for an instance (retirement, reboot ahead); Azure Freeze, Reboot or
+    # Redeploy scheduled events (Event Grid): the VM is kept until then
+    MAINTENANCE_SCHEDULED = "maintenance-scheduled"
     # Cloud names accepted in telemetry v1 records written by other emitters (never produced here).
     INSTANCE_ACTION = "instance-action"  # AWS IMDS spot/instance-action
     SCHEDULED_EVENT = "scheduled-event"  # Azure Scheduled Events
@@ -47,9 +55,11 @@ NOTICE_KINDS = frozenset({_K.REBALANCE, _K.MAINTENANCE, _K.PREEMPT, _K.TERMINATE
 #: Notice kinds a telemetry record may carry: the agent's, and the clouds' names other emitters write.
 TELEMETRY_NOTICE_KINDS = NOTICE_KINDS | {_K.INSTANCE_ACTION, _K.PREEMPTED, _K.SCHEDULED_EVENT}
 #: What the controller's cloud adapters report.
-OBSERVED_KINDS = frozenset({_K.INTERRUPTION, _K.REBALANCE, _K.TERMINATING, _K.TERMINATED, _K.PREEMPTED, _K.EVICTED})
+OBSERVED_KINDS = frozenset(
+    {_K.INTERRUPTION, _K.REBALANCE, _K.TERMINATING, _K.TERMINATED, _K.PREEMPTED, _K.EVICTED, _K.MAINTENANCE_SCHEDULED}
+)
 #: Observed kinds that mean the VM is (about to be) gone: they start the ladder and latency clocks.
-#: The others (``rebalance``, ``terminating``) are logged only.
+#: The others (``rebalance``, ``terminating``, ``maintenance-scheduled``) are logged only.
 LOSS_KINDS = frozenset({_K.INTERRUPTION, _K.PREEMPTED, _K.EVICTED, _K.TERMINATED})
 #: Notice kinds in telemetry records that mean the provider is taking the VM (a spot interruption).
 LOSS_NOTICES = frozenset({_K.PREEMPT, _K.INSTANCE_ACTION, _K.PREEMPTED})

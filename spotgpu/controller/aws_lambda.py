@@ -42,9 +42,13 @@ class EventFirstSqs:
 
     def __init__(self, inner: Any, records: list[dict[str, Any]]) -> None:
         self.inner = inner
+        # Lambda's record carries SQS's system attributes (SentTimestamp: the receive time of an
+        # event without a usable time of its own).
         self.pending = [
-            {"MessageId": r["messageId"], "ReceiptHandle": r["receiptHandle"], "Body": r["body"]} for r in records
-        ]
+            {"MessageId": r["messageId"], "ReceiptHandle": r["receiptHandle"], "Body": r["body"],
+             "Attributes": dict(r.get("attributes") or {})}
+            for r in records
+        ]  # fmt: skip
         self.deleted: set[str] = set()
 
     def receive_message(self, **kwargs: Any) -> dict[str, Any]:

@@ -24,6 +24,9 @@ _CODES: dict[str, FailureReason] = {
     "InstanceLimitExceeded": FailureReason.QUOTA,
     "SpotMaxPriceTooLow": FailureReason.PRICE,
     "price-too-low": FailureReason.PRICE,
+    # EC2 Fleet Error / Information sub-types (EC2 User Guide, "EC2 Fleet event types"); the
+    # others (launchSpecUnusable, fleetProgressHalted, ...) are read from their description.
+    "spotInstanceCountLimitExceeded": FailureReason.QUOTA,
     # GCP (MIG errors, last_attempt errors)
     "ZONE_RESOURCE_POOL_EXHAUSTED": FailureReason.CAPACITY,
     "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS": FailureReason.CAPACITY,
@@ -47,7 +50,15 @@ _CODES_LOWER = {k.lower(): v for k, v in _CODES.items()}
 
 #: Phrases for messages that carry no code (ASG StatusMessage, Azure text); checked in order.
 _PHRASES: tuple[tuple[re.Pattern[str], FailureReason], ...] = (
-    (re.compile(r"max spot instance count exceeded|quota|limit exceeded|vcpu limit", re.I), FailureReason.QUOTA),
+    # "<n> instance(s) are already running. Launching EC2 instance failed.": the regional instance limit.
+    (
+        re.compile(
+            r"max spot instance count exceeded|quota|limit exceeded|vcpu limit|instance\(s\) are already running|"
+            r"current instance limit",
+            re.I,
+        ),
+        FailureReason.QUOTA,
+    ),
     (re.compile(r"(max(imum)? )?price|bid", re.I), FailureReason.PRICE),
     (re.compile(r"(in)?sufficient .*capacity|not enough .*capacity|no (spot )?capacity|capacity not available|resource pool exhausted|allocation failed", re.I), FailureReason.CAPACITY),
 )

@@ -19,8 +19,9 @@ import sys
 import time
 from typing import IO, Any
 
-from spotgpu.cliutil import add_json_flag, camel_keys, print_json
+from spotgpu.cliutil import STACK, add_json_flag, camel_keys, print_json
 from spotgpu.config import ConfigError
+from spotgpu.contract.controller_events import ActionTaken, ControllerEventKind, Event, Would
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import (
@@ -30,7 +31,6 @@ from spotgpu.controller.config import (
     GcpControlledPool,
     load_controller_config,
 )
-from spotgpu.controller.events import Event
 from spotgpu.controller.lease import Lease, LeaseLost
 from spotgpu.controller.observe import PoolObservation
 from spotgpu.controller.runner import RECORD_KEY, CloudAdapter, Controller, describe_observe_error
@@ -58,9 +58,11 @@ def build_adapter(pool: AwsControlledPool | GcpControlledPool | AzureControlledP
     from azure.identity import DefaultAzureCredential
     from azure.mgmt.compute import ComputeManagementClient
 
-    from spotgpu.controller.azure import AzurePoolAdapter
+    from spotgpu.controller.azure import AzurePoolAdapter, StorageQueueSource
 
-    return AzurePoolAdapter(pool, ComputeManagementClient(DefaultAzureCredential(), pool.subscription_id))
+    credential = DefaultAzureCredential()
+    events = StorageQueueSource(pool.events_queue_url, credential) if pool.events_queue_url else None
+    return AzurePoolAdapter(pool, ComputeManagementClient(credential, pool.subscription_id), events, peek=peek)
 
 
 class DryRun:
@@ -89,10 +91,10 @@ class _WouldPrinter(ControllerTelemetry):
 
     def emit(self, event: Event) -> None:
         super().emit(event)
-        if event.kind == "would" and event.data.get("event") == "action":
-            fields = {k: v for k, v in event.data.items() if k not in ("event", "action")}
-            args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-            print(f"dry-run: would {event.data['action']}({args})", file=self.would_stream or sys.stdout)
+        if isinstance(event.fields, Would) and event.fields.event is ControllerEventKind.ACTION:
+            action = ActionTaken.from_fields(event.fields.detail)
+            args = ", ".join(f"{k}={v!r}" for k, v in action.detail.items())
+            print(f"dry-run: would {action.action}({args})", file=self.would_stream or sys.stdout)
 
 
 def _config(args: argparse.Namespace) -> ControllerConfig | None:
@@ -216,8 +218,8 @@ def _status(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     doc = ObjectJsonStore(config.state_url).get(RECORD_KEY) or {"pools": {}}
-    if args.json:  # camelCase like every --json; the record's old snake_case keys kept for one release
-        shown = camel_keys(doc, names_under=RECORD_NAMES, legacy=True)
+    if args.json:  # camelCase like every --json
+        shown = camel_keys(doc, names_under=RECORD_NAMES)
         print(json.dumps(shown, indent=2, sort_keys=True))
         return 0
     try:
@@ -353,7 +355,7 @@ def register(subparsers: Any) -> None:
             )  # fmt: skip
         p.set_defaults(func=func)
     cfg = sub.add_parser("config", help="Print the controller config a stack deployed (for a long-lived process).")
-    cfg.add_argument("--stack", "-s", required=True, help="stack name")
+    cfg.add_argument("--stack", "-s", required=True, type=STACK, help="stack name")
     cfg.add_argument("--pool", help="one pool (default: every pool, one YAML document each)")
     cfg.add_argument("--outputs", help="a saved `pulumi stack output --json --show-secrets` file instead of the CLI")
     add_json_flag(cfg, "the config (one object, or a list for several pools) instead of YAML")

@@ -18,10 +18,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from spotgpu.catalogue import names
 from spotgpu.config import ConfigError, format_error
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import Capacity
+from spotgpu.models.urls import EndpointUrl, StoreUrlText
 from spotgpu.models.workload import WorkloadProfile
 
 
@@ -69,7 +71,7 @@ class GroupSpec(SpotModel):
 
 
 class _PoolBase(SpotModel):
-    name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$", json_schema_extra=fix_hint("use the pool name from the stack"))
+    name: str = Field(pattern=names.whole(names.POOL_NAME), json_schema_extra=fix_hint(names.POOL_NAME_FIX))
     workload: str = Field(json_schema_extra=fix_hint("name a key of workloads"))
     ladder: str = Field(json_schema_extra=fix_hint("name a key of ladders"))
     capacity: Capacity
@@ -116,8 +118,8 @@ class _PoolBase(SpotModel):
 
 class AwsControlledPool(_PoolBase):
     cloud: Literal["aws"] = "aws"
-    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", json_schema_extra=fix_hint("use a region like us-east-1"))
-    queue_url: str | None = Field(
+    region: str = Field(pattern=names.whole(names.AWS_REGION), json_schema_extra=fix_hint(names.AWS_REGION_FIX))
+    queue_url: EndpointUrl | None = Field(
         default=None,
         pattern=r"^https?://",
         description="SQS queue the EventBridge interruption and launch rules deliver to.",
@@ -127,8 +129,8 @@ class AwsControlledPool(_PoolBase):
 
 class GcpControlledPool(_PoolBase):
     cloud: Literal["gcp"] = "gcp"
-    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", json_schema_extra=fix_hint("use a project id"))
-    region: str = Field(pattern=r"^[a-z]+-[a-z]+\d$", json_schema_extra=fix_hint("use a region like us-central1"))
+    project: str = Field(pattern=names.whole(names.GCP_PROJECT), json_schema_extra=fix_hint(names.GCP_PROJECT_FIX))
+    region: str = Field(pattern=names.whole(names.GCP_REGION), json_schema_extra=fix_hint(names.GCP_REGION_FIX))
     subscription: str | None = Field(
         default=None,
         pattern=r"^projects/[^/]+/subscriptions/[^/]+$",
@@ -143,6 +145,13 @@ class AzureControlledPool(_PoolBase):
         pattern=r"^[0-9a-f-]{36}$", json_schema_extra=fix_hint("give the subscription GUID")
     )
     resource_group_name: str = Field(min_length=1, json_schema_extra=fix_hint("name the pool's resource group"))
+    events_queue_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/\s]+/[^\s]+$",
+        description="The Storage queue the pool's Scheduled Events reach through Event Grid "
+        "(publishEventsToEventGrid); evictions are read from it. None: from the VMs' states.",
+        json_schema_extra=fix_hint("use https://ACCOUNT.queue.core.windows.net/QUEUE (the pool exports it)"),
+    )
 
 
 ControlledPool = Annotated[
@@ -181,7 +190,7 @@ class LeaseSpec(SpotModel):
 
 
 class ControllerConfig(SpotModel):
-    state_url: str = Field(
+    state_url: StoreUrlText = Field(
         pattern=r"^(file|s3|gs|az|abfs|https)://",
         description="Object store URL holding the controller's JSON record (the pool's checkpoint store).",
         json_schema_extra=fix_hint("use file:///path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix"),
@@ -255,7 +264,8 @@ def _rungs_can_act(i: int, pool: _PoolBase, name: str, ladder: FallbackLadder, w
         if step.kind is StepKind.QUEUE_DEFER:
             continue
         groups = [g for g in pool.groups if g.role is step.kind]
-        rates = [workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model) for g in groups]
+        model = next((g.gpu_model for g in pool.groups if g.role is StepKind.SAME_POOL), None)
+        rates = [workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model, model) for g in groups]
         costs = [pool.price(g, workload) / (r if step.per_work_hour else 1.0) for g, r in zip(groups, rates, strict=True)]
         if costs and min(costs) > step.ceiling:
             cheapest = groups[costs.index(min(costs))]

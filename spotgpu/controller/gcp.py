@@ -6,8 +6,11 @@ target size, ``list_managed_instances`` for per-VM state (``instance_status`` an
 ``list_errors`` for the group's recent launch errors. Preemptions arrive on the
 pool's Pub/Sub subscription as Cloud Audit Log entries (``compute.instances.preempted``)
 routed by a log sink; the sink's filter and this parser share one list of methods
-(:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`). Act: ``resize`` and ``delete_instances`` (which lowers the
-target size by the instances deleted). Operations are not waited on: the next
+(:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`). An entry names its zone (``resource.labels.zone``,
+or the zone in ``resourceName``); one without a usable ``timestamp`` (the minimal message
+spot-interruption-exporter tells its users to publish) takes the tick's time and says so; a
+message that is not such an entry is a counted drop. Act: ``resize`` and ``delete_instances``
+(which lowers the target size by the instances deleted). Operations are not waited on: the next
 tick observes their effect, so one slow operation cannot stall every pool.
 """
 
@@ -16,19 +19,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from spotgpu.contract.sources import GCP_INTERRUPTIONS
+from spotgpu.contract.sources import GCP_INTERRUPTIONS, DropReason, EventTimeBasis
+from spotgpu.contract.times import parse_time
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.classify import classify
 from spotgpu.controller.config import GcpControlledPool
-from spotgpu.controller.observe import GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
+from spotgpu.controller.observe import Dropped, GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
+
+SOURCE = "pubsub"
 
 _LEAVING_ACTIONS = ("DELETING", "ABANDONING")
 
 
 class PubSubSource(Protocol):
-    """Pulls decoded JSON message bodies; ack ids are returned with them."""
+    """Pulls decoded JSON message bodies (None for a body that is not JSON); ack ids are returned with them."""
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]: ...
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]: ...
     def ack(self, ack_ids: list[str]) -> None: ...
     def release(self, ack_ids: list[str]) -> None:
         """Make pulled messages deliverable again at once (ack deadline 0): a dry run's peek."""
@@ -48,17 +54,39 @@ def _zone(url: str) -> str:
     return parts[parts.index("zones") + 1] if "zones" in parts else ""
 
 
-def parse_log_entry(entry: dict[str, Any]) -> Interruption | None:
+def parse_log_entry(entry: object, received_at: float) -> Interruption | Dropped:
     """A Cloud Audit Log entry (system event) -> Interruption, for the methods the sink routes
-    (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`: preemptions only)."""
-    payload = entry.get("protoPayload") or {}
-    kind = GCP_INTERRUPTIONS.get(payload.get("methodName", ""))
+    (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`: preemptions only); anything else is a drop."""
+    try:
+        return _parse_log_entry(entry, received_at)
+    except (AttributeError, TypeError, ValueError, KeyError) as err:  # a field of the wrong type
+        return Dropped(DropReason.MALFORMED, SOURCE, f"audit entry: {type(err).__name__}")
+
+
+def _parse_log_entry(entry: object, received_at: float) -> Interruption | Dropped:
+    if not isinstance(entry, dict) or not isinstance(entry.get("protoPayload"), dict):
+        return Dropped(DropReason.MALFORMED, SOURCE, "not an audit log entry")
+    payload = entry["protoPayload"]
+    method = payload.get("methodName", "")
+    kind = GCP_INTERRUPTIONS.get(method)
     if kind is None:
-        return None
-    name = _last(payload.get("resourceName", "")) or (entry.get("resource") or {}).get("labels", {}).get(
-        "instance_id", ""
-    )
-    return Interruption(f"gcp:{entry.get('insertId', name)}", name, kind, _ts(entry["timestamp"]))
+        return Dropped(DropReason.UNKNOWN_SHAPE, SOURCE, str(method))
+    labels = (entry.get("resource") or {}).get("labels") or {}
+    resource = str(payload.get("resourceName", ""))
+    name = _last(resource) or str(labels.get("instance_id", ""))
+    if not name:
+        return Dropped(DropReason.NO_INSTANCE, SOURCE, str(method))
+    try:
+        at = parse_time(entry.get("timestamp"))
+    except ValueError:
+        at = None
+    basis = EventTimeBasis.CLOUD if at is not None else EventTimeBasis.RECEIVED
+    zone = str(labels.get("zone") or _zone(resource))
+    when = received_at if at is None else at
+    # insertId is the entry's identity; a message without one (hand-published) is named by what
+    # it says and when, so a MIG's recreated VM of the same name preempted again is a new event.
+    event_id = f"gcp:{entry.get('insertId') or f'{method}:{resource or name}:{when:.0f}'}"
+    return Interruption(event_id, name, kind, when, zone, basis)
 
 
 class GcpPoolAdapter:
@@ -132,21 +160,22 @@ class GcpPoolAdapter:
                 )
             groups[spec.name] = GroupObservation(spec.name, target, tuple(sorted(vms, key=lambda v: v.id)))
         interruptions: list[Interruption] = []
+        dropped: list[Dropped] = []
         receipts: list[str] = []
         if self.pubsub is not None:
             for ack_id, body in self.pubsub.pull(self.max_messages):
                 receipts.append(ack_id)
-                try:
-                    event = parse_log_entry(body)
-                except (KeyError, ValueError, TypeError):
-                    continue
-                if event is not None:
+                event = Dropped(DropReason.NOT_JSON, SOURCE, ack_id) if body is None else parse_log_entry(body, now)
+                if isinstance(event, Interruption):
                     interruptions.append(event)
+                else:
+                    dropped.append(event)
             if self.peek and receipts:
                 self.pubsub.release(receipts)
                 receipts = []  # nothing for a dry run to acknowledge
         return PoolObservation(
-            self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts)
+            self.pool.name, now, groups, tuple(failures), tuple(interruptions), receipts=tuple(receipts),
+            dropped=tuple(dropped),
         )
 
     def apply(self, action: SetDesired | RemoveInstance) -> None:
@@ -180,17 +209,17 @@ class GooglePubSubSource:
         self.subscription = subscription
         self.client = pubsub_v1.SubscriberClient()
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]:
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]:
         import json
 
         resp = self.client.pull(request={"subscription": self.subscription, "max_messages": max_messages}, timeout=10)
-        out = []
+        out: list[tuple[str, dict[str, Any] | None]] = []
         for received in resp.received_messages:
             try:
                 body = json.loads(received.message.data)
             except ValueError:
-                body = {}
-            out.append((received.ack_id, body))
+                body = None  # counted as a drop, then acknowledged rather than redelivered forever
+            out.append((received.ack_id, body if isinstance(body, dict) or body is None else {"body": body}))
         return out
 
     def ack(self, ack_ids: list[str]) -> None:

@@ -8,16 +8,8 @@ replay or a test is exactly reproducible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class FailureReason(StrEnum):
-    """Why a launch failed, kept apart so capacity is never confused with quota."""
-
-    CAPACITY = "capacity"
-    QUOTA = "quota"
-    PRICE = "price"
-    OTHER = "other"
+from spotgpu.contract.telemetry import FailureReason
 
 
 @dataclass(frozen=True)
@@ -53,6 +45,8 @@ class LaunchFailure:
     key: str  # stable id (activity id, error timestamp+instance) so a failure is counted once
     message: str = ""
     zone: str = ""
+    #: ``cloud``, or ``received`` when the event carried no usable time (a ``spotgpu.contract.sources.EventTimeBasis``).
+    time_basis: str = "cloud"
 
 
 @dataclass(frozen=True)
@@ -64,6 +58,22 @@ class Interruption:
     #: An observed :class:`spotgpu.contract.interruptions.InterruptionKind` (a str: records and telemetry keep the value).
     kind: str
     at: float
+    #: The VM's zone, when the event or the adapter knows it (the ladder decides by zone).
+    zone: str = ""
+    #: ``cloud``, or ``received`` when the event carried no usable time (a ``spotgpu.contract.sources.EventTimeBasis``).
+    time_basis: str = "cloud"
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A received message that became no observation, and why: logged once and counted."""
+
+    #: A ``spotgpu.contract.sources.DropReason``.
+    reason: str
+    #: Where it came from: ``sqs``, ``pubsub``, ``eventgrid``.
+    source: str
+    #: What it was, briefly (detail-type, method, event type, the unknown value).
+    what: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class PoolObservation:
     steps: dict[str, int] = field(default_factory=dict)
     #: Opaque receipts the adapter acknowledges after the state record is saved.
     receipts: tuple[object, ...] = ()
+    #: Messages received this tick that became no observation (each is still acknowledged).
+    dropped: tuple[Dropped, ...] = ()
 
     def ready_count(self) -> int:
         return sum(len(g.ready) for g in self.groups.values())

@@ -88,12 +88,14 @@ def render_controller_config(
 
 
 def _workload_doc(workload: WorkloadProfile) -> dict[str, Any]:
-    return workload.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"measured_profile"})
+    return workload.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"measured_profile", "sources"})
 
 
 def config_document(config: ControllerConfig) -> dict[str, Any]:
     """The camelCase document ``spotgpu controller validate`` and ``run --config`` read."""
-    return config.model_dump(by_alias=True, mode="json", exclude_none=True)
+    # a workload's ``sources`` annotate the preview's figures; the deployed controller has no use for them
+    return config.model_dump(by_alias=True, mode="json", exclude_none=True,
+                             exclude={"workloads": {"__all__": {"sources"}}})
 
 
 def config_json(config: ControllerConfig) -> str:

@@ -22,14 +22,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from spotgpu.contract.controller_events import (
+    EVERY_POOL,
+    ActionFailed,
+    ActionTaken,
+    Event,
+    LeaseHeld,
+    LeaseRefused,
+    Would,
+)
 from spotgpu.contract.drain import DrainChannel, SchedulerHook, StoreSchedulerHook
 from spotgpu.contract.state_store import JsonStore
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import ControllerConfig
-from spotgpu.controller.events import Event
 from spotgpu.controller.lease import FencedStore, Lease, LeaseGuardedAdapter, LeaseVerdict
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, deadline, reconcile
+from spotgpu.controller.reconcile import PoolPlan, TickResult, can_give_back, deadline, reconcile
 from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.controller.telemetry import ControllerTelemetry
@@ -133,11 +141,11 @@ class Controller:
             return True
         verdict = self.lease_verdict = self.lease.acquire()
         if not verdict.held:
-            self._emit(Event("lease_refused", "*", now, {"reason": verdict.reason, "token": verdict.token}))
+            self._emit(Event.of(EVERY_POOL, now, LeaseRefused(reason=verdict.reason, token=verdict.token)))
             return False
         if verdict.reason != "renewed":
             self._fenced.fence()
-        self._emit(Event("lease", "*", now, {"token": verdict.token, "how": verdict.reason}))
+        self._emit(Event.of(EVERY_POOL, now, LeaseHeld(token=verdict.token, how=verdict.reason)))
         return True
 
     def tick(self, now: float) -> dict[str, TickResult]:
@@ -154,7 +162,7 @@ class Controller:
                 obs = adapter.observe(now)
             except Exception as err:  # one broken pool must not stop the others
                 self.unobserved[name] = describe_observe_error(err)
-                self._emit(Event("action_failed", name, now, {"action": "observe", "error": self.unobserved[name]}))
+                self._emit(Event.of(name, now, ActionFailed(action="observe", error=self.unobserved[name])))
                 continue
             obs = self._with_reports(name, plan, state, obs)
             result = reconcile(plan, obs, state)
@@ -162,9 +170,7 @@ class Controller:
                 self._emit(event)
             if self.dry_run:
                 for action in result.actions:
-                    self._emit(
-                        Event("action", name, now, {"action": type(action).__name__, **dataclasses.asdict(action)})
-                    )
+                    self._emit(Event.of(name, now, taken(action)))
             else:
                 self._apply(name, plan, adapter, state, result.actions, now)
             if result.step is None and not self.dry_run:
@@ -213,17 +219,17 @@ class Controller:
                 elif isinstance(action, Resume):
                     self.scheduler.resume(pool, now)
             except Exception as err:
-                self._emit(Event("action_failed", pool, now, {"action": kind, "error": str(err)[:300]}))
+                self._emit(Event.of(pool, now, ActionFailed(action=kind, error=str(err)[:300])))
                 if isinstance(action, SetDesired):
                     state.backoff.setdefault(action.group, Backoff()).fail(now, action.desired)
                 elif isinstance(action, RemoveInstance):
                     state.drains[action.vm_id] = 0.0  # committed already; retry removal next tick
                 continue
-            self._emit(Event("action", pool, now, {"action": kind, **dataclasses.asdict(action)}))
+            self._emit(Event.of(pool, now, taken(action)))
 
     def _emit(self, event: Event) -> None:
         if self.dry_run:  # only "would" telemetry: no counter moves, nothing looks like it happened
-            event = Event("would", event.pool, event.at, {"event": event.kind, **event.data})
+            event = Event.of(event.pool, event.at, Would(event=event.kind, detail=event.data))
         self.telemetry.emit(event)
 
     def run(self, stop: threading.Event | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -234,5 +240,10 @@ class Controller:
             try:
                 self.tick(started)
             except Exception as err:
-                self._emit(Event("action_failed", "*", started, {"action": "tick", "error": str(err)[:300]}))
+                self._emit(Event.of(EVERY_POOL, started, ActionFailed(action="tick", error=str(err)[:300])))
             stop.wait(max(0.0, self.config.tick_seconds - (clock() - started)))
+
+
+def taken(action: Action) -> ActionTaken:
+    """The event of an action carried out: its class name and its own fields."""
+    return ActionTaken(action=type(action).__name__, detail=dataclasses.asdict(action))

@@ -13,7 +13,20 @@ from typing import IO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from spotgpu.controller.events import Event
+from spotgpu.contract.controller_events import (
+    ActionFailed,
+    ActionTaken,
+    Deferred,
+    Event,
+    EventDropped,
+    FallbackUsage,
+    Interruption,
+    LaunchFailure,
+    ProgressUnreported,
+    Reacquired,
+    Resumed,
+    StepChanged,
+)
 from spotgpu.models.ladder import StepKind
 
 REACQUISITION_BUCKETS = (30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
@@ -73,37 +86,45 @@ class ControllerTelemetry:
             ["pool"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "spotgpu_controller_events_dropped",
+            "Received event messages that became no observation, by pool and reason (each logged once).",
+            ["pool", "reason"],
+            registry=r,
+        )
         self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
         self.action_failures = Counter(
             "spotgpu_controller_action_failures", "Actions the cloud refused.", ["pool", "action"], registry=r
         )
 
     def emit(self, event: Event) -> None:
-        d, pool = event.data, event.pool
-        match event.kind:
-            case "launch_failure":
-                self.launch_failures.labels(pool, d["group"], d["reason"]).inc()
-            case "interruption":
-                self.interruptions.labels(pool, d["type"]).inc()
-            case "reacquired":
-                self.reacquisition.labels(pool).observe(d["latencySeconds"])
-                self.step_seconds.labels(pool, d["step"]).observe(d["secondsOnStep"])
-            case "fallback_usage":
-                self.fallback_seconds.labels(pool).inc(d["nodeSeconds"])
-                self.fallback_cost.labels(pool).inc(d["costUsd"])
-            case "step_changed":
-                self.step.labels(pool).set(StepKind(d["to"]).rank)
-                self.step_seconds.labels(pool, d["from"]).observe(d["secondsOnPrevious"])
-            case "deferred":
+        pool = event.pool
+        match event.fields:
+            case LaunchFailure(group=group, reason=reason):
+                self.launch_failures.labels(pool, group, reason.value).inc()
+            case Interruption(type=kind):
+                self.interruptions.labels(pool, kind.value).inc()
+            case EventDropped(reason=reason):
+                self.events_dropped.labels(pool, reason).inc()
+            case Reacquired(latency_seconds=latency, step=step, seconds_on_step=on_step):
+                self.reacquisition.labels(pool).observe(latency)
+                self.step_seconds.labels(pool, step).observe(on_step)
+            case FallbackUsage(node_seconds=seconds, cost_usd=cost):
+                self.fallback_seconds.labels(pool).inc(seconds)
+                self.fallback_cost.labels(pool).inc(cost)
+            case StepChanged(from_=before, to=after, seconds_on_previous=on_previous):
+                self.step.labels(pool).set(StepKind(after).rank)
+                self.step_seconds.labels(pool, before).observe(on_previous)
+            case Deferred():
                 self.deferred.labels(pool).set(1)
-            case "resumed":
+            case Resumed():
                 self.deferred.labels(pool).set(0)
-            case "progress_unreported":
+            case ProgressUnreported():
                 self.progress_unreported.labels(pool).set(1)
-            case "action":
-                self.actions.labels(pool, d["action"]).inc()
-            case "action_failed":
-                self.action_failures.labels(pool, d["action"]).inc()
+            case ActionTaken(action=action):
+                self.actions.labels(pool, action).inc()
+            case ActionFailed(action=action):
+                self.action_failures.labels(pool, action).inc()
         if self.json_lines is not None:
             self.json_lines.write(json.dumps(event.to_json(), sort_keys=True, default=str) + "\n")
             self.json_lines.flush()

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotgpu.contract.tags import DRILL_ROLE, POOL, ROLE
 from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
-from spotgpu.tags import DRILL_ROLE, POOL, ROLE
 
 #: FIS experiment states that never change again.
 TERMINAL = frozenset({"completed", "stopped", "failed", "cancelled"})

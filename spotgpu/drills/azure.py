@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from spotgpu import tags
+from spotgpu.contract import tags
+from spotgpu.contract.tags import SPOT_POOL_ROLE
 from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
-from spotgpu.tags import SPOT_POOL_ROLE
 
 __all__ = ["Drill", "DrillError", "DrillFailed", "run"]
 

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-CLOUDS = ("aws", "gcp", "azure")
+from spotgpu.catalogue import CLOUDS
 
 
 def _needs_extra(cloud: str, missing: str | None) -> object:

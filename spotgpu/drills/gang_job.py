@@ -31,7 +31,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from spotgpu.agent.client import AgentClient
-from spotgpu.checkpoint import CheckpointManager, EveryNSteps
+from spotgpu.checkpoint import EveryNSteps
+from spotgpu.checkpoint.tiered import LocalTier, TieredCheckpointManager
 from spotgpu.checkpoint.torch import ResumableSampler, Stateful, load_torch_state, torch_state
 from spotgpu.gang import EXIT_GANG_STOP, Gang, collective_timeout, exit_now
 
@@ -91,7 +92,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     def state() -> dict[str, object]:
         return {**torch_state(objects), "padding": padding.numpy()}
 
-    ckpt = CheckpointManager(args.ckpt, rank=rank, world_size=world, save_policy=EveryNSteps(args.save_every))
+    # the VM's local tier (SPOTGPU_LOCAL_DIR, its agent config's localTier) in front of the store; none: the store
+    ckpt = TieredCheckpointManager(args.ckpt, LocalTier.from_environment(), rank=rank, world_size=world,
+                                   save_policy=EveryNSteps(args.save_every))
 
     gang = Gang(AgentClient())                      # $SPOTGPU_AGENT or /run/spotgpu/agent.sock
     with gang:                                      # a lost peer: reported, exit EXIT_PEER_LOST (76)
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         final = {"steps": args.steps, "worldSize": world, "paramsSha256": params_sha256(model.module)}
         (args.out / "final.json").write_text(json.dumps(final), encoding="utf-8")
     losses.close()
+    ckpt.close(60)  # the background upload of the last durable generation
     exit_now(0)  # never the interpreter's teardown of a DDP model: it can deadlock (see exit_now)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu.drills.common import DrillError, DrillFailed, DrillOutput, Outcome, add_drill_flags, finish, raising
 
 #: Consecutive failed polls after which the drill gives up (one blip is tolerated).

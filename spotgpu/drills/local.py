@@ -1,4 +1,4 @@
-"""``spotgpu drill local --nodes N -- CMD...``: a whole gang interruption on one machine.
+"""``spotgpu drill local --nodes N -- CMD...``: a whole gang interruption on one machine (N >= 1).
 
 Each simulated VM is a loopback fake metadata server, a real ``spotgpu agent run`` and a
 real ``spotgpu gang run -- torchrun ...`` (:mod:`spotgpu.drills.local_nodes`); the drill
@@ -7,8 +7,19 @@ has restored (the gang helper reports it to its agent), raises a notice on one n
 with ``--during-save``, the moment a periodic save starts writing), reclaims that node once
 its agent drained, starts a replacement, and follows the gang until the job finishes.
 
+Each simulated VM has a local disk and a zone (``--zones``: nodes take zones in turn), exported as
+``SPOTGPU_LOCAL_DIR`` and ``SPOTGPU_ZONE`` for a tiered checkpoint; a reclaim deletes the disk.
+``--also-reclaim N`` reclaims node N without notice the moment the notice is raised (a zone reclaim,
+or a node and its peer), and replaces it too. Per node it reports where the resumed rank's state
+came from (``restore``: source, seconds, bytes, step) and the recovery's phases (notice, every rank
+stopped, the replacement joined, every rank restored, the first step), in seconds after the notice.
+
 Everything it reports it reads from the agents' events logs (``gang-stop``, ``restored``,
-``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. It fails
+``first-step``, ``drained``), so it works for any CMD whose loop uses :class:`spotgpu.gang.Gang`. Every rank's
+environment is what a job reads on a pool VM, pointed at its simulated VM:
+``SPOTGPU_AGENT`` (the agent), ``SPOTGPU_AGENT_CONFIG`` (its config: the checkpoint interval) and
+``SPOTGPU_CHECKPOINT_URL`` (the drill's store), so a docs recipe runs under the drill as written;
+``--nodes 1`` gives a single-node job the same, and ``--no-notice`` just runs it. It fails
 (exit 1) if a rank hung (a phase ran past ``--timeout-seconds``), crashed (a launcher
 exited non-zero), stopped at different steps, or resumed from an older step than the gang
 committed.
@@ -28,10 +39,28 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from spotgpu.cliutil import EXIT_CHECK_FAILED, EXIT_OK, UserError, add_json_flag, add_seconds_flag, print_json
+from spotgpu.catalogue import CLOUDS
+from spotgpu.checkpoint import layout
+from spotgpu.cliutil import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    UserError,
+    add_json_flag,
+    add_seconds_flag,
+    number,
+    print_json,
+    whole,
+)
+from spotgpu.contract.agent_records import (
+    RECORD_KEY,
+    TS_KEY,
+    AgentRecord,
+    AgentRecordKind,
+    GangStop,
+    Restored,
+    read_agent_line,
+)
 from spotgpu.drills.local_nodes import Node
-
-PROVIDERS = ("aws", "gcp", "azure")
 
 
 class Hung(Exception):
@@ -53,6 +82,10 @@ class LocalDrill:
     notice_after_seconds: float = 1.0
     workdir: Path | None = None
     run_id: str = "drill"
+    zones: int = 1
+    also_reclaim: tuple[int, ...] = ()
+    #: a local tier on every node (keep 2, one peer copy), the store getting every k-th save; None: store only
+    durable_every: int | None = 2
 
 
 @dataclass
@@ -70,6 +103,10 @@ class Report:
     launchers: dict[str, int | None] = field(default_factory=dict)
     processes_left: list[int] = field(default_factory=list)
     workdir: str = ""
+    restores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    zones: dict[str, str] = field(default_factory=dict)
+    reclaimed: list[str] = field(default_factory=list)
 
     def fail(self, reason: str) -> None:
         self.reasons.append(reason)
@@ -90,6 +127,10 @@ class Report:
                 "step": steps[0] if len(steps) == 1 else None,
             },
             "resumedSteps": self.resumed,
+            "restores": self.restores,
+            "phases": {key: round(value, 3) for key, value in self.phases.items()},
+            "zones": self.zones,
+            "reclaimed": self.reclaimed,
             "launcherExits": self.launchers,
             "timings": {key: round(value, 3) for key, value in self.timings.items()},
             "processesLeft": self.processes_left,
@@ -105,16 +146,25 @@ def _local_dir(url: str) -> Path:
 
 
 def _generation_started(root: Path, seen: set[str]) -> bool:
-    """A generation directory appeared whose step has no commit marker yet: a save is writing."""
-    gens = root / "generations"
-    if not gens.is_dir():
-        return False
-    for gen in gens.iterdir():
-        if gen.name in seen:
+    """A generation appeared whose step has no commit marker yet: a save is writing.
+
+    Looks where either store format puts a generation's objects (:mod:`spotgpu.checkpoint.layout`):
+    ``shards/<hh>/<generation>/`` since format 2, ``generations/<generation>/`` before.
+    """
+    dirs = [root / layout.GENERATIONS]
+    shards = root / layout.SHARDS
+    if shards.is_dir():
+        dirs += [bucket for bucket in shards.iterdir() if bucket.is_dir()]
+    for area in dirs:
+        if not area.is_dir():
             continue
-        seen.add(gen.name)
-        if not (root / "commits" / f"{gen.name.split('-')[0]}.json").exists():
-            return True
+        for gen in area.iterdir():
+            name = layout.parse_generation(gen.name)
+            if name is None or gen.name in seen:
+                continue
+            seen.add(gen.name)
+            if not (root / layout.commit_path(name.step)).exists():
+                return True
     return False
 
 
@@ -128,6 +178,8 @@ class Drill:
         self.report = Report(spec.nodes, spec.provider, spec.notice_node, workdir=str(self.workdir))
         self.all_nodes: list[Node] = []
         self.store: Any = None
+        #: nodes the drill reclaimed without notice (--also-reclaim)
+        self.unannounced: set[str] = set()
 
     # -- plumbing ------------------------------------------------------------------
     def mark(self, key: str, at: float | None = None) -> float:
@@ -145,16 +197,43 @@ class Drill:
                 raise Hung(f"{what}: not within --timeout-seconds {self.spec.timeout_seconds:g}")
             time.sleep(step)
 
+    def wait_running(self, gang: list[Node], when: str, what: str, predicate: Callable[[], Any]) -> Any:
+        """:meth:`wait`, but a job that ended (exit 0) with no rank ever reporting fails at once, not at the timeout."""
+
+        def done_or_gone() -> Any:
+            value = predicate()
+            if not value and all(n.poll() is not None for n in gang):
+                value = predicate()  # an event written just before the launcher left
+                if not value:
+                    raise Hung(self.finished_early(when))
+            return value
+
+        return self.wait(what, done_or_gone)
+
+    def finished_early(self, when: str) -> str:
+        return (f"the job ran to its end {when}, so no rank stopped; fix: give the job more steps (the drill "
+                f"raises the notice {self.spec.notice_after_seconds:g} s after every rank restored)")
+
     def check_crashes(self, allow: tuple[int, ...] = ()) -> None:
         for node in self.all_nodes:
+            if node.name in self.unannounced:
+                continue  # the drill took it without notice: its exit is the reclaim, not a crash
             code = node.poll()
             if code not in (None, 0, *allow):
                 raise Hung(f"{node.name}: launcher exited {code} (a rank crashed or gave up; see {node.workdir})")
 
-    def start_node(self, launch: Any, url: str) -> Node:
+    def start_node(self, launch: Any, url: str, replaces: Node | None = None) -> Node:
         from spotgpu.drills.local_nodes import Node
+        from spotgpu.models.tiers import LocalTierConfig
 
-        node = Node(len(self.all_nodes), self.spec.provider, self.workdir / f"node{len(self.all_nodes)}")
+        index = len(self.all_nodes)
+        slot = index if replaces is None else replaces.slot
+        zone = replaces.zone if replaces is not None else f"zone-{chr(ord('a') + index % self.spec.zones)}"
+        every = self.spec.durable_every
+        tier = None if every is None else LocalTierConfig(path="/unused", keep=2, peer_copies=1,
+                                                          durable_interval_seconds=600 * every, ram_disk_gib=1)  # fmt: skip
+        node = Node(index, self.spec.provider, self.workdir / f"node{index}", zone, slot, tier)
+        self.report.zones[node.name] = zone
         self.all_nodes.append(node)
         env = dict(os.environ)
         node.start(launch, url, env)
@@ -162,8 +241,16 @@ class Drill:
         return node
 
     @staticmethod
-    def records(node: Node, record: str, after: float = 0.0) -> list[dict[str, Any]]:
-        return [e for e in node.events() if e.get("record") == record and float(e.get("ts", 0)) >= after]
+    def records(node: Node, kind: AgentRecordKind, after: float = 0.0) -> list[tuple[float, AgentRecord]]:
+        """The node agent's records of ``kind`` since ``after``, with their times, read through the contract."""
+        out = []
+        for line in node.events():
+            ts = line.get(TS_KEY)
+            if line.get(RECORD_KEY) == kind.value and isinstance(ts, int | float) and ts >= after:
+                record = read_agent_line(line)
+                if record is not None:
+                    out.append((float(ts), record))
+        return out
 
     # -- the drill -----------------------------------------------------------------------
     def run(self) -> Report:
@@ -186,9 +273,9 @@ class Drill:
             max_failures=0,
             local_addr="127.0.0.1",
         )
-        self.say(f"drill local: {spec.nodes} nodes ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
+        self.say(f"drill local: {spec.nodes} node(s) ({spec.provider}), store 127.0.0.1:{self.store.port}, workdir {self.workdir}")
         gang = [self.start_node(launch, url) for _ in range(spec.nodes)]
-        self.wait("every rank restored", lambda: all(self.records(n, "restored") for n in gang))
+        self.wait("every rank restored", lambda: all(self.records(n, AgentRecordKind.RESTORED) for n in gang))
         self.mark("allRestored")
         self.say("drill local: every rank is training")
         if spec.notice_node is None:
@@ -200,41 +287,65 @@ class Drill:
             self.wait("a periodic save starting", lambda: _generation_started(root, seen), step=0.005)
         else:
             time.sleep(spec.notice_after_seconds)
+        if all(n.poll() is not None for n in gang):
+            raise Hung(self.finished_early("before the notice"))
         raised = self.mark("noticeRaised", noticed.raise_notice(spec.lead_seconds))
         self.say(f"drill local: notice on {noticed.name}")
-        stops = self.wait(
-            "every rank's gang stop", lambda: (s := [self.records(n, "gang-stop", raised) for n in gang]) and all(s) and s
-        )
-        for node, records in zip(gang, stops, strict=True):
-            stop = records[0]
+        lost = [gang[i] for i in spec.also_reclaim]
+        if lost:  # once the noticed VM's agent has its notice (so it does not rejoin the gang they break)
+            self.wait(f"{noticed.name}'s notice", lambda: self.records(noticed, AgentRecordKind.NOTICE, raised), step=0.02)
+        for node in lost:  # reclaimed with it, no notice: a zone going, or a node and its peer
+            node.kill(abrupt=True)
+            self.report.reclaimed.append(node.name)
+            self.unannounced.add(node.name)
+            self.say(f"drill local: {node.name} reclaimed without notice")
+        lost_replacements = [self.start_node(launch, url, node) for node in lost]
+        standing = [n for n in gang if n not in lost]
+        stops = self.wait_running(
+            standing, "before the notice reached it", "every rank's gang stop",
+            lambda: (s := [self.records(n, AgentRecordKind.GANG_STOP, raised) for n in standing]) and all(s) and s,
+        )  # fmt: skip
+        for node, records in zip(standing, stops, strict=True):
+            at, stop = records[0]
+            assert isinstance(stop, GangStop)
             self.report.stops[node.name] = {
-                key: stop.get(key) for key in ("step", "committed", "role", "outcome", "reason", "seconds", "noticedRanks")
-            }
-            self.mark(f"{node.name}StopReported", float(stop["ts"]))
+                "step": stop.step, "committed": stop.committed, "role": stop.role, "outcome": stop.outcome,
+                "reason": stop.reason, "seconds": stop.seconds, "noticedRanks": stop.noticed_ranks,
+            }  # fmt: skip
+            self.mark(f"{node.name}StopReported", at)
         self.say(f"drill local: stop steps {[s.get('step') for s in self.report.stops.values()]}")
-        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, "drained", raised))
-        self.mark("noticedDrained", float(self.records(noticed, "drained", raised)[0]["ts"]))
+        self.wait(f"{noticed.name} drained", lambda: self.records(noticed, AgentRecordKind.DRAINED, raised))
+        self.mark("noticedDrained", self.records(noticed, AgentRecordKind.DRAINED, raised)[0][0])
         # The group launches the replacement as the node drains (capacity rebalancing starts it
         # even earlier); the noticed VM is reclaimed once its launcher left.
-        replacement = self.start_node(launch, url)
+        replacement = self.start_node(launch, url, noticed)
         self.say(f"drill local: replacement {replacement.name} started")
         self.wait(f"{noticed.name}'s launcher leaving", lambda: noticed.poll() is not None)
         self.mark("noticedLauncherExited", noticed.launcher_exited_at)
         noticed.kill()  # the cloud reclaims the VM
         self.mark("noticedReclaimed")
-        gang = [n for n in gang if n is not noticed] + [replacement]
-        return self.finish(gang, noticed, raised)
+        self.report.reclaimed.insert(0, noticed.name)
+        replacements = [replacement, *lost_replacements]
+        gang = [n for n in standing if n is not noticed] + replacements
+        return self.finish(gang, noticed, raised, replacements)
 
-    def finish(self, gang: list[Node], noticed: Node | None, raised: float) -> Report:
+    def finish(self, gang: list[Node], noticed: Node | None, raised: float, replacements: list[Node] | None = None) -> Report:
         report = self.report
         if noticed is not None:
             resumed = self.wait(
-                "every rank resumed", lambda: (r := [self.records(n, "restored", raised) for n in gang]) and all(r) and r
+                "every rank resumed",
+                lambda: (r := [self.records(n, AgentRecordKind.RESTORED, raised) for n in gang]) and all(r) and r,
             )
             for node, records in zip(gang, resumed, strict=True):
-                report.resumed[node.name] = records[-1].get("step")
-                self.mark(f"{node.name}Resumed", float(records[-1]["ts"]))
+                at, restored = records[-1]
+                assert isinstance(restored, Restored)
+                report.resumed[node.name] = restored.step
+                report.restores[node.name] = {"source": restored.source, "seconds": restored.seconds,
+                                              "bytes": restored.nbytes, "step": restored.step,
+                                              "reason": restored.reason}  # fmt: skip
+                self.mark(f"{node.name}Resumed", at)
             self.say(f"drill local: resumed steps {list(report.resumed.values())}")
+            self.phase_times(gang, replacements or [], raised)
         self.wait("the job finishing", lambda: all(n.poll() is not None for n in gang), step=0.2)
         self.mark("jobFinished")
         for node in self.all_nodes:
@@ -242,10 +353,31 @@ class Drill:
         self.judge()
         return report
 
+    def phase_times(self, gang: list[Node], replacements: list[Node], raised: float) -> None:
+        """The recovery's phases in seconds after the notice: every rank stopped, the replacement(s) joined
+        (began restoring: the new gang's process group formed), every rank restored, the first step."""
+        phases = self.report.phases
+        stops = [at for n in self.all_nodes for at, _ in self.records(n, AgentRecordKind.GANG_STOP, raised)[:1]]
+        if stops:
+            phases["stopped"] = max(stops) - raised
+        joined = [r.started_at for n in replacements for _, r in self.records(n, AgentRecordKind.RESTORED, raised)[-1:]
+                  if isinstance(r, Restored) and r.started_at is not None]  # fmt: skip
+        if joined:
+            phases["replacementJoined"] = max(joined) - raised
+        phases["restored"] = max(self.records(n, AgentRecordKind.RESTORED, raised)[-1][0] for n in gang) - raised
+        try:
+            firsts = self.wait("every rank's first step",
+                               lambda: (f := [self.records(n, AgentRecordKind.FIRST_STEP, raised) for n in gang])
+                               and (all(f) or all(n.poll() is not None for n in gang)) and f)  # fmt: skip
+        except Hung:
+            return
+        if all(firsts):
+            phases["firstStep"] = max(f[-1][0] for f in firsts) - raised
+
     def judge(self) -> None:
         report = self.report
         for name, code in report.launchers.items():
-            if code != 0:
+            if code != 0 and name not in self.unannounced:  # reclaimed without notice: killed, not crashed
                 report.fail(f"{name}: launcher exited {code}")
         steps = {stop.get("step") for stop in report.stops.values()}
         if len(steps) > 1:
@@ -288,10 +420,15 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
         command = command[1:]
     if not command:
         raise UserError("CMD: missing; fix: spotgpu drill local --nodes 2 -- python -m spotgpu.drills.gang_job ...")
-    if args.nodes < 2:
-        raise UserError(f"--nodes {args.nodes}: a gang needs at least 2; fix: --nodes 2")
     if not 0 <= args.notice_node < args.nodes:
         raise UserError(f"--notice-node {args.notice_node}: no such node; fix: 0..{args.nodes - 1}")
+    also = tuple(args.also_reclaim or ())
+    for node in also:
+        if not 0 <= node < args.nodes or node == args.notice_node or also.count(node) > 1:
+            raise UserError(f"--also-reclaim {node}: not another node of the gang; fix: a node 0..{args.nodes - 1} "
+                            f"other than --notice-node {args.notice_node}, each once")  # fmt: skip
+    if also and args.no_notice:
+        raise UserError("--also-reclaim: nodes go with the noticed one, and --no-notice raises none; fix: drop one")
     if args.provider == "gcp" and args.lead_seconds is not None:
         raise UserError("--lead-seconds: a GCP preemption has no lead of its own (the notice contract gives it); fix: drop it")
     if args.during_save and not args.checkpoint_url:
@@ -309,22 +446,36 @@ def check_args(args: argparse.Namespace) -> LocalDrill:
     return LocalDrill(
         command=command,
         nodes=args.nodes,
-        notice_node=args.notice_node,
+        notice_node=None if args.no_notice else args.notice_node,
         provider=args.provider,
         lead_seconds=args.lead_seconds,
         during_save=args.during_save,
         checkpoint_url=args.checkpoint_url,
         timeout_seconds=args.timeout_seconds,
         workdir=Path(args.workdir) if args.workdir else None,
+        zones=args.zones,
+        also_reclaim=also,
+        durable_every=None if args.no_tiers else args.durable_every,
+        notice_after_seconds=args.notice_after_seconds,
     )
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"drill {'passed' if doc['status'] == 'passed' else 'FAILED'}: {doc['nodes']} nodes, notice on node{doc['noticeNode']}"]
+    notice = "no notice" if doc["noticeNode"] is None else f"notice on node{doc['noticeNode']}"
+    lines = [f"drill {'passed' if doc['status'] == 'passed' else 'FAILED'}: {doc['nodes']} node(s), {notice}"]
     lines.append(f"  stop steps:     {doc['stopSteps']}")
     final = doc["finalCheckpoint"]
     lines.append(f"  final checkpoint: {'committed' if final['committed'] else 'NOT committed'} at step {final['step']}")
     lines.append(f"  resumed steps:  {doc['resumedSteps']}")
+    if doc["reclaimed"]:
+        lines.append(f"  reclaimed:      {', '.join(doc['reclaimed'])} (zones {doc['zones']})")
+    for name, restore in doc["restores"].items():
+        size = "-" if restore.get("bytes") is None else f"{restore['bytes'] / 2**20:.1f} MiB"
+        why = f" ({restore['reason']})" if restore.get("reason") else ""
+        lines.append(f"  {name} restored step {restore.get('step')} from {restore.get('source')} in "
+                     f"{restore.get('seconds')} s, {size}{why}")  # fmt: skip
+    if doc["phases"]:
+        lines.append("  phases (s after the notice): " + ", ".join(f"{k} {v:g}" for k, v in doc["phases"].items()))
     lines.append(f"  launcher exits: {doc['launcherExits']}")
     lines.append("  timings (s from start): " + ", ".join(f"{k} {v:g}" for k, v in doc["timings"].items()))
     lines.extend(f"  reason: {reason}" for reason in doc["reasons"])
@@ -346,12 +497,23 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("local", help="a real multi-node gang job on this machine: notice, gang stop, replacement, resume")
-    p.add_argument("--nodes", type=int, default=2, help="simulated VMs (one rank each)")
-    p.add_argument("--notice-node", type=int, default=0, help="the node that gets the notice")
-    p.add_argument("--provider", choices=PROVIDERS, default="aws", help="whose notice (fake metadata server)")
-    p.add_argument("--lead-seconds", type=float, default=None, help="AWS/Azure: seconds between the notice and the reclaim")
+    p = sub.add_parser("local", help="a real gang job on this machine (1 node or more): notice, gang stop, replacement, resume")
+    p.add_argument("--nodes", type=whole(1), default=2, help="simulated VMs, one rank each (1: a single-node job)")
+    p.add_argument("--notice-node", type=whole(0), default=0, help="the node that gets the notice")
+    p.add_argument("--also-reclaim", type=whole(0), action="append", default=None, metavar="N",
+                   help="reclaim node N too, without notice, when the noticed one goes (repeat for more)")
+    p.add_argument("--no-tiers", action="store_true",
+                   help="no local tier on the simulated VMs: the job keeps every save in the store (to compare)")
+    p.add_argument("--durable-every", type=whole(1), default=2, metavar="K",
+                   help="with the local tier: the store gets every K-th save (default 2)")
+    p.add_argument("--zones", type=whole(1), default=1,
+                   help="zones the simulated VMs take in turn (SPOTGPU_ZONE; a tiered checkpoint's peers go across)")
+    p.add_argument("--no-notice", action="store_true",
+                   help="raise no notice: run the job on its local agents and fake metadata until it ends")  # fmt: skip
+    p.add_argument("--provider", choices=CLOUDS, default="aws", help="whose notice (fake metadata server)")
+    p.add_argument("--lead-seconds", type=number(0), default=None, help="AWS/Azure: seconds between the notice and the reclaim")
     p.add_argument("--during-save", action="store_true", help="raise the notice as a periodic save starts writing")
+    add_seconds_flag(p, "--notice-after-seconds", 1.0, "seconds of training after every rank restored before the notice")
     p.add_argument("--checkpoint-url", default=None, help="the job's file:// store (needed by --during-save)")
     add_seconds_flag(p, "--timeout-seconds", 240.0, "the whole drill must end within this many seconds; past it, a rank hung")
     p.add_argument("--workdir", default=None, help="where node logs go (default: a new temporary directory)")

@@ -7,16 +7,28 @@ import json
 import math
 from typing import Any
 
-from spotgpu.cliutil import add_deprecated_alias, add_json_flag, camel_keys
+from spotgpu.catalogue import CLOUDS
+from spotgpu.cliutil import PROBABILITY, STACK, add_deprecated_alias, add_json_flag, camel_keys, whole
 from spotgpu.economics.cost import effective_cost
 from spotgpu.economics.estimate import estimate_from_traces
 from spotgpu.economics.fit import nest
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
-from spotgpu.economics.profile_cli import add_telemetry_args
-from spotgpu.economics.report import load_stack, render_economics, render_terms, stack_economics
-from spotgpu.models import default_notice
+from spotgpu.economics.profile_cli import add_telemetry_args, telemetry_sources
+from spotgpu.economics.report import (
+    FIGURES,
+    dotted,
+    load_stack,
+    render_economics,
+    render_figures,
+    render_hours,
+    render_terms,
+    source_kind,
+    stack_economics,
+)
+from spotgpu.economics.tiers import pool_joint_loss
+from spotgpu.models import WorkloadProfile, default_notice
 from spotgpu.traces import load_group
 
 
@@ -29,7 +41,7 @@ def cmd_cost_stack(args: argparse.Namespace) -> int:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
     report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
     if args.json:
-        print(json.dumps(camel_keys(report["pools"][args.pool], legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(report["pools"][args.pool]), indent=2, sort_keys=True, allow_nan=False))
     else:
         print(render_economics(report))
     return 0
@@ -58,11 +70,15 @@ def cmd_cost(args: argparse.Namespace) -> int:
         updates, why = fitted.fit.profile_updates()
         measured = {"telemetry": {"files": list(args.telemetry), "measured": nest(updates), "notMeasured": nest(why),
                                   "notes": fitted.stats.notes}}  # fmt: skip
-    decision = choose_interval(profile, notice, hazard=hazard)
+    joint = pool_joint_loss(profile, args.zones)  # a tiered workload: peers across zones when it spans them
+    decision = choose_interval(profile, notice, hazard=hazard, joint_loss=joint)
     bill = effective_cost(profile, notice, ladder, interval=decision, notice_delivery_probability=args.notice_credit,
                           reacquisition_samples=samples)  # fmt: skip
+    figures = profile_figures(profile, args.profile, telemetry_sources(fitted.fit, args.telemetry) if args.telemetry else {})
     doc = {"provider": args.provider, "interval": {"seconds": decision.seconds, "method": decision.method,
-           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured}  # fmt: skip
+           "reasons": list(decision.reasons)}, **bill.to_dict(), **measured, "figures": figures}  # fmt: skip
+    if decision.tiers is not None:
+        doc["interval"]["tiers"] = decision.tiers.as_dict()
     if measured and not args.json:
         fields = ", ".join(f"{k} {v:g}" for k, v in updates.items()) or "none"
         print(f"measured from telemetry: {fields}")
@@ -71,10 +87,16 @@ def cmd_cost(args: argparse.Namespace) -> int:
         for note in measured["telemetry"]["notes"]:
             print(f"  - {note}")
     if args.json:
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, sort_keys=True, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, sort_keys=True, allow_nan=False))
         return 0
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
+    if decision.tiers is not None:
+        t = decision.tiers
+        print(f"  tiers: local every {t.local_seconds} s (blocks {t.write_seconds:.3g} s), store every "
+              f"{t.durable_seconds} s (every {t.durable_every} local); restores expected from: {t.mix.describe()}; "
+              f"P(a node's peers go with it) {t.q:.1%}")  # fmt: skip
+    print("\n".join(render_figures(figures, indent="  ", prices=True)))
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
     base = bill.details["onDemandBaseline"]
@@ -86,6 +108,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     if math.isfinite(bill.expected_interruptions):
         print(f"  expected interruptions {bill.expected_interruptions:.2f}, finish {bill.expected_finish_hours:.1f} h, "
               f"on-demand share {bill.on_demand_share:.1%}")  # fmt: skip
+        print("  " + render_hours(bill.hours))
     else:
         print("  expected interruptions and finish: unbounded (the job does not finish on spot)")
     for reason in [*decision.reasons, *bill.reasons]:
@@ -93,19 +116,45 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def profile_figures(profile: WorkloadProfile, path: str, measured: dict[str, str]) -> dict[str, Any]:
+    """Every figure ``cost --profile`` prices with and where it came from: the telemetry that measured it
+    (``measured``: files and samples), a ``sources`` entry the file carries (a measured or fitted profile),
+    the profile file's key (typed), or the model's default."""
+    doc = profile.model_dump(by_alias=True)
+    typed = {*profile.model_fields_set, *(f"prices.{k}" for k in profile.prices.model_fields_set)}
+    names = {f.alias or k: k for k, f in type(profile).model_fields.items()}
+    names |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(profile.prices).model_fields.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for key in FIGURES:
+        value = dotted(doc, key)
+        if value is None:
+            continue
+        origin = measured.get(key) or profile.sources.get(key)
+        if origin is not None:
+            kind, where = source_kind(origin), origin
+        elif names.get(key, key) in typed:
+            kind, where = "typed", f"{path}: {key}"
+        else:
+            kind, where = "default", f"{path}: {key} not set: the model's default"
+        out[key] = {"value": value, "kind": kind, "from": where}
+    return nest(out)
+
+
 def register(subparsers: Any) -> None:
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
     cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
-    cost.add_argument("--stack", help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
+    cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
     cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    cost.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+    cost.add_argument("--provider", choices=CLOUDS, default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
     add_json_flag(cost, "the cost terms and the chosen interval instead of a table")
     cost.add_argument(
-        "--notice-credit", type=float, default=0.0, metavar="P",
+        "--notice-credit", type=PROBABILITY, default=0.0, metavar="P",
         help="probability a notice arrives in time for a final checkpoint (default 0: no credit)",
     )  # fmt: skip
+    cost.add_argument("--zones", type=whole(1), default=1,
+                      help="zones the pool spans (checkpointTiers: 2 or more puts peer copies across zones)")
     cost.add_argument("--trace-group", metavar="GROUP", help="choose the interval by the hazard fitted to GROUP's traces")
     add_deprecated_alias(cost, "--hazard-traces", "--trace-group")
     add_telemetry_args(cost, required=False)

@@ -21,6 +21,7 @@ from typing import Any
 
 from spotgpu.economics.exposure import (
     Exposure,
+    checkpoint_stalls,
     expected_lost_seconds,
     job_exposure,
     lateness,
@@ -82,6 +83,8 @@ class CostBreakdown:
     on_demand_share: float = 0.0
     deadline_miss_probability: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    #: expected capacity and time, in the units ``simulate`` prints: node-hours billed, job-hours, goodput
+    hours: dict[str, float] = field(default_factory=dict)
 
     def term(self, name: str) -> CostTerm:
         for t in self.terms:
@@ -114,6 +117,7 @@ class CostBreakdown:
                 "onDemandShare": round(self.on_demand_share, 4),
                 "deadlineMissProbability": round(self.deadline_miss_probability, 4),
                 "details": self.details,
+                "hours": {k: round(v, 4) for k, v in self.hours.items()},
             },
             nulls, self.unbounded_reason,
         )  # fmt: skip
@@ -174,7 +178,7 @@ def on_demand_baseline(profile: WorkloadProfile, interval_seconds: float, work_h
     rate = n * profile.prices.on_demand
     return OnDemandBaseline(
         compute_usd=w * rate,
-        checkpoint_stall_usd=w * profile.checkpoint_write_seconds / interval_seconds * rate,
+        checkpoint_stall_usd=checkpoint_stalls(w, profile.periodic_write_seconds[0], interval_seconds) * rate,
         first_start_usd=(profile.restart_seconds + profile.checkpoint_load_seconds) / 3600.0 * rate,
     )
 
@@ -242,6 +246,7 @@ def effective_cost(
         expected_finish_hours=e.finish_hours,
         on_demand_share=e.on_demand_share,
         deadline_miss_probability=miss_p,
+        hours=expected_hours(profile, e),
         details={
             "gangInterruptionsPerHour": e.gang_rate_per_hour,
             "overheadHoursPerInterruption": e.overhead_hours,
@@ -250,8 +255,25 @@ def effective_cost(
             "intervalMethod": decision.method,
             "finalCheckpointFitsNotice": e.final_fits,
             "onDemandBaseline": baseline.to_dict(),
+            **({"checkpointTiers": decision.tiers.as_dict()} if decision.tiers is not None else {}),
         },
     )
+
+
+def expected_hours(p: WorkloadProfile, e: Exposure) -> dict[str, float]:
+    """The bill's capacity and time in ``simulate``'s units: node-hours billed on spot and on-demand (each node
+    of the gang), job-hours of lost work and of waiting with no capacity, and goodput (the job's work
+    node-hours over paid node-hours). Infinite (null in JSON) when the job cannot progress."""
+    n, phi, p_fb, nodes = e.interruptions, e.on_demand_share, e.reacquisition.fallback_probability, p.nodes
+    reload_h, lost_h = e.reload_seconds / 3600.0, e.lost_seconds / 3600.0
+    per = (lambda x: 0.0 if x == 0 else n * x)  # noqa: E731 - 0 stays 0 when n is infinite
+    spot = nodes * ((p.work_hours + e.stall_hours) * (1.0 - phi) + per((1.0 - p_fb) * reload_h) + per(lost_h)) + per(
+        e.idle_hours * (nodes - 1))
+    od = nodes * ((p.work_hours + e.stall_hours) * phi + per(p_fb * reload_h))
+    paid = spot + od
+    return {"spotNodeHours": spot, "onDemandNodeHours": od, "idleJobHours": per(e.idle_hours),
+            "lostWorkJobHours": per(lost_h),
+            "goodput": p.work_hours * nodes / paid if math.isfinite(paid) and paid > 0 else math.inf}  # fmt: skip
 
 
 def _spot_compute(p: WorkloadProfile, e: Exposure) -> CostTerm:
@@ -268,7 +290,8 @@ def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision,
     pr, phi = p.prices, e.on_demand_share
     blended_price = (1.0 - phi) * pr.spot_per_hour + phi * pr.on_demand
     gb = p.checkpoint_bytes / 1e9
-    checkpoints = p.work_hours * 3600.0 / d.seconds
+    # the object store gets every durable generation: every save, or every k-th with checkpointTiers
+    checkpoints = p.work_hours * 3600.0 / (d.tiers.durable_seconds if d.tiers is not None else d.seconds)
     writes_per_ckpt = math.ceil(p.checkpoint_bytes / UPLOAD_PART_BYTES) + COMMIT_WRITES_PER_CHECKPOINT
     storage_months = (e.finish_hours if e.progresses else e.productive_hours) / HOURS_PER_MONTH
     stall_usd = e.stall_hours * p.nodes * blended_price
@@ -279,7 +302,7 @@ def _checkpoint_storage_io(p: WorkloadProfile, e: Exposure, d: IntervalDecision,
         stall_usd + storage_usd + request_usd,
         {
             "interval_seconds": float(d.seconds),
-            "checkpoint_write_seconds": p.checkpoint_write_seconds,
+            "checkpoint_write_seconds": p.periodic_write_seconds[0],
             "checkpoints": checkpoints,
             "stall_hours": e.stall_hours,
             "checkpoint_gb": gb,
@@ -315,19 +338,24 @@ def _restart_reload(p: WorkloadProfile, e: Exposure) -> CostTerm:
 
 
 def _lost_compute(p: WorkloadProfile, e: Exposure, d: IntervalDecision, notice_credit: float) -> CostTerm:
+    inputs: dict[str, Any] = {
+        "expected_interruptions": e.interruptions,
+        "lost_seconds_per_interruption": e.lost_seconds,
+        "interval_seconds": float(d.seconds),
+        "final_checkpoint_fits_notice": e.final_fits,
+        "notice_delivery_probability": notice_credit,
+        "nodes": p.nodes,
+        "spot_per_hour": p.prices.spot_per_hour,
+    }
+    lost = "lost = T/2 + C (less a delivered notice)"
+    if d.tiers is not None:
+        inputs.update(durable_interval_seconds=float(d.tiers.durable_seconds), joint_loss_probability=d.tiers.q)
+        lost = "lost = (1-q)(T_l/2 + K_l) + q(T_d/2 + K_l + C_s) (less a delivered notice), q = P(peers lost too)"
     return CostTerm(
         "lost_compute",
         e.times(e.lost_seconds / 3600.0 * p.nodes * p.prices.spot_per_hour),
-        {
-            "expected_interruptions": e.interruptions,
-            "lost_seconds_per_interruption": e.lost_seconds,
-            "interval_seconds": float(d.seconds),
-            "final_checkpoint_fits_notice": e.final_fits,
-            "notice_delivery_probability": notice_credit,
-            "nodes": p.nodes,
-            "spot_per_hour": p.prices.spot_per_hour,
-        },
-        "interruptions * lost_seconds/3600 * nodes * spot_per_hour; lost = T/2 + C (less a delivered notice)",
+        inputs,
+        f"interruptions * lost_seconds/3600 * nodes * spot_per_hour; {lost}",
     )
 
 

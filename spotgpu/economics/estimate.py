@@ -12,6 +12,7 @@ be measured, not guessed. Two sources feed them:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,6 +93,8 @@ class TraceEstimate:
     same_zone_latency: Runs  # gaps after a loss, same zone
     any_zone_latency: Runs  # gaps after a loss until any zone is up
     mean_availability: dict[str, float]
+    losses: int = 0  # uncensored runs: the losses behind interruptions_per_hour
+    held_hours: float = 0.0  # the held (available) hours it is per
 
     @property
     def expected_reacquisition_seconds(self) -> float:
@@ -142,7 +145,41 @@ def estimate_from_traces(traces: Sequence[Trace], nodes: int = 1) -> TraceEstima
         same_zone_latency=same,
         any_zone_latency=any_runs,
         mean_availability={t.zone: float(a.mean()) for t, a in zip(traces, avail, strict=True)},
+        losses=losses,
+        held_hours=held_hours,
     )
+
+
+_PROBE = re.compile(r"^(\d+)-node$")
+
+
+def probe_size(trace: Trace) -> int:
+    """How many instances the trace's collector asked for: its ``<n>-node`` group folder (the shipped
+    layout), else the most the trace ever held (at least 1)."""
+    m = _PROBE.match(trace.group.split("/")[0])
+    if m:
+        return int(m.group(1))
+    return max(1, int(np.asarray(trace.data).max())) if len(trace.data) else 1
+
+
+def gang_traces(traces: Sequence[Trace], nodes: int) -> list[Trace]:
+    """The traces a gang of ``nodes`` is replayed and fitted on.
+
+    A trace whose collector probed at least ``nodes`` instances is used as it is. One that probed fewer
+    (the 1-node traces probed one) cannot say whether a zone held more; it is read as "a zone that held
+    the whole probe holds the gang": each such tick holds ``nodes``. An assumption, printed wherever it
+    is made; the 16-node traces, which count up to 16, hold all of their probe or none far more often
+    than part of it (a zone's capacity comes and goes at once), which is what makes it a fair one.
+    """
+    out = []
+    for t in traces:
+        probe = probe_size(t)
+        if nodes <= probe:
+            out.append(t)
+            continue
+        data = np.where(np.asarray(t.data) >= probe, nodes, np.asarray(t.data)).astype(np.int16)
+        out.append(Trace(t.name, t.zone, t.group, t.gap_seconds, data))
+    return out
 
 
 def zone_estimate(trace: Trace, nodes: int = 1) -> tuple[float, Runs, Runs]:

@@ -25,10 +25,32 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from spotgpu.economics.interval import AnyNotice, IntervalDecision, gang_rate
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.workload import WorkloadProfile
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+_Work = TypeVar("_Work", float, "NDArray[np.float64]")
+
+
+def checkpoint_stalls(work: _Work, write_seconds: float, interval_seconds: float) -> _Work:
+    """The time the periodic checkpoints stall ``work`` of compute: a write of ``C`` seconds every ``T``
+    seconds of work, ``work C/T``, in ``work``'s unit (a number or an array of them)."""
+    return work * write_seconds / interval_seconds
+
+
+def with_checkpoint_stalls(work: _Work, write_seconds: float, interval_seconds: float) -> _Work:
+    """The time ``work`` of compute takes with its checkpoint stalls: ``work (1 + C/T)``.
+
+    The one stall factor: the productive time ``P`` here, the controller's deadline test and the trace
+    baselines' safety nets all count a checkpointing job's time so.
+    """
+    return work + checkpoint_stalls(work, write_seconds, interval_seconds)
 
 
 @dataclass(frozen=True)
@@ -166,6 +188,24 @@ class Exposure:
         return 0.0 if per_interruption == 0 else self.interruptions * per_interruption
 
 
+def _tiered(
+    profile: WorkloadProfile, notice: AnyNotice, decision: IntervalDecision, notice_delivery_probability: float
+) -> tuple[float, bool, float, float]:
+    """(stall per save, final fits, lost seconds, restart + load) of a tiered workload.
+
+    Training stalls only for the local write; an interruption loses work back to the newest
+    local commit unless the lost node's copies went with it (``q``), then to the newest durable
+    one; a final checkpoint that fits the notice commits to the local tier and the peers.
+    """
+    tier = decision.tiers
+    assert tier is not None
+    q = tier.q
+    final_fits = notice.final_checkpoint_fits(tier.commit_seconds)
+    near = expected_lost_seconds(tier.local_seconds, tier.commit_seconds, final_fits, notice_delivery_probability)
+    far = tier.durable_seconds / 2.0 + tier.commit_seconds + tier.store_write_seconds  # its copies are gone too
+    return tier.write_seconds, final_fits, (1.0 - q) * near + q * far, profile.restart_seconds + tier.load()
+
+
 def job_exposure(
     profile: WorkloadProfile,
     notice: AnyNotice,
@@ -180,14 +220,16 @@ def job_exposure(
     final_fits = notice.final_checkpoint_fits(c_s)
     lost_s = expected_lost_seconds(t_s, c_s, final_fits, notice_delivery_probability)
     reload_s = profile.restart_seconds + profile.checkpoint_load_seconds
+    if decision.tiers is not None:  # spotgpu.economics.tiers: local saves block, uploads do not
+        c_s, final_fits, lost_s, reload_s = _tiered(profile, notice, decision, notice_delivery_probability)
     o_h = (lost_s + reload_s) / 3600.0
     reacq = reacquisition_outcome(
         profile.expected_reacquisition_seconds, ladder, profile.prices.on_demand, reacquisition_samples,
         profile.work_per_node_hour(),
     )
     p_fb = reacq.fallback_probability
-    stall_h = profile.work_hours * c_s / t_s
-    productive_h = profile.work_hours + stall_h
+    productive_h = with_checkpoint_stalls(profile.work_hours, c_s, t_s)
+    stall_h = checkpoint_stalls(profile.work_hours, c_s, t_s)
     progress = 1.0 - lam * o_h
     if progress <= 0:
         n, phi = math.inf, 0.0

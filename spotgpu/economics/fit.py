@@ -476,6 +476,8 @@ class ProfileFit:
                                            f"{lo:.4g}-{hi:.4g}/h at {CONFIDENCE:.0%}); kept the base figure")  # fmt: skip
         else:
             out["interruptionsPerHour"] = round(rate.interruptions / rate.node_hours, 6)
+        why["gangInterruptionsPerHour"] = ("not measured from telemetry: the logs count VM losses, not a gang's; fit "
+                                           "it from availability traces (profile fit --traces DIR --nodes N)")  # fmt: skip
         pairs = (
             ("expectedReacquisitionSeconds", self.reacquisition_seconds, "mean"),
             ("checkpointWriteSeconds", self.checkpoint_write_seconds, "p90"),

@@ -15,9 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from spotgpu.catalogue import PriceQuote
 from spotgpu.config import format_error
 from spotgpu.models import FallbackLadder, WorkloadProfile
-from spotgpu.models.ladder import ceiling_far_above, default_ladder
+from spotgpu.models.base import FieldProblem
+from spotgpu.models.ladder import default_ladder
+from spotgpu.models.stack import ceiling_problem
 
 
 class CliError(Exception):
@@ -51,13 +54,21 @@ def profile_and_ladder(args: argparse.Namespace) -> tuple[WorkloadProfile, Fallb
     if ladder.per_work_hour and profile.gpu is None:
         raise CliError(f"{args.ladder}: a costCeilingPerWorkHour needs the profile's gpu block (gpusPerNode) to count "
                        f"work; fix: add gpu: {{gpusPerNode: N}} to {args.profile}, or state the ceilings per node-hour")
-    for i, step in enumerate(ladder.steps):
-        far = ceiling_far_above(step.ceiling, profile.prices.on_demand,
-                                profile.work_per_node_hour() if step.per_work_hour else None)
-        if far is not None:
-            raise CliError(f"{args.ladder}: steps[{i}].{step.ceiling_key} {step.ceiling:g} {far[0]}; "
-                           f"fix: {far[1]}")  # fmt: skip
+    ladder_rules(profile, ladder, args.profile, args.ladder or "the default ladder")
     return profile, ladder
+
+
+def ladder_rules(profile: WorkloadProfile, ladder: FallbackLadder, profile_file: str, ladder_file: str) -> None:
+    """The stack check's ceiling rules (``spotgpu.models.stack.ceiling_problem``) for a profile and ladder file:
+    a rung that could never run is an error here as it is in the preview, never a SPOT-ELIGIBLE verdict."""
+    spot = profile.prices.spot_per_hour
+    work = profile.work_per_node_hour()
+    quote = PriceQuote(profile.prices.on_demand, f"{profile_file}: prices.onDemandPerHour")
+    try:
+        ceiling_problem(ladder, spot, f"{profile_file}: prices.spotPerHour", quote, profile,
+                        lambda kind: (spot, work), work, f"profile {profile_file}", "steps")  # fmt: skip
+    except FieldProblem as problem:
+        raise CliError(f"{ladder_file}: {problem.at} {problem.value:g} {problem.what}; fix: {problem.fix}") from None
 
 
 def guard(fn: Any) -> Any:

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spotgpu.economics.hazard import Survival, hazard_optimal_interval
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.workload import WorkloadProfile
+
+if TYPE_CHECKING:
+    from spotgpu.economics.tiers import JointLoss, TierDecision
 
 AnyNotice = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
 
@@ -56,6 +60,8 @@ class IntervalDecision:
     method: str
     final_checkpoint_fits_notice: bool
     reasons: tuple[str, ...]
+    #: with ``checkpointTiers``: ``seconds`` is the local interval, and this the durable one and the restore mix
+    tiers: TierDecision | None = None
 
 
 def choose_interval(
@@ -64,6 +70,7 @@ def choose_interval(
     *,
     hazard: Survival | None = None,
     gang_interruptions_per_hour: float | None = None,
+    joint_loss: JointLoss | None = None,
 ) -> IntervalDecision:
     """The periodic checkpoint interval for this workload on this provider.
 
@@ -73,35 +80,40 @@ def choose_interval(
     (``gang_interruptions_per_hour``) or ``interruptionsPerHour * nodes``. With a
     deadline, the interval is also capped by the slack: one loss must not cost more
     than the slack can absorb.
+
+    With ``checkpointTiers`` this is the *local* interval (the tier's write seconds as the
+    cost) and :attr:`IntervalDecision.tiers` carries the durable one
+    (:func:`spotgpu.economics.tiers.choose_durable`); ``joint_loss`` is the chance a lost
+    node's peer copies go with it (default: the shipped traces, peers in the node's zone).
     """
     reasons: list[str] = []
-    fits = notice.final_checkpoint_fits(profile.checkpoint_write_seconds)
+    write, _ = profile.periodic_write_seconds
+    final = profile.final_commit_seconds
+    fits = notice.final_checkpoint_fits(final)
+    what = "to the local tier and peers" if profile.checkpoint_tiers is not None else ""
     reasons.append(
-        f"final checkpoint ({profile.checkpoint_write_seconds:g} s) "
+        f"final checkpoint{' ' + what if what else ''} ({final:.3g} s) "
         f"{'fits' if fits else 'does not fit'} the usable notice "
         f"({notice.final_checkpoint_budget_seconds:g} s)"
     )
     if isinstance(profile.checkpoint_interval_seconds, int):
-        return IntervalDecision(profile.checkpoint_interval_seconds, "configured", fits, tuple(reasons))
+        decision = IntervalDecision(profile.checkpoint_interval_seconds, "configured", fits, tuple(reasons))
+        return _with_tiers(decision, profile, gang_interruptions_per_hour, joint_loss)
 
     if hazard is not None:
         restart = profile.restart_seconds + profile.checkpoint_load_seconds
-        raw = hazard_optimal_interval(
-            profile.checkpoint_write_seconds, restart, hazard, lo=MIN_INTERVAL_SECONDS, hi=MAX_INTERVAL_SECONDS
-        )
+        raw = hazard_optimal_interval(write, restart, hazard, lo=MIN_INTERVAL_SECONDS, hi=MAX_INTERVAL_SECONDS)
         method = "hazard"
         reasons.append(
             f"hazard optimum {raw:.0f} s under {hazard.describe()} "
-            f"(C={profile.checkpoint_write_seconds:g} s, restart+load={restart:g} s)"
+            f"(C={write:.3g} s, restart+load={restart:g} s)"
         )
     elif (gang := gang_rate(profile, gang_interruptions_per_hour)) > 0:
         mtbi = 3600.0 / gang
-        raw = daly_interval(profile.checkpoint_write_seconds, mtbi)
+        raw = daly_interval(write, mtbi)
         method = "daly"
         who = f"gang of {profile.nodes}" if profile.nodes > 1 else "one node"
-        reasons.append(
-            f"Daly optimum {raw:.0f} s for C={profile.checkpoint_write_seconds:g} s, MTBI={mtbi:.0f} s ({who})"
-        )
+        reasons.append(f"Daly optimum {raw:.0f} s for C={write:.3g} s, MTBI={mtbi:.0f} s ({who})")
     else:
         raw = MAX_INTERVAL_SECONDS
         method = "no-exposure-cap"
@@ -111,7 +123,7 @@ def choose_interval(
     # hardest when the final checkpoint cannot fit the notice at all.
     if not fits:
         reasons.append("the periodic interval alone carries the protection (no final checkpoint possible)")
-    bound = loss_bound_interval(profile.checkpoint_write_seconds, profile.max_lost_work_seconds)
+    bound = loss_bound_interval(final, profile.max_lost_work_seconds)
     if raw > bound:
         reasons.append(f"capped at {bound:.0f} s to keep expected loss under {profile.max_lost_work_seconds:g} s")
         raw = bound
@@ -121,8 +133,26 @@ def choose_interval(
         reasons.append(f"capped at {slack_cap:.0f} s so one lost interval plus a restart fits the deadline slack")
         raw = slack_cap
         method += "+slack"
-    seconds = int(min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, raw, profile.checkpoint_write_seconds * 2)))
-    return IntervalDecision(seconds, method, fits, tuple(reasons))
+    seconds = int(min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, raw, write * 2)))
+    return _with_tiers(IntervalDecision(seconds, method, fits, tuple(reasons)), profile, gang_interruptions_per_hour,
+                       joint_loss)  # fmt: skip
+
+
+def _with_tiers(
+    decision: IntervalDecision, profile: WorkloadProfile, gang_per_hour: float | None, joint_loss: JointLoss | None
+) -> IntervalDecision:
+    """``decision`` (the local interval) with the durable interval and restore mix of a tiered workload."""
+    tiers = profile.checkpoint_tiers
+    if tiers is None:
+        return decision
+    from spotgpu.economics.tiers import choose_durable, default_joint_loss
+
+    rate = gang_rate(profile, gang_per_hour)
+    mtbi = 3600.0 / rate if rate > 0 else math.inf
+    joint = joint_loss if joint_loss is not None else default_joint_loss(tiers.peers(profile.nodes), False)
+    tier = choose_durable(profile, tiers, decision.seconds, mtbi, joint)
+    return IntervalDecision(decision.seconds, decision.method, decision.final_checkpoint_fits_notice,
+                            (*decision.reasons, *tier.reasons), tier)  # fmt: skip
 
 
 def gang_rate(profile: WorkloadProfile, measured_per_hour: float | None = None) -> float:
@@ -130,13 +160,15 @@ def gang_rate(profile: WorkloadProfile, measured_per_hour: float | None = None) 
 
     A gang stops when any node is taken. Nodes of one pool are not independent (they are
     reclaimed together when a zone runs dry), so a rate measured on gangs of the same size
-    (``estimate_from_traces(traces, nodes=N).interruptions_per_hour``) replaces
-    ``interruptionsPerHour * N``.
+    (``estimate_from_traces(traces, nodes=N).interruptions_per_hour``, or the profile's
+    ``gangInterruptionsPerHour``) replaces ``interruptionsPerHour * N``.
     """
     if measured_per_hour is not None:
         if not math.isfinite(measured_per_hour) or measured_per_hour < 0:
             raise ValueError(f"gang_interruptions_per_hour {measured_per_hour!r} must be a non-negative number")
         return measured_per_hour
+    if profile.gang_interruptions_per_hour is not None:  # the profile's own, measured on gangs of its size
+        return profile.gang_interruptions_per_hour
     return profile.interruptions_per_hour * profile.nodes
 
 

@@ -8,15 +8,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spotgpu.cliutil import add_json_flag
+from spotgpu.catalogue import CLOUDS
+from spotgpu.cliutil import add_json_flag, whole
 from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
+from spotgpu.economics.report import load_stack
 from spotgpu.economics.telemetry_files import FORMATS
+from spotgpu.economics.topology import map_pool_zones, region_of
+from spotgpu.economics.trace_fit import fit_group, read_trace_dir, render_trace_fit
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import default_ladder
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    if args.traces:
+        return cmd_fit_traces(args)
+    if not args.telemetry:
+        raise ValueError("give --telemetry LOGS... (the fleet's logs) or --traces DIR (availability traces)")
+    for flag in ("stack", "zones", "nodes"):
+        if getattr(args, flag):
+            raise ValueError(f"--{flag} goes with --traces DIR (it picks the traced zones and gang); with --telemetry "
+                             "use --pool NAME to fit one pool's records")  # fmt: skip
     base: WorkloadProfile | None = load_model(args.profile, WorkloadProfile, "profile") if args.profile else None
     fitted = fit_files(args.telemetry, args.pool, args.format, args.sku)
     fit = fitted.fit
@@ -36,9 +48,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
         doc["diff"] = field_diff(base, fit)
         doc["verdict"] = {"provider": provider, **verdict_change(base, measured, notice, ladder, fit)}
         if args.out:
+            sources = {**base.sources, **telemetry_sources(fit, args.telemetry)}
+            dumped = measured.model_copy(update={"sources": sources})
             Path(args.out).write_text(
                 "# measured by `spotgpu profile fit` from: " + ", ".join(args.telemetry) + "\n"
-                + _yaml(measured.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"})), encoding="utf-8")  # fmt: skip
+                + _yaml(dumped.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"})), encoding="utf-8")  # fmt: skip
             print(f"wrote {args.out}", file=sys.stderr)
     elif args.out:
         raise ValueError("--out needs --profile: a measured profile is the base profile with the measured figures laid over it")
@@ -47,6 +61,100 @@ def cmd_fit(args: argparse.Namespace) -> int:
     else:
         print("\n".join(render_fit(doc)))
     return 0
+
+
+def cmd_fit_traces(args: argparse.Namespace) -> int:
+    """``profile fit --traces DIR``: interruptions and reacquisition waits per zone and type, and pooled over
+    the zones a pool may use (``--zones``, or ``--stack S --pool P``: the traced zones standing in for the
+    pool's, as ``simulate --stack`` maps them, at its workload's nodes)."""
+    if args.telemetry or args.sku:
+        raise ValueError("--traces fits availability traces; leave out --telemetry and --sku (fit them apart)")
+    groups = read_trace_dir(args.traces)
+    zones = [z for z in (args.zones or "").split(",") if z]
+    nodes, base = args.nodes, None
+    if args.stack:
+        if not args.pool:
+            raise ValueError("--stack needs --pool NAME (the pool whose zones and gang to fit)")
+        if zones or args.profile:
+            raise ValueError("--stack --pool takes the pool's zones and workload; leave out --zones and --profile")
+        config = load_stack(args.stack, args.program)
+        pool = next((p for p in config.pools if p.name == args.pool), None)
+        if pool is None:
+            raise ValueError(f"--pool {args.pool!r} is not a pool of stack {args.stack}; use one of "
+                             f"{', '.join(p.name for p in config.pools)}")  # fmt: skip
+        # the stack's workload, its on-demand price resolved for the pool (a profile file must carry one)
+        typed = config.workloads[pool.workload]
+        base = typed.model_copy(update={"prices": typed.prices.model_copy(
+            update={"on_demand_per_hour": config.workload_for(pool).prices.on_demand})})
+        nodes = nodes or base.nodes
+    elif args.pool:
+        raise ValueError("--pool goes with --stack S (with --traces) or --telemetry (the pool's records)")
+    elif args.profile:
+        base = load_model(args.profile, WorkloadProfile, "profile")
+        nodes = nodes or base.nodes
+    docs = []
+    fits = []
+    for traces in groups:
+        chosen = zones
+        if args.stack:
+            chosen = _pool_trace_zones(pool, traces)
+            if not chosen:
+                continue  # no zone of the pool's region in this group
+        elif zones and not {t.zone for t in traces} & set(zones):
+            continue
+        fit = fit_group(traces, nodes or 1, chosen or None, root=str(args.traces))
+        fits.append(fit)
+        docs.append(fit.to_dict())
+    if not docs:
+        raise ValueError(f"--traces {args.traces}: no trace group holds the zones asked for; fix: name zones the "
+                         "traces hold (--zones) or a group of the pool's region")  # fmt: skip
+    doc: dict[str, Any] = {"groups": docs}
+    if args.out:
+        if base is None:
+            raise ValueError("--out needs --profile BASE.yaml or --stack S --pool P: a measured profile is a base "
+                             "profile with the fitted figures laid over it")  # fmt: skip
+        if len(fits) > 1:
+            raise ValueError(f"--out: {len(fits)} trace groups fit; fix: point --traces at one group folder")
+        updates, sources = fits[0].profile_updates()
+        fitted = WorkloadProfile.model_validate({**base.model_dump(by_alias=True, exclude_none=True,
+                                                                   exclude={"measured_profile"}),
+                                                 **updates, "sources": {**base.sources, **sources}})  # fmt: skip
+        Path(args.out).write_text(
+            f"# fitted by `spotgpu profile fit --traces {args.traces}` ({fits[0].where()})\n"
+            + _yaml(fitted.model_dump(by_alias=True, exclude_none=True, exclude={"measured_profile"})), encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
+    else:
+        print("\n\n".join("\n".join(render_trace_fit(d)) for d in docs))
+    return 0
+
+
+def _pool_trace_zones(pool: Any, traces: list[Any]) -> list[str]:
+    """The traced zones standing in for ``pool``'s zones (``simulate --stack``'s mapping), if the group holds
+    its region."""
+    from spotgpu.models.pool_types import pool_region, pool_types
+
+    region = pool_region(pool)
+    mapping = map_pool_zones(pool.name, region, pool.zones, pool_types(pool), [t.zone for t in traces])
+    return mapping.trace_zones if any(region_of(z) == region for z in mapping.trace_zones) else []
+
+
+def telemetry_sources(fit: Any, files: list[str]) -> dict[str, str]:
+    """The ``sources`` line of each figure the telemetry measured: the files and the samples behind it."""
+    updates, _ = fit.profile_updates()
+    where = f"telemetry {', '.join(files)}"
+    rate = fit.pool_rate()
+    samples = {
+        "interruptionsPerHour": f"{rate.interruptions} interruptions in {rate.node_hours:.1f} spot node-hours" if rate else "",
+        "expectedReacquisitionSeconds": f"mean of {len(fit.reacquisition_seconds)} latencies",
+        "checkpointWriteSeconds": f"p90 of {len(fit.checkpoint_write_seconds)} writes",
+        "checkpointLoadSeconds": f"p90 of {len(fit.checkpoint_load_seconds)} loads",
+        "restartSeconds": f"p90 of {len(fit.boot_to_ready_seconds)} boots",
+        "checkpointBytes": f"largest of {len(fit.checkpoint_bytes)} checkpoints",
+        "prices.spotPerHour": fit.spot_price()[1],
+    }
+    return {k: f"measured: {samples.get(k, '')}; {where}" for k in updates}
 
 
 def _yaml(doc: dict[str, Any]) -> str:
@@ -163,13 +271,23 @@ def add_telemetry_args(parser: argparse.ArgumentParser, required: bool) -> None:
 def register(subparsers: Any) -> None:
     profile = subparsers.add_parser("profile", help="measure a workload profile from the fleet's telemetry")
     sub = profile.add_subparsers(dest="profile_command", metavar="SUBCOMMAND", required=True)
-    fit = sub.add_parser("fit", help="fit interruption rates, latencies and checkpoint timings from telemetry")
-    add_telemetry_args(fit, required=True)
+    fit = sub.add_parser("fit", help="fit interruption rates, latencies and checkpoint timings from telemetry or traces",
+                         description="Fit a workload's measured figures from the fleet's telemetry (--telemetry) or "
+                                     "interruption rates and reacquisition waits per zone and type from availability "
+                                     "traces (--traces).")  # fmt: skip
+    add_telemetry_args(fit, required=False)
+    fit.add_argument("--traces", metavar="DIR", help="availability traces: a folder of <zone>_<type>_<n>.json (one "
+                     "group) or of such folders, e.g. spotgpu/data/traces/availability/1-node/aws-02-15-2023")  # fmt: skip
+    fit.add_argument("--zones", metavar="Z,Z", help="with --traces: the traced zones to pool (default: all of a group's)")
+    fit.add_argument("--nodes", type=whole(1), metavar="N", help="with --traces: the gang's nodes (default: the workload's, else 1)")
+    fit.add_argument("--stack", metavar="S", help="with --traces and --pool: fit the traced zones standing in for the "
+                     "pool's zones at its workload's nodes (Pulumi.<S>.yaml)")  # fmt: skip
+    fit.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     fit.add_argument("--profile", metavar="BASE.yaml", help="base WorkloadProfile to diff against and re-judge")
     fit.add_argument("--ladder", help="FallbackLadder for the verdict (default: a prod-like ladder)")
-    fit.add_argument("--pool", metavar="NAME", help="fit only this pool's records")
-    fit.add_argument("--provider", choices=("aws", "gcp", "azure"),
+    fit.add_argument("--pool", metavar="NAME", help="fit only this pool's records (with --traces --stack: the pool to fit)")
+    fit.add_argument("--provider", choices=CLOUDS,
                      help="notice contract for the verdict (default: the telemetry's provider, else aws)")  # fmt: skip
     fit.add_argument("--out", metavar="MEASURED.yaml", help="write the measured profile (needs --profile)")
-    add_json_flag(fit, "the fit, the diff and the verdicts as one JSON document")
+    add_json_flag(fit, "the fit, the diff and the verdicts")
     fit.set_defaults(func=guard(cmd_fit), command="profile fit")

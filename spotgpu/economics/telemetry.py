@@ -1,15 +1,16 @@
 """One telemetry schema, and the reader that brings every log spotgpu writes onto it.
 
-The cost model is fed from what the fleet measured. Three producers write JSON lines
-today, each in its own shape, and the reader takes all three as they are:
+The cost model is fed from what the fleet measured. Three producers write JSON lines, each in
+the shape :mod:`spotgpu.contract` gives it, and the reader parses each through that contract:
 
-* the node agent's events log (``spotgpu.agent.telemetry.AgentTelemetry.log``):
-  ``{"ts", "record": "started" | "identity" | "ready" | "notice" | "final-checkpoint" | "throughput" | ...}``;
+* the node agent's events log (:mod:`spotgpu.contract.agent_records`): ``{"v", "ts", "record", ...}``;
   the VM's pool, id, type, zone and capacity come from its ``started`` and ``identity``
   records, so the reader keeps a small context per stream (file, or log stream of an export);
-* the fallback controller's events (``spotgpu.controller.events.Event.to_json``):
-  ``{"kind", "pool", "at", ...}``;
+* the fallback controller's events (:mod:`spotgpu.contract.controller_events`): ``{"v", "kind", "pool", "at", ...}``;
 * schema v1 records (below), for anything else that wants to feed the fit.
+
+Every line says its schema version (``v``, :data:`spotgpu.contract.telemetry.SCHEMA_VERSION`); one of
+another version is refused with the fix.
 
 A ``spot_price`` record is the one fact about a market rather than a pool: the spot USD per
 VM-hour of one SKU in one zone (or region), from a price export (``telemetry_files``) or any
@@ -29,33 +30,47 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from itertools import repeat
 from typing import Any, BinaryIO, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from spotgpu.catalogue import list_price
+from spotgpu.catalogue import Cloud, list_price
+from spotgpu.contract.agent_records import (
+    TS_KEY,
+    AgentRecordKind,
+    FinalCheckpoint,
+    Identity,
+    Notice,
+    Ready,
+    Started,
+    Throughput,
+    read_agent_line,
+)
+from spotgpu.contract.controller_events import Event, Interruption, LaunchFailure, Reacquired
 from spotgpu.contract.interruptions import LOSS_KINDS, LOSS_NOTICES, TELEMETRY_NOTICE_KINDS, InterruptionKind
+from spotgpu.contract.telemetry import SCHEMA_VERSION, VERSION_KEY, FailureReason, check_version
 from spotgpu.models.base import SpotModel
 
-SCHEMA_VERSION = 1
 
-#: What a record says happened (its ``event``): the schema's own vocabulary, one per fact the fit reads.
-RecordEvent = Literal[
-    "node_started",
-    "node_stopped",
-    "node_ready",
-    "notice",
-    "interrupted",
-    "replacement_requested",
-    "replacement_ready",
-    "launch_failed",
-    "checkpoint_committed",
-    "checkpoint_loaded",
-    "throughput",
-    "spot_price",
-]
+class RecordEvent(StrEnum):
+    """What a record says happened (its ``event``): the schema's own vocabulary, one per fact the fit reads."""
+
+    NODE_STARTED = "node_started"
+    NODE_STOPPED = "node_stopped"
+    NODE_READY = "node_ready"
+    NOTICE = "notice"
+    INTERRUPTED = "interrupted"
+    REPLACEMENT_REQUESTED = "replacement_requested"
+    REPLACEMENT_READY = "replacement_ready"
+    LAUNCH_FAILED = "launch_failed"
+    CHECKPOINT_COMMITTED = "checkpoint_committed"
+    CHECKPOINT_LOADED = "checkpoint_loaded"
+    THROUGHPUT = "throughput"
+    SPOT_PRICE = "spot_price"
+
 
 #: A spot price above this many times the SKU's on-demand list price (catalogue) is a unit mistake:
 #: cents typed as dollars, or a monthly figure (the ladder's ceilings are held to the same bound).
@@ -68,24 +83,30 @@ MAX_SPOT_USD_PER_HOUR = 200.0
 class TelemetryRecord(SpotModel):
     """Schema v1: one measured fact about one pool, or one SKU's spot price (camelCase keys, unknown keys rejected)."""
 
-    v: Literal[1] = 1
+    v: int = Field(default=SCHEMA_VERSION, description="The schema version (spotgpu.contract.telemetry).")
     ts: float = Field(description="Epoch seconds (ISO-8601 strings with a timezone are converted).")
     event: RecordEvent
     pool: str | None = Field(default=None, min_length=1,
                              description="The pool; only a spot_price may leave it out (its price holds for any pool).")  # fmt: skip
     node: str | None = None
     capacity: Literal["spot", "on_demand"] | None = None
-    provider: Literal["aws", "gcp", "azure"] | None = None
+    provider: Cloud | None = None
     zone: str | None = None
     sku: str | None = None
     step: str | None = None
     notice_kind: InterruptionKind | None = None
-    reason: Literal["quota", "capacity", "price", "other"] | None = None
+    reason: FailureReason | None = None
     seconds: float | None = Field(default=None, ge=0)
     bytes: int | None = Field(default=None, ge=0)
     gpu_model: str | None = Field(default=None, min_length=1, max_length=64)
     steps: int | None = Field(default=None, ge=1)
     usd_per_hour: float | None = Field(default=None, gt=0, description="A spot_price's USD per VM-hour (Linux).")
+
+    @field_validator("v")
+    @classmethod
+    def _read_version(cls, v: int) -> int:
+        check_version({VERSION_KEY: v})
+        return v
 
     @field_validator("ts", mode="before")
     @classmethod
@@ -204,29 +225,29 @@ class StreamContext:
 
 
 _AGENT_CAPACITY = {"spot": "spot", "on-demand": "on_demand"}
-#: Agent records the fit does not use (kept as the agent's own record; counted as skipped).
-AGENT_UNUSED = frozenset(
-    {"workload-notified", "drained", "acknowledge", "commit-reported", "ignored", "workload-report", "control"}
-)
+#: The agent records the fit reads; the others are counted as skipped (found by their ``"record"`` value).
+AGENT_READ = frozenset({AgentRecordKind.STARTED, AgentRecordKind.IDENTITY, AgentRecordKind.READY,
+                        AgentRecordKind.NOTICE, AgentRecordKind.THROUGHPUT, AgentRecordKind.FINAL_CHECKPOINT})  # fmt: skip
+AGENT_UNUSED = frozenset(kind.value for kind in AgentRecordKind if kind not in AGENT_READ)
 
 
 def from_agent_record(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]] | None:
     """Schema v1 dicts for one agent events-log line; ``None`` for a record the fit does not use."""
-    record, ts = obj.get("record"), obj.get("ts")
-    if record == "started":  # a new agent process: a new VM lifetime begins (a log may hold several)
+    record, ts = read_agent_line(obj), obj.get(TS_KEY)
+    if isinstance(record, Started):  # a new agent process: a new VM lifetime begins (a log may hold several)
         ctx.node = ctx.zone = ctx.sku = ctx.capacity = None
         ctx.announced = False
-        ctx.pool = obj.get("pool") or ctx.pool
-        ctx.provider = obj.get("provider") or ctx.provider
+        ctx.pool = record.pool or ctx.pool
+        ctx.provider = record.provider or ctx.provider
         ctx.started_at = ts if isinstance(ts, int | float) else ctx.started_at
         return []
-    if record == "identity":
-        ctx.pool = obj.get("pool") or ctx.pool
-        ctx.provider = obj.get("provider") or ctx.provider
-        ctx.node = obj.get("instance_id") or obj.get("name") or ctx.node
-        ctx.zone = obj.get("zone") or None
-        ctx.sku = obj.get("instance_type") or None
-        ctx.capacity = _AGENT_CAPACITY.get(str(obj.get("capacity")))
+    if isinstance(record, Identity):
+        ctx.pool = record.pool or ctx.pool
+        ctx.provider = record.provider or ctx.provider
+        ctx.node = record.instance_id or record.name or ctx.node
+        ctx.zone = record.zone or None
+        ctx.sku = record.instance_type or None
+        ctx.capacity = _AGENT_CAPACITY.get(str(record.capacity))
         if ctx.announced:
             return []
         ctx.announced = True
@@ -235,64 +256,37 @@ def from_agent_record(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str,
     if ctx.pool is None:
         raise ValueError("record: an agent record before the agent's 'started' line names no pool; "
                          "keep each VM's events log whole (one file or log stream per VM)")  # fmt: skip
-    if record == "ready":
-        seconds = obj.get("bootToReadySeconds")
-        if seconds is None or obj.get("stage") != "workload":
-            return None  # the agent's own readiness is not the workload's; without a number nothing is measured
-        return [{"ts": ts, "event": "node_ready", "seconds": seconds}]
-    if record == "notice":
-        kind = obj.get("kind")
-        out = [{"ts": ts, "event": "notice", "noticeKind": kind, "seconds": _lead(obj.get("leadSeconds"))}]
-        if kind in LOSS_NOTICES:
-            end = obj.get("deadline")
-            out.append({"ts": end if isinstance(end, int | float) else ts, "event": "interrupted",
-                        "capacity": ctx.capacity})  # fmt: skip
-        return out
-    if record == "throughput":
-        return [{"ts": ts, "event": "throughput", "seconds": obj.get("stepSeconds"), "steps": obj.get("steps"),
-                 "gpuModel": obj.get("gpuModel")}]  # fmt: skip
-    if record == "final-checkpoint":
-        if obj.get("outcome") != "committed" or obj.get("seconds") is None:
-            return None
-        size = obj.get("bytes")
-        return [{"ts": ts, "event": "checkpoint_committed", "seconds": obj["seconds"],
-                 **({"bytes": size} if isinstance(size, int) else {})}]  # fmt: skip
-    return None
-
-
-def _lead(value: object) -> float | None:
-    return max(0.0, float(value)) if isinstance(value, int | float) else None
-
-
-_CONTROLLER_KINDS = {
-    "interruption": "interrupted",
-    "reacquired": "replacement_ready",
-    "launch_failure": "launch_failed",
-}
+    match record:
+        case Ready(stage="workload", boot_to_ready_seconds=seconds) if seconds is not None:
+            return [{"ts": ts, "event": "node_ready", "seconds": seconds}]
+        case Notice(kind=kind, lead_seconds=lead, deadline=end):
+            out = [{"ts": ts, "event": "notice", "noticeKind": kind, "seconds": None if lead is None else max(0.0, lead)}]
+            if kind in LOSS_NOTICES:
+                out.append({"ts": end if end is not None else ts, "event": "interrupted", "capacity": ctx.capacity})
+            return out
+        case Throughput(step_seconds=seconds, steps=steps, gpu_model=model):
+            return [{"ts": ts, "event": "throughput", "seconds": seconds, "steps": steps, "gpuModel": model}]
+        case FinalCheckpoint(outcome="committed", seconds=seconds) if seconds is not None:
+            return [{"ts": ts, "event": "checkpoint_committed", "seconds": seconds}]
+    return None  # the agent's own readiness, an uncommitted final checkpoint, a kind the fit does not read
 
 
 def from_controller_event(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """Map a controller Event JSON line onto schema v1; ``None`` for kinds the cost model ignores."""
-    event = _CONTROLLER_KINDS.get(str(obj.get("kind")))
+    """Map a controller event line onto schema v1; ``None`` for kinds the cost model ignores."""
+    event = Event.from_json(obj)
     if event is None:
         return None
-    out: dict[str, Any] = {"v": 1, "ts": obj.get("at"), "event": event, "pool": obj.get("pool")}
-    if event == "interrupted":
-        if obj.get("type") not in LOSS_KINDS or obj.get("stale"):
-            return None  # a rebalance hint, or an event from before this incarnation: no VM was lost
-        if obj.get("vm"):
-            out["node"] = obj["vm"]
-    if event == "replacement_ready":
-        if obj.get("latencySeconds") is not None:
-            out["seconds"] = obj["latencySeconds"]
-        if obj.get("step"):
-            out["step"] = obj["step"]
-    if event == "launch_failed":
-        reason = obj.get("reason")
-        out["reason"] = reason if reason in ("quota", "capacity", "price") else "other"
-        if obj.get("zone"):
-            out["zone"] = obj["zone"]
-    return out
+    out: dict[str, Any] = {VERSION_KEY: SCHEMA_VERSION, "ts": event.at, "pool": event.pool}
+    match event.fields:
+        case Interruption(type=kind, stale=stale, vm=vm):
+            if kind not in LOSS_KINDS or stale:
+                return None  # a rebalance hint, or an event from before this incarnation: no VM was lost
+            return {**out, "event": "interrupted", **({"node": vm} if vm else {})}
+        case Reacquired(latency_seconds=seconds, step=step):
+            return {**out, "event": "replacement_ready", "seconds": seconds, **({"step": step} if step else {})}
+        case LaunchFailure(reason=reason, zone=zone):
+            return {**out, "event": "launch_failed", "reason": reason.value, **({"zone": zone} if zone else {})}
+    return None
 
 
 def _previous_lifetime_ended(obj: dict[str, Any], ctx: StreamContext) -> list[dict[str, Any]]:
@@ -376,7 +370,6 @@ def _line_blocks(lines: Iterable[str]) -> Iterator[bytes]:
 #: An agent record the fit does not use, recognised by its ``"record"`` value without parsing the line
 #: (most of a log is these: ``commit-reported`` every tick). Only their time is read, when needed.
 _UNUSED_MARK = re.compile(rb'"record": "(' + b"|".join(re.escape(k.encode()) for k in sorted(AGENT_UNUSED)) + rb')"')
-_RECORD_KEY = b'"record": "'
 _TS_KEY = b'"ts": '
 
 

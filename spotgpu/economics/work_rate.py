@@ -28,25 +28,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
-from spotgpu.models.gpu_fit import nodes_per_type, type_rates
+from spotgpu.models.gpu_fit import TypeRate, nodes_per_type, type_rates
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pool_types import catalogue_price, fallback_types, pool_types, primary_types, spot_type_price
 
 
 @dataclass(frozen=True)
 class PoolSpeeds:
-    """What one node-hour of the pool's types does: their speeds (1.0 without a ``relativeThroughput`` table),
-    GPUs and the nodes the gang takes on each (the workload's ``nodes`` without a ``gpu`` block)."""
+    """What one node-hour of the pool's types does: their speeds against the type workHours was measured on
+    (``gpu.relativeThroughput``, else spec priors: :func:`spotgpu.models.gpu_fit.type_rates`), GPUs and the
+    nodes the gang takes on each (the workload's ``nodes`` without a ``gpu`` block)."""
 
     spot: float  # the pool's first (primary) type
-    on_demand: float  # the slowest type the fallback may grow (the controller's deadline test does the same)
+    on_demand: float  # the fallback group's first type (what its ranked allocation launches first)
     spot_type: str
-    unmeasured: tuple[str, ...]  # the GPU models taken at the conservative speed
+    unmeasured: tuple[str, ...]  # GPU models with neither a measurement nor a spec row
     spot_gpus: float = 1.0  # GPUs per node of the primary type (what a per work-hour ceiling multiplies)
-    on_demand_gpus: float = 1.0  # and of that slowest fallback type
+    on_demand_gpus: float = 1.0  # and of that fallback type
     nodes: int = 1  # the workload's nodes (its reference layout)
     spot_nodes: int = 1  # nodes of the primary type that hold the gang's GPUs
     on_demand_nodes: int = 1  # and of the on-demand type
+    on_demand_type: str = ""
+    spot_source: str = "reference"  # table | spec prior | reference | unmeasured (TypeRate.speed_source)
+    on_demand_source: str = "reference"
 
     @property
     def neutral(self) -> bool:
@@ -59,25 +63,35 @@ class PoolSpeeds:
 
     def describe(self) -> str:
         """One line: the speeds and gang sizes the pool is priced at, and which models were not measured."""
-        unmeasured = f"; unmeasured, taken at the slowest listed speed: {', '.join(self.unmeasured)}" if self.unmeasured else ""
+        unmeasured = f"; no measurement and no spec row: {', '.join(self.unmeasured)}" if self.unmeasured else ""
         shape = "" if self.spot_nodes == self.on_demand_nodes == self.nodes else (
             f"; the gang takes {self.spot_nodes} node(s) on spot, {self.on_demand_nodes} on on-demand")
-        return (f"spot {self.spot:g} ({self.spot_type}), on-demand {self.on_demand:g} (its slowest fallback type) against "
-                f"the reference type{shape}{unmeasured}")
+        od = f"{self.on_demand_type}, " if self.on_demand_type else ""
+        return (f"spot {self.spot:g} ({self.spot_type}, {_label(self.spot_source)}), on-demand {self.on_demand:g} "
+                f"({od}the fallback group's first type, {_label(self.on_demand_source)}) against the reference "
+                f"type{shape}{unmeasured}")
+
+
+#: How each speed source reads in the preview's table and lines.
+SPEED_LABELS = {"table": "measured", "spec prior": "spec prior", "reference": "reference", "unmeasured": "unmeasured"}
+
+
+def _label(source: str) -> str:
+    return SPEED_LABELS.get(source, source)
 
 
 def pool_speeds(pool: PoolSpec, workload: WorkloadProfile) -> PoolSpeeds:
     rates = type_rates(pool, workload)
     spot = next((r for r in rates if r.type.spot), rates[0])
-    od = [r for r in rates if r.type.on_demand] or [spot]
-    slowest = min(od, key=lambda r: r.speed)
-    unmeasured = tuple(sorted({r.gpu_model or r.type.name for r in (spot, *od) if workload.gpu and
-                               workload.gpu.relative_throughput and not r.measured}))  # fmt: skip
+    first_od = fallback_types(pool)[0]
+    od = next((r for r in rates if r.type.name == first_od), spot)
+    unmeasured = tuple(sorted({r.gpu_model or r.type.name for r in (spot, od) if r.speed_source == "unmeasured"}))
     reference = workload.gpu.gpus_per_node if workload.gpu is not None else 1
     nodes = nodes_per_type(pool, workload)
-    return PoolSpeeds(spot.speed, slowest.speed, spot.type.name, unmeasured,
-                      spot.gpus or reference, slowest.gpus or reference, workload.nodes,
-                      nodes.get(spot.type.name, workload.nodes), nodes.get(slowest.type.name, workload.nodes))  # fmt: skip
+    return PoolSpeeds(spot.speed, od.speed, spot.type.name, unmeasured,
+                      spot.gpus or reference, od.gpus or reference, workload.nodes,
+                      nodes.get(spot.type.name, workload.nodes), nodes.get(od.type.name, workload.nodes),
+                      od.type.name, spot.speed_source, od.speed_source)  # fmt: skip
 
 
 def restate(workload: WorkloadProfile, ladder: FallbackLadder, speeds: PoolSpeeds) -> tuple[WorkloadProfile, FallbackLadder]:
@@ -152,12 +166,22 @@ def rung_rates(config: StackConfig, pool: PoolSpec) -> list[dict[str, Any]]:
             per_work = None if price is None else round(price / rate.work_per_node_hour, 4)
             types.append({
                 "type": name, "gpuModel": rate.gpu_model, "gpus": rate.gpus,
-                "speed": rate.speed, "speedMeasured": rate.measured,
+                "speed": rate.speed, "speedMeasured": rate.measured, "speedSource": _speed_source(workload, rate),
+                "speedBasis": rate.speed_basis,
                 "usdPerNodeHour": price, "usdPerWorkHour": per_work, "priceSource": source,
                 "withinCeiling": None if price is None else step.allows(price, rate.work_per_node_hour),
             })  # fmt: skip
         out.append({"kind": step.kind.value, "ceiling": step.ceiling, "ceilingUnit": step.ceiling_unit, "types": types})
     return out
+
+
+def _speed_source(workload: WorkloadProfile, rate: TypeRate) -> str:
+    """``measured`` or ``typed`` (a ``relativeThroughput`` entry, by its ``sources`` entry), else the rate's
+    own: ``spec prior``, ``reference`` or ``unmeasured``."""
+    if rate.speed_source != "table":
+        return rate.speed_source
+    origin = workload.sources.get(rate.speed_basis, "")  # speed_basis names the key: gpu.relativeThroughput.<model>
+    return "measured" if origin.startswith(("measured", "fitted")) else "typed"
 
 
 def render_rungs(rungs: list[dict[str, Any]], indent: str = "      ") -> list[str]:
@@ -177,12 +201,12 @@ def render_rungs(rungs: list[dict[str, Any]], indent: str = "      ") -> list[st
 
     width = max(len(n) for n in rows) if rows else 4
     lines = [f"{indent}per unit of work (work-hour: one hour of the reference GPU; a node does GPUs x speed of them):",
-             f"{indent}  {'type':<{width}}  {'GPUs x model':<22} {'speed':<16} {'spot $/h':>9} {'$/work-h':>9} "
+             f"{indent}  {'type':<{width}}  {'GPUs x model':<22} {'speed':<17} {'spot $/h':>9} {'$/work-h':>9} "
              f"{'od $/h':>9} {'$/work-h':>9}"]  # fmt: skip
     for name, t in rows.items():
         gpus = f"{'?' if t['gpus'] is None else t['gpus']} x {t['gpuModel'] or '?'}"
-        speed = f"{t['speed']:g}" + ("" if t["speedMeasured"] else " (unmeasured)")
-        lines.append(f"{indent}  {name:<{width}}  {gpus:<22} {speed:<16} {money(t.get('spot'))} {money(t.get('od'))}")
+        speed = f"{t['speed']:.3g} {t.get('speedSource', '')}".strip()
+        lines.append(f"{indent}  {name:<{width}}  {gpus:<22} {speed:<17} {money(t.get('spot'))} {money(t.get('od'))}")
     for rung in rungs:
         unit = "h" if rung["ceilingUnit"] == "node-hour" else "work-hour"
         admitted = [t["type"] for t in rung["types"] if t["withinCeiling"]]

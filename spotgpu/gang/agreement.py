@@ -79,6 +79,3 @@ def decode(vector: list[float], world_size: int) -> GangView:
         deadline = 0.0  # a final notice without a deadline: no budget at all
     return GangView(final, vector[1] > 0 and not final, deadline, int(-vector[3]), noticed)
 
-
-def vector_length(world_size: int) -> int:
-    return _HEADER + world_size

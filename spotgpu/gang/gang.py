@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from spotgpu.checkpoint.results import FinalSaveResult
+from spotgpu.contract.notice import budget_left
 from spotgpu.gang import agreement
 from spotgpu.gang.exitcodes import EXIT_PEER_LOST, RESTARTABLE, exit_now
 from spotgpu.gang.timing import DEFAULT_BUDGET_SECONDS, choose_every
@@ -57,7 +58,19 @@ class Reporter(Protocol):
         reason: str | None = None,
     ) -> None: ...
 
-    def report_restore(self, step: int | None, generation: str | None) -> None: ...
+    def report_restore(
+        self,
+        step: int | None,
+        generation: str | None,
+        *,
+        source: str | None = None,
+        seconds: float | None = None,
+        nbytes: int | None = None,
+        reason: str | None = None,
+        started_at: float | None = None,
+    ) -> None: ...
+
+    def report_first_step(self, step: int) -> None: ...
 
 
 class PeerLost(SystemExit):
@@ -145,12 +158,17 @@ class Gang:
         self._check_seconds: float | None = None
         self._step = -1
         self._reported_loss = False
+        self._first_step_due = False  # after a restore: report the first step (the end of the recovery)
 
     # -- the stop check ---------------------------------------------------------
     def should_stop(self, step: int) -> bool:
         """True on every rank at the same step once any rank's agent asked for a stop."""
         self._step = step
         self._measure_step(step)
+        if self._first_step_due:
+            self._first_step_due = False
+            if self.client is not None:
+                self.client.report_first_step(step)
         if self.stop is not None:
             return True
         if self._next_check is not None and step < self._next_check:
@@ -207,9 +225,9 @@ class Gang:
         if stop is None:
             raise RuntimeError("final_checkpoint: call it only after should_stop(step) returned True")
         estimate = getattr(manager, "last_save_seconds", None)
-        deadline = stop.budget_deadline or 0.0
         # One collective: the smallest budget on any clock (agreement time already spent) and the slowest save.
-        smallest, slowest = self._allreduce_max([-(deadline - self.clock()), float(estimate or 0.0)], "budget check")
+        left = budget_left(stop.budget_deadline, self.clock())
+        smallest, slowest = self._allreduce_max([-left, float(estimate or 0.0)], "budget check")
         budget = -smallest
         if budget <= 0 or budget < slowest:
             why = "no time left" if budget <= 0 else f"the slowest rank's last save took {slowest:.1f}s"
@@ -267,6 +285,7 @@ class Gang:
         bound: int | None = None
         result: Any = None
         local = None
+        started = time.time()
         while True:
             error: BaseException | None = None
             if local is None or (bound is not None and local > bound):
@@ -291,7 +310,9 @@ class Gang:
                 break
             bound = int(-lowest)
         if self.client is not None:
-            self.client.report_restore(None if result is None else result.step, getattr(result, "generation", None))
+            self.client.report_restore(None if result is None else result.step, getattr(result, "generation", None),
+                                       **_restore_detail(result, started))  # fmt: skip
+        self._first_step_due = True
         return result
 
     # -- a lost peer --------------------------------------------------------------
@@ -382,6 +403,21 @@ class Gang:
             noticed_ranks=list(stop.noticed_ranks),
             outcome=outcome,
         )
+
+
+def _restore_detail(result: Any, started: float) -> dict[str, Any]:
+    """What a ``restored`` record says of one rank's restore: its source (a tiered manager's result says; a
+    store-only one reads the store), seconds, bytes and why nearer copies were passed over."""
+    if result is None:
+        return {"started_at": started, "seconds": round(time.time() - started, 6)}
+    notes = getattr(result, "notes", ())
+    return {
+        "source": getattr(result, "source", "store"),
+        "seconds": round(getattr(result, "seconds", None) or time.time() - started, 6),
+        "nbytes": getattr(result, "nbytes", None),
+        "reason": "; ".join(notes) if notes else None,
+        "started_at": started,
+    }
 
 
 def _stop_from(view: agreement.GangView, step: int, now: float) -> GangStop:

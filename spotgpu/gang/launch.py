@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spotgpu.cliutil import UserError
+from spotgpu.cliutil import UserError, whole
 from spotgpu.gang.exitcodes import EXIT_GANG_STOP, EXIT_PEER_LOST, RESTARTABLE
 from spotgpu.models.gang import DEFAULT_MAX_FAILURES, GangLaunch
 
@@ -247,6 +247,7 @@ def supervise(
                 _log("the job is already done: nothing to join")
                 return 0
             epoch = epochs.current()
+            _export_zone(agent)
             _log(f"joining {target.run_id} epoch {epoch}")
             code = run_incarnation(target.args, epoch)
             leaving = code != 0 and agent.should_stop()
@@ -265,6 +266,17 @@ def supervise(
         return 128 + int(err.sigval)
 
 
+def _export_zone(agent: Any) -> None:
+    """``$SPOTGPU_ZONE`` for the workers (torchrun runs in this process: they inherit it) from this VM's
+    agent, unless set: a tiered checkpoint places each shard's peer copies in other zones."""
+    from spotgpu.models.tiers import ZONE_ENV
+
+    if not os.environ.get(ZONE_ENV):
+        zone = agent.zone()
+        if zone:
+            os.environ[ZONE_ENV] = zone
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     torchrun = list(args.torchrun)
     if torchrun[:1] == ["--"]:
@@ -280,7 +292,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run = gang.add_parser("run", help="run `torchrun ...` incarnations, restarting by the workers' exit code")
     run.add_argument(
         "--max-failures",
-        type=int,
+        type=whole(0),
         default=DEFAULT_MAX_FAILURES,
         help="real failures (not 75/76) rejoined before giving up",
     )

@@ -20,7 +20,8 @@ import sys
 import threading
 from typing import Any
 
-from spotgpu.contract.gang import DEFAULT_STORE_PORT
+from spotgpu.cliutil import whole
+from spotgpu.models.gang import DEFAULT_STORE_PORT
 
 
 def serve_store(host: str = "0.0.0.0", port: int = DEFAULT_STORE_PORT) -> Any:
@@ -58,6 +59,6 @@ def register_store(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p = sub.add_parser("store", help="serve the gang's rendezvous TCPStore (on a small on-demand host)")
     p.add_argument("--host", default="0.0.0.0", help="bind address (default: all interfaces)")
     p.add_argument(
-        "--port", type=int, default=DEFAULT_STORE_PORT, help=f"TCP port (default {DEFAULT_STORE_PORT}; 0: any)"
+        "--port", type=whole(0, 65535), default=DEFAULT_STORE_PORT, help=f"TCP port (default {DEFAULT_STORE_PORT}; 0: any)"
     )
     p.set_defaults(func=cmd_store)

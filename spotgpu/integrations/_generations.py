@@ -15,9 +15,12 @@ the shared files, and a directory holding all of them is what the framework resu
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +36,10 @@ from spotgpu.checkpoint.manager import SESSION_ENV
 log = logging.getLogger(__name__)
 
 FILE_PREFIX = "file/"
+#: Where a callback stages a framework checkpoint before storing it: hidden, and removed after.
+#: (A visible ``spotgpu/`` left in the working directory shadowed the package: ``python -m spotgpu``
+#: imported the empty directory.)
+STAGING_DIR = ".spotgpu-staging"
 #: Entries of a rank's part that are not framework files (the callback's rank-local state).
 EXTRA_PREFIX = "extra/"
 
@@ -71,6 +78,29 @@ def pack_files(directory: str | os.PathLike[str], relpaths: Iterable[str]) -> di
             np.memmap(path, dtype=np.uint8, mode="r") if size else np.empty(0, dtype=np.uint8)
         )
     return state
+
+
+def remove_staging(directory: str | os.PathLike[str]) -> None:
+    """Remove one staged checkpoint, then its staging parent once nothing else is staged there
+    (another rank sharing the disk may still be staging its own step: its directory stays)."""
+    path = Path(directory)
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty (another rank) or already gone
+        path.parent.rmdir()
+
+
+def prune_local_checkpoints(output_dir: str | os.PathLike[str], pattern: re.Pattern[str], keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` local checkpoint directories whose name matches ``pattern``
+    (group 1: the step); the store holds every committed one. Returns what was deleted."""
+    root = Path(output_dir)
+    found = sorted(
+        ((int(m.group(1)), p) for p in (root.iterdir() if root.is_dir() else []) if p.is_dir() and (m := pattern.fullmatch(p.name))),
+        key=lambda item: item[0],
+    )
+    doomed = [path for _, path in found[: max(0, len(found) - max(1, keep))]]
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)  # ranks sharing a disk may race to it: either one wins
+    return doomed
 
 
 def files_under(directory: str | os.PathLike[str]) -> list[str]:

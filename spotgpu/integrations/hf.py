@@ -7,7 +7,9 @@
 
 The Trainer writes its own ``checkpoint-N`` directory (weights, optimizer, scheduler, RNG
 per process, ``trainer_state.json``) whenever the callback sets ``control.should_save``;
-``on_save`` then stores that directory's files in a spotgpu generation. A notice to any
+``on_save`` then stores that directory's files in a spotgpu generation, and deletes the local
+``checkpoint-N`` directories beyond the newest ``keep`` (or the Trainer's ``save_total_limit``
+when set): the store holds every committed one. A notice to any
 rank stops every rank at one step (``spotgpu.gang.Gang``): the callback sets
 ``should_save`` and ``should_training_stop`` and the gang commits one final generation.
 ``resume_from`` materialises the newest generation that verifies on every rank and hands
@@ -23,10 +25,11 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from spotgpu.integrations._base import SpotgpuCallbackCore
-from spotgpu.integrations._generations import files_under, pack_files
+from spotgpu.integrations._generations import files_under, pack_files, prune_local_checkpoints
 
 CHECKPOINT_DIR = "checkpoint-{step}"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR + "-N"
 _RNG_FILE = re.compile(r"^rng_state(?:_(\d+))?\.pth$")
+_CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
 
 
 def own_files(relpaths: list[str], rank: int, world_size: int) -> list[str]:
@@ -88,3 +91,6 @@ class SpotgpuCallback(SpotgpuCallbackCore, TrainerCallback):  # type: ignore[mis
         files = own_files(files_under(directory), manager.rank, manager.world_size)
         kind, self._pending = self._pending or "periodic", None
         self._commit(kind, state.global_step, pack_files(directory, files))
+        # The store keeps `keep` generations; the disk keeps as many local checkpoint-N (or the
+        # Trainer's own save_total_limit), never one per save (a real LLM job fills the disk).
+        prune_local_checkpoints(args.output_dir, _CHECKPOINT_NAME, args.save_total_limit or self._keep)

@@ -7,7 +7,8 @@
 
 At a save step every rank calls ``trainer.save_checkpoint`` (Lightning's own ``.ckpt``:
 weights, optimizers, schedulers, loop progress, callback and stateful-dataloader state,
-written by rank 0), and each rank stores its part: rank 0 the ``.ckpt`` file, every rank
+written by rank 0) into a hidden staging directory it removes once the generation is
+committed (nothing is left in ``default_root_dir``), and each rank stores its part: rank 0 the ``.ckpt`` file, every rank
 its own RNG state, which Lightning does not save. A notice to any rank stops every rank
 at one step through ``spotgpu.gang.Gang`` and ``trainer.should_stop``. ``resume_from``
 materialises the newest generation that verifies on every rank and returns the path for
@@ -21,7 +22,6 @@ Mid-epoch resume is exact only with a stateful dataloader: Lightning saves a loa
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from spotgpu.checkpoint.torch import ResumableSampler, decode_tree, encode_tree, rng_state, set_rng_state
 from spotgpu.integrations._base import SpotgpuCallbackCore
-from spotgpu.integrations._generations import EXTRA_PREFIX, pack_files, process_group
+from spotgpu.integrations._generations import EXTRA_PREFIX, STAGING_DIR, pack_files, process_group, remove_staging
 
 CHECKPOINT_FILE = "model.ckpt"
 RNG = "rng"
@@ -71,14 +71,15 @@ class SpotgpuCallback(SpotgpuCallbackCore, Callback):
         if kind is None:
             return
         checkpoints = self._setup()
-        directory = Path(trainer.default_root_dir) / "spotgpu" / f"step-{step}"
+        staging = Path(trainer.default_root_dir) / STAGING_DIR
+        directory = staging / f"step-{step}"
         trainer.save_checkpoint(directory / CHECKPOINT_FILE)  # every rank; rank 0 writes
         state = pack_files(directory, [CHECKPOINT_FILE] if checkpoints.manager.rank == 0 else [])
         state.update({EXTRA_PREFIX + key: value for key, value in encode_tree(RNG, rng_state()).items()})
         try:
             self._commit(kind, step, state)
         finally:
-            shutil.rmtree(directory, ignore_errors=True)  # the store holds it now
+            remove_staging(directory)  # the store holds it now
         if kind == "final":
             trainer.should_stop = True
 

@@ -74,8 +74,25 @@ def steps_for(interval_seconds: float, seconds_per_step: float) -> int:
     return max(1, math.floor(interval_seconds / seconds_per_step))
 
 
-#: Overrides where :func:`pool_interval_seconds` reads the agent's config (tests, containers).
+#: Overrides where :func:`pool_interval_seconds` reads the agent's config (tests, containers, ``spotgpu drill local``).
 AGENT_CONFIG_ENV = "SPOTGPU_AGENT_CONFIG"
+#: The job's checkpoint store URL: ``spotgpu drill local`` exports it on every simulated VM.
+CHECKPOINT_URL_ENV = "SPOTGPU_CHECKPOINT_URL"
+
+
+def checkpoint_url() -> str:
+    """The job's checkpoint store URL from ``$SPOTGPU_CHECKPOINT_URL`` (one line naming it when unset).
+
+    ``spotgpu drill local`` sets it to the drill's store on every simulated VM; on a pool VM, set it
+    in the job's environment (or pass the URL to the callback yourself).
+    """
+    import os
+
+    url = os.environ.get(CHECKPOINT_URL_ENV, "").strip()
+    if not url:
+        raise ValueError(f"{CHECKPOINT_URL_ENV}: not set; fix: export {CHECKPOINT_URL_ENV}=s3://BUCKET/JOB (the pool's "
+                         "checkpoint store and a prefix for this job), or run under `spotgpu drill local`, which sets it")  # fmt: skip
+    return url
 
 
 def pool_interval_seconds(path: str | None = None) -> int:

@@ -35,7 +35,8 @@ class FieldProblem(ValueError):
 
     ``at`` is the key path relative to that model (``"zones"``, ``"capacity.fallbackMax"``,
     ``"[2]"``); :func:`spotgpu.config.format_error` joins it to the model's own path and
-    prints ``<path>: <what> (value: <value>); fix: <fix>``.
+    prints ``<path>: <what> (value: <value>); fix: <fix>``. The planners raise the same findings
+    inside one :class:`spotgpu.config.PlanError`, rendered by the same line.
     """
 
     def __init__(self, what: str, *, fix: str, at: str = "", value: object = None) -> None:
@@ -44,3 +45,8 @@ class FieldProblem(ValueError):
         self.fix = fix
         self.at = at
         self.value = value
+
+    def below(self, key: str) -> FieldProblem:
+        """The same finding, pointed at from ``key``'s holder (``gpu.models`` below ``workloads.train``)."""
+        at = self.at if self.at.startswith("[") or not self.at else f".{self.at}"
+        return FieldProblem(self.what, fix=self.fix, at=f"{key}{at}", value=self.value)

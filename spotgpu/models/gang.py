@@ -12,14 +12,17 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from spotgpu.contract.gang import DEFAULT_STORE_PORT
 from spotgpu.models.base import SpotModel, fix_hint
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
+from spotgpu.models.urls import CommandArgument
 
 IdRef = Annotated[Ref, ref_check(r"^\S+$"), REF_SERIALIZER]
 IPV4 = r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$"
 
 
+#: The port the rendezvous host serves torch.distributed's store on, and the components open from the
+#: pool's VMs to it (torch's usual one): the gang model's default and ``spotgpu gang store``'s.
+DEFAULT_STORE_PORT = 29400
 #: Real failures (not 75/76) the launcher rejoins after before it gives up.
 DEFAULT_MAX_FAILURES = 3
 
@@ -63,7 +66,7 @@ class AwsRendezvousHostSpec(SpotModel):
 class GangSpec(SpotModel):
     """How the pool's VMs launch one gang job (see docs/operations.md, "Gang jobs")."""
 
-    command: list[str] = Field(min_length=1, json_schema_extra=fix_hint("the training script and its args"))
+    command: list[CommandArgument] = Field(min_length=1, json_schema_extra=fix_hint("the training script and its args"))
     nodes: int = Field(ge=2, json_schema_extra=fix_hint("the gang's VM count (torchrun --nnodes MAX)"))
     min_nodes: int | None = Field(
         default=None, ge=1, description="torchrun --nnodes MIN; default nodes (the plain checkpoint manager needs it)."

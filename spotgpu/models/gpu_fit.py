@@ -3,8 +3,7 @@
 A pool's spot types are what its same_pool, alternate_zone and alternate_sku rungs
 take; its fallback types are what the on_demand rung takes (``stack.fallback_types``).
 :func:`pool_problem` is the one check: config validation raises it (the stack
-refuses to load) and each cloud's planner raises it again on the component path,
-like the diversity check, so a spec built without validation is refused too.
+refuses to load); the planners start from a validated config and do not repeat it.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from spotgpu.catalogue.fit import GpuNeed, Shortfall, fitting_names, nodes_for, 
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pool_types import fallback_types, spot_type_price
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
-from spotgpu.models.workload import WorkloadProfile
+from spotgpu.models.workload import WorkloadProfile, speed_basis
 
 
 @dataclass(frozen=True)
@@ -159,18 +158,40 @@ class TypeRate:
     gpus: float | None  # GPUs per node (None: not in the catalogue; the workload's gpusPerNode is assumed)
     gpu_model: str | None
     speed: float  # against the reference type workHours was measured on
-    measured: bool  # speed from gpu.relativeThroughput (else 1.0, or the slowest listed: conservative)
+    measured: bool  # speed stated by gpu.relativeThroughput (typed or measured), not a prior
     work_per_node_hour: float
+    #: where the speed came from (``spotgpu.models.workload.speed_basis``): table, spec prior, reference, unmeasured
+    speed_source: str = "unmeasured"
+    speed_basis: str = ""
 
 
 def type_rates(pool: PoolSpec, workload: WorkloadProfile) -> list[TypeRate]:
-    """Each type the pool may launch with its work per node-hour (GPUs x measured speed)."""
+    """Each type the pool may launch with its work per node-hour (GPUs x speed).
+
+    A speed comes from ``gpu.relativeThroughput`` when it lists the model, else it is the model's spec
+    prior (``spotgpu.catalogue.spec_prior``) against the table's reference model, or, without a table,
+    against the pool's first type (what workHours is then taken to be measured on); a model with no
+    spec row counts at the slowest speed the pool otherwise knows.
+    """
+    kinds = listed_types(pool)
+    table = workload.gpu.relative_throughput if workload.gpu is not None else {}
+    first = kinds[0].shape if kinds else None
+    found = []
+    for kind in kinds:
+        shape = kind.shape
+        speed, source, basis = speed_basis(
+            table, shape.gpu_model if shape else None, shape.gpu_memory_gib if shape else None,
+            first.gpu_model if first else None, first.gpu_memory_gib if first else None)  # fmt: skip
+        found.append((kind, speed, source, basis))
+    known = [speed for _, speed, source, _ in found if source != "unmeasured"]
     out = []
-    for kind in listed_types(pool):
+    for kind, speed, source, basis in found:
+        if source == "unmeasured" and not table and known:
+            speed, basis = min(known), basis.replace("the slowest listed speed", "the slowest speed the pool knows")
         gpus = kind.shape.gpu_count if kind.shape is not None else None
         model = kind.shape.gpu_model if kind.shape is not None else None
-        speed, measured = workload.gpu.speed(model) if workload.gpu is not None else (1.0, False)
-        out.append(TypeRate(kind, gpus, model, speed, measured, workload.work_per_node_hour(gpus, model)))
+        per_node = gpus or (workload.gpu.gpus_per_node if workload.gpu is not None else 1)
+        out.append(TypeRate(kind, gpus, model, speed, source == "table", per_node * speed, source, basis))
     return out
 
 

@@ -20,9 +20,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from spotgpu.catalogue import Cloud
 from spotgpu.models.base import SpotModel, fix_hint
 
-Provider = Literal["aws", "gcp", "azure"]
+Provider = Cloud
 
 
 class _NoticeBase(SpotModel):

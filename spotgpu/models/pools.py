@@ -18,13 +18,15 @@ from typing import Annotated, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import Field, field_validator, model_validator
 
+from spotgpu.catalogue import names
 from spotgpu.models import catalogue_checks
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.gang import AwsGangSpec, AzureGangSpec, AzureImage, GcpGangSpec
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.refs import REF_SERIALIZER, Ref, ref_check
+from spotgpu.models.urls import NO_CREDENTIALS_IN_VM_IMAGE, ImageReference, PackageRequirement
 
-_POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
+_POOL_NAME = re.compile(names.whole(names.POOL_NAME))
 
 # Ids of existing infrastructure: a plain string is checked, an Output passes through (spotgpu.models.refs).
 SubnetIdRef = Annotated[Ref, ref_check(r"^subnet-[0-9a-f]{8,17}$"), REF_SERIALIZER]
@@ -164,7 +166,7 @@ class ControllerDeploySpec(SpotModel):
         default=None,
         description="AWS: the Lambda zip from `spotgpu controller package`; defaults to dist/spotgpu-controller-lambda.zip.",
     )
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         default=None,
         description="GCP/Azure: the controller container image (Dockerfile.controller); a per-cloud default when unset.",
     )
@@ -186,14 +188,14 @@ class ControllerDeploySpec(SpotModel):
 class _PoolBase(SpotModel):
     name: str = Field(
         description="Stable key for the pool; child resource names derive from it.",
-        json_schema_extra=fix_hint("use 3-20 chars: lowercase letters, digits and '-', starting with a letter"),
+        json_schema_extra=fix_hint(names.POOL_NAME_FIX),
     )
     workload: str = Field(json_schema_extra=fix_hint("name a key of spotgpu:workloads"))
     ladder: str = Field(json_schema_extra=fix_hint("name a key of spotgpu:ladders"))
     capacity: Capacity
     checkpoint: CheckpointStoreSpec = CheckpointStoreSpec()
     opt_out: OptOut = OptOut()
-    agent_package: str = Field(
+    agent_package: PackageRequirement = Field(
         default="spotgpu",
         description="pip requirement the bootstrap installs on every VM (a version pin or wheel URL).",
         json_schema_extra=fix_hint("give a pip requirement such as spotgpu==0.1.0"),
@@ -276,9 +278,7 @@ class _PoolBase(SpotModel):
 
 class AwsSubnet(SpotModel):
     id: SubnetIdRef = Field(json_schema_extra=fix_hint("use a subnet id like subnet-0abc12345"))
-    zone: str = Field(
-        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$", json_schema_extra=fix_hint("use a zone like us-east-1a")
-    )
+    zone: str = Field(pattern=names.whole(names.AWS_ZONE), json_schema_extra=fix_hint(names.AWS_ZONE_FIX))
 
 
 class AwsDrillSpec(SpotModel):
@@ -329,9 +329,9 @@ class AwsPoolSpec(_PoolBase):
     )
     region: str | None = Field(
         default=None,
-        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        pattern=names.whole(names.AWS_REGION),
         description="AWS region of this pool; the stack's aws:region (or the provider passed in) when unset.",
-        json_schema_extra=fix_hint("use a region like us-west-2"),
+        json_schema_extra=fix_hint(names.AWS_REGION_FIX),
     )
     root_volume_gb: int = Field(default=200, ge=20, le=16384, json_schema_extra=fix_hint("use 20 to 16384 GiB"))
     notice: AwsNoticeContract = AwsNoticeContract()
@@ -430,10 +430,8 @@ class GcpAutoscaling(SpotModel):
 
 class GcpPoolSpec(_PoolBase):
     cloud: Literal["gcp"] = "gcp"
-    project: str = Field(
-        pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", json_schema_extra=fix_hint("use a project id like ml-prod-123")
-    )
-    region: str = Field(pattern=r"^[a-z]+-[a-z]+\d$", json_schema_extra=fix_hint("use a region like us-central1"))
+    project: str = Field(pattern=names.whole(names.GCP_PROJECT), json_schema_extra=fix_hint(names.GCP_PROJECT_FIX))
+    region: str = Field(pattern=names.whole(names.GCP_REGION), json_schema_extra=fix_hint(names.GCP_REGION_FIX))
     zones: tuple[str, ...] = Field(
         min_length=1, json_schema_extra=fix_hint("list zones, e.g. [us-central1-a, us-central1-b]")
     )
@@ -442,7 +440,9 @@ class GcpPoolSpec(_PoolBase):
         description="Ranked machine types: the first is preferred, the rest are fallbacks.",
         json_schema_extra=fix_hint("list machine types as [{machineType: g2-standard-8}, ...]"),
     )
-    image: AnyIdRef = Field(json_schema_extra=fix_hint("give an image self link or family path"))
+    image: Annotated[AnyIdRef, NO_CREDENTIALS_IN_VM_IMAGE] = Field(
+        json_schema_extra=fix_hint("give an image self link or family path")
+    )
     network: AnyIdRef = Field(json_schema_extra=fix_hint("give the VPC network self link or name"))
     subnetwork: AnyIdRef = Field(json_schema_extra=fix_hint("give the subnetwork self link or name"))
     target_shape: Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"] = Field(

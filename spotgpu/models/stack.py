@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from pydantic import Field, ValidationInfo, model_validator
 
@@ -84,9 +85,10 @@ class StackConfig(SpotModel):
                     fix="set the on-demand USD/hour per node of the fallback type",
                 )
             spot, spot_at = self.spot_price(pool)
-            if spot > quote.usd_per_hour:
+            billed = self.bill_quote(pool) or quote  # what the on-demand it would be chosen over costs
+            if spot > billed.usd_per_hour:
                 raise FieldProblem(
-                    f"is above the on-demand price {quote.usd_per_hour:g} of pool {pool.name} ({quote.source})",
+                    f"is above the on-demand price {billed.usd_per_hour:g} of pool {pool.name} ({billed.source})",
                     at=spot_at, value=spot, fix="check the prices (spot above on-demand is never worth it)",
                 )
             _check_ceilings(pool, self.ladders[pool.ladder], spot, spot_at, quote, workload)
@@ -101,12 +103,13 @@ class StackConfig(SpotModel):
                 )  # fmt: skip
             _check_gpu_fit(pool, workload)
             if isinstance(pool, AzurePoolSpec):
-                _check_max_price(pool, spot, self._size_quotes(pool))
+                _check_max_price(pool, spot, spot_at, self._size_quotes(pool))
         return self
 
     def on_demand_quote(self, pool: PoolSpec) -> PriceQuote | None:
-        """The pool's on-demand USD/hour per node and its source: the workload's figure, else the catalogue's
-        list price of the dearest type its fallback group may grow."""
+        """The most the pool's on-demand rung may pay per node-hour, and its source: the workload's figure,
+        else the catalogue's list price of the dearest type its fallback group may grow (what the checks
+        judge a ceiling and a spot price against). The bill takes :meth:`bill_quote`."""
         prices = self.workloads[pool.workload].prices
         if prices.on_demand_per_hour is not None:
             return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
@@ -114,6 +117,19 @@ class StackConfig(SpotModel):
         if not quotes or any(q is None for q in quotes):
             return None
         return max((q for q in quotes if q is not None), key=lambda q: q.usd_per_hour)
+
+    def bill_quote(self, pool: PoolSpec) -> PriceQuote | None:
+        """The on-demand USD per node-hour the cost model and the controller price the pool's on-demand at:
+        the workload's figure, else the catalogue list price of the fallback group's first type (the one its
+        ranked, prioritized allocation launches first; the dearest it may grow is :meth:`on_demand_quote`)."""
+        prices = self.workloads[pool.workload].prices
+        if prices.on_demand_per_hour is not None:
+            return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
+        first = fallback_types(pool)[0]
+        quote = catalogue_price(pool, first)
+        if quote is None:
+            return None
+        return PriceQuote(quote.usd_per_hour, f"{quote.source}, {first}: the fallback group's first type")
 
     def _size_quotes(self, pool: AzurePoolSpec) -> dict[str, PriceQuote | None]:
         prices = self.workloads[pool.workload].prices
@@ -131,13 +147,14 @@ class StackConfig(SpotModel):
 
     def workload_for(self, pool: PoolSpec) -> WorkloadProfile:
         """The pool's workload priced for the pool: its own spot price if it has one, the on-demand
-        price resolved (the workload's, else the catalogue's for the pool's types and region)."""
+        price resolved (the workload's, else the catalogue's for the fallback group's first type in the
+        pool's region: :meth:`bill_quote`)."""
         workload = self.workloads[pool.workload]
         update: dict[str, float] = {}
         if pool.spot_per_hour is not None:
             update["spot_per_hour"] = pool.spot_per_hour
         if workload.prices.on_demand_per_hour is None:
-            quote = self.on_demand_quote(pool)
+            quote = self.bill_quote(pool)
             if quote is None:  # validation refuses this; only a model_construct'ed config gets here
                 raise ValueError(f"pool {pool.name} has no on-demand price; set prices.onDemandPerHour")
             update["on_demand_per_hour"] = quote.usd_per_hour
@@ -168,17 +185,23 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
 def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
     """(step index, why) for each rung that has no group behind it in ``pool``.
 
-    ``alternate_zone`` needs a second zone, ``alternate_sku`` a second GPU type or size,
-    ``on_demand`` a fallback group that may grow (``capacity.fallbackMax`` above 0).
+    ``alternate_zone`` needs a second zone, ``alternate_sku`` a spot type outside the primary group
+    (the types same_pool grows: an AWS Auto Scaling group takes every type, a GCP MIG every type sharing
+    the first's accelerator), ``on_demand`` a fallback group that may grow (``capacity.fallbackMax`` above 0).
+    One rule for the stack check, the preview and ``cost``/``simulate --stack``.
     """
     zones = len(pool.zones) if isinstance(pool, AwsPoolSpec | GcpPoolSpec | AzurePoolSpec) else 0
-    types = len(pool_types(pool))
+    types = pool_types(pool)
+    primary = primary_types(pool)
     out = []
     for i, step in enumerate(ladder.steps):
         if step.kind is StepKind.ALTERNATE_ZONE and zones < 2:
             out.append((i, f"alternate_zone needs a second zone and the pool has {zones}"))
-        elif step.kind is StepKind.ALTERNATE_SKU and types < 2:
-            out.append((i, f"alternate_sku needs a second GPU type or size and the pool has {types}"))
+        elif step.kind is StepKind.ALTERNATE_SKU and len(types) < 2:
+            out.append((i, f"alternate_sku needs a second GPU type or size and the pool has {len(types)}"))
+        elif step.kind is StepKind.ALTERNATE_SKU and not set(types) - set(primary):
+            out.append((i, f"alternate_sku takes no type of this pool: its spot types ({', '.join(types)}) are all in "
+                           "the primary group, which same_pool and alternate_zone grow"))
         elif step.kind is StepKind.ON_DEMAND and pool.capacity.fallback_limit == 0:
             out.append((i, "on_demand needs a fallback group and the pool's capacity.fallbackMax is 0"))
     return out
@@ -208,17 +231,29 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
         return min(priced, key=lambda pw: pw[0] / pw[1] if pw[1] > 0 else math.inf, default=None)
 
     best_od = max((r.work_per_node_hour for r in rates if r.type.on_demand), default=workload.work_per_node_hour())
+    ceiling_problem(ladder, spot, spot_at, quote, workload, best_spot, best_od, f"pool {pool.name}",
+                    f"ladders.{pool.ladder}.steps")  # fmt: skip
+
+
+def ceiling_problem(ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote, workload: WorkloadProfile,
+                    best_spot: Callable[[StepKind], tuple[float, float] | None], best_od: float, who: str,
+                    steps_at: str) -> None:
+    """Raise the first rung whose ceiling is implausible or below every price it may pay, in its own unit.
+
+    One rule for a stack's pools (``best_spot`` per rung from the pool's types) and for a profile and
+    ladder file (``spotgpu cost``/``simulate --profile --ladder``: the profile's one spot price and work
+    rate), so the preview and those commands never give the same rungs two answers."""
     for i, step in enumerate(ladder.steps):
-        at = f"ladders.{pool.ladder}.steps[{i}].{step.ceiling_key}"
+        at = f"{steps_at}[{i}].{step.ceiling_key}"
         far = ceiling_far_above(step.ceiling, quote.usd_per_hour, workload.work_per_node_hour() if step.per_work_hour else None)
         if far is not None:
             problem, fix = far
-            raise FieldProblem(f"{problem} (pool {pool.name}, {quote.source})", at=at, value=step.ceiling, fix=fix)
+            raise FieldProblem(f"{problem} ({who}, {quote.source})", at=at, value=step.ceiling, fix=fix)
         best = best_spot(step.kind) if step.kind.uses_spot and step.per_work_hour else None
         if best is not None and not step.allows(*best):
             least = round(best[0] / best[1], 4)
             raise FieldProblem(
-                f"is below pool {pool.name}'s spot price per work-hour {least:g} on the cheapest type per unit of "
+                f"is below {who}'s spot price per work-hour {least:g} on the cheapest type per unit of "
                 f"work the rung may take (USD {best[0]:g}/h from {spot_at}, {best[1]:g} work-hours per node-hour), "
                 f"so the {step.kind.value} rung can never run",
                 at=at, value=step.ceiling,
@@ -226,8 +261,7 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
             )
         if step.kind.uses_spot and not step.per_work_hour and step.ceiling < spot:
             raise FieldProblem(
-                f"is below pool {pool.name}'s spot price {spot:g} ({spot_at}), "
-                f"so the {step.kind.value} rung can never run",
+                f"is below {who}'s spot price {spot:g} ({spot_at}), so the {step.kind.value} rung can never run",
                 at=at, value=step.ceiling,
                 fix=f"raise it to at least {spot:g}, or correct {spot_at}",
             )
@@ -235,7 +269,7 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
             least = round(quote.usd_per_hour / best_od, 4) if step.per_work_hour else quote.usd_per_hour
             unit = "/work-hour" if step.per_work_hour else ""
             raise FieldProblem(
-                f"is below pool {pool.name}'s on-demand price {least:g}{unit} ({quote.source}), so the "
+                f"is below {who}'s on-demand price {least:g}{unit} ({quote.source}), so the "
                 "on_demand rung can never run",
                 at=at, value=step.ceiling,
                 fix=f"raise it to at least {least:g}, or correct the on-demand price",
@@ -251,13 +285,13 @@ def _check_gpu_fit(pool: PoolSpec, workload: WorkloadProfile) -> None:
         raise problem
 
 
-def _check_max_price(pool: AzurePoolSpec, spot: float, quotes: dict[str, PriceQuote | None]) -> None:
+def _check_max_price(pool: AzurePoolSpec, spot: float, spot_at: str, quotes: dict[str, PriceQuote | None]) -> None:
     if pool.max_price == -1:
         return
     at = f"pools[{pool.name}].maxPrice"
     if pool.max_price < spot:
         raise FieldProblem(
-            f"is below the spot price {spot:g} (workloads.{pool.workload}.prices.spotPerHour); Azure refuses "
+            f"is below the spot price {spot:g} ({spot_at}); Azure refuses "
             "or evicts VMs whose max price is under the current spot price",
             at=at, value=pool.max_price, fix=f"use -1 (pay up to on-demand) or at least {spot:g}",
         )

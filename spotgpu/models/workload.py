@@ -9,12 +9,14 @@ model, the checkpoint interval and the policy pack.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from spotgpu.catalogue.fit import GpuNeed
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
+from spotgpu.models.tiers import CheckpointTiers
 
 #: Above this many interruptions per spot node-hour (one every 12 minutes) a rate is a unit mistake,
 #: most often a percent typed as a rate: no GPU spot market takes VMs that fast and is worth using.
@@ -99,6 +101,49 @@ class Prices(SpotModel):
 MAX_RELATIVE_SPEED = 100.0
 
 
+def table_key(table: Mapping[str, float], model: str | None) -> str | None:
+    """The ``relativeThroughput`` key that holds ``model``'s speed: its own name, else the longest key the
+    name starts with as a word (``A100`` holds AWS's ``A100`` and GCP's ``A100 40GB``); None when none does."""
+    if model is None:
+        return None
+    if model in table:
+        return model
+    keys = [k for k in table if model.startswith(k + " ")]
+    return max(keys, key=len) if keys else None
+
+
+def speed_basis(table: Mapping[str, float], model: str | None, memory_gib: float | None = None,
+                reference: str | None = None, reference_memory_gib: float | None = None) -> tuple[float, str, str]:
+    """(speed of ``model`` against the type workHours was measured on, where it came from, how).
+
+    Where: ``table`` (``gpu.relativeThroughput``, typed or measured); ``spec prior`` (the catalogue's
+    spec sheets against the table's reference model, 1.0, else a listed model scaled by its speed;
+    without a table, against ``reference``, the pool's first type, which workHours is then taken to be
+    measured on); ``reference`` (that type itself); ``unmeasured`` (no spec row: the slowest listed
+    speed, 1.0 without a table). One rule for the preview, the stack check and the controller.
+    """
+    from spotgpu.catalogue import gpu_spec_gap, spec_prior
+
+    key = table_key(table, model)
+    if key is not None:
+        return table[key], "table", f"gpu.relativeThroughput.{key}"
+    if not table:
+        if model is not None and model == reference:
+            return 1.0, "reference", "the pool's first type: no gpu.relativeThroughput names the type workHours was measured on"
+        found = spec_prior(model, reference, memory_gib, reference_memory_gib) if reference else None
+        if found is not None:
+            return found.speed, "spec prior", found.describe()
+    else:
+        anchors = sorted(table.items(), key=lambda kv: (kv[1] != 1.0, -kv[1], kv[0]))
+        for anchor, anchor_speed in anchors:
+            found = spec_prior(model, anchor, memory_gib)
+            if found is not None:
+                scaled = f" x {anchor}'s relativeThroughput {anchor_speed:g}" if anchor_speed != 1.0 else ""
+                return round(found.speed * anchor_speed, 4), "spec prior", found.describe() + scaled
+    why = gpu_spec_gap(model) if model else "the catalogue names no GPU model for the type"
+    return min(table.values(), default=1.0), "unmeasured", f"{why}: taken at the slowest listed speed"
+
+
 class GpuRequirement(SpotModel):
     """What the job needs of every GPU type a pool or rung may give it (``workloads.X.gpu``).
 
@@ -160,8 +205,10 @@ class GpuRequirement(SpotModel):
         default_factory=dict,
         max_length=16,
         description="Measured work per hour of each GPU model (catalogue name) relative to the type workHours was "
-        "measured on (1.0); the controller's deadline test reads it for the on-demand type. Empty: every type is "
-        "taken at 1.0 (unmeasured); with a table, a model not in it is taken at the slowest listed speed.",
+        "measured on (1.0); the controller's deadline test reads it for the on-demand type. A model not in it takes "
+        "its spec prior (the catalogue's dense tensor TFLOPS and memory bandwidth against a listed model, the lower "
+        "ratio), shown as `spec prior`; a model with no spec row counts at the slowest listed speed. Empty: each pool's "
+        "first type is the reference and the others take their spec priors against it.",
         json_schema_extra=fix_hint("map GPU model to measured speed, e.g. {A100: 1.0, H100: 2.5}"),
     )
 
@@ -189,33 +236,37 @@ class GpuRequirement(SpotModel):
         return self
 
     def speed_of(self, model: str | None) -> float | None:
-        """The measured relative speed of ``model``; None when unmeasured (see :meth:`conservative_speed`).
+        """The measured relative speed of ``model``; None when unmeasured (see :meth:`speed`).
 
         The catalogue names a model per cloud (``A100`` on AWS, ``A100 40GB`` on GCP and Azure):
         a key matches its own name, else the longest key the name starts with as a word.
         """
-        if model is None:
-            return None
-        if model in self.relative_throughput:
-            return self.relative_throughput[model]
-        keys = [k for k in self.relative_throughput if model.startswith(k + " ")]
-        return self.relative_throughput[max(keys, key=len)] if keys else None
+        key = table_key(self.relative_throughput, model)
+        return None if key is None else self.relative_throughput[key]
+
+    def table_key(self, model: str | None) -> str | None:
+        return table_key(self.relative_throughput, model)
 
     @property
     def conservative_speed(self) -> float:
-        """The speed an unmeasured type is taken at: the slowest measured one (1.0 without a table)."""
+        """The speed a model with neither a measurement nor a spec row is taken at: the slowest listed one
+        (1.0 without a table)."""
         return min(self.relative_throughput.values(), default=1.0)
 
-    def speed(self, model: str | None) -> tuple[float, bool]:
-        """(speed of ``model`` against the reference type, whether it was measured).
+    def speed(self, model: str | None, memory_gib: float | None = None, reference: str | None = None) -> tuple[float, bool]:
+        """(speed of ``model`` against the reference type, whether the table states it).
 
-        Without a table every type counts 1.0, unmeasured; with one, a model it does not list
-        counts at the slowest listed speed (conservative: it does the least work per dollar).
+        A model the table does not list takes its spec prior (:meth:`speed_basis`), never 1.0 by
+        default; a model with no spec row counts at the slowest listed speed (conservative: it does
+        the least work per dollar).
         """
-        if not self.relative_throughput:
-            return 1.0, False
-        measured = self.speed_of(model)
-        return (measured, True) if measured is not None else (self.conservative_speed, False)
+        speed, basis, _ = self.speed_basis(model, memory_gib, reference)
+        return speed, basis == "table"
+
+    def speed_basis(self, model: str | None, memory_gib: float | None = None, reference: str | None = None,
+                    reference_memory_gib: float | None = None) -> tuple[float, str, str]:
+        """:func:`speed_basis` of this block's table."""
+        return speed_basis(self.relative_throughput, model, memory_gib, reference, reference_memory_gib)
 
     def need(self, nodes: int) -> GpuNeed:
         """The plain value every judge reads (``spotgpu.catalogue.fit``)."""
@@ -230,7 +281,7 @@ class GpuRequirement(SpotModel):
 #: ``measuredProfile`` file replaces exactly these; every other key stays as typed. A dotted name is
 #: a key of a block (``prices.spotPerHour``: the stack's other prices stay).
 MEASURED_FIELDS = (
-    "interruptionsPerHour", "expectedReacquisitionSeconds", "checkpointWriteSeconds",
+    "interruptionsPerHour", "gangInterruptionsPerHour", "expectedReacquisitionSeconds", "checkpointWriteSeconds",
     "checkpointLoadSeconds", "restartSeconds", "checkpointBytes", "prices.spotPerHour",
 )  # fmt: skip
 
@@ -262,6 +313,7 @@ def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str
     if not isinstance(doc, dict):
         raise FieldProblem("does not hold a profile mapping", at="measuredProfile", value=raw, fix=fix)
     out = {**data, **{k: doc[k] for k in MEASURED_FIELDS if "." not in k and k in doc}}
+    taken = [k for k in MEASURED_FIELDS if "." not in k and k in doc]
     spot = doc["prices"].get("spotPerHour") if isinstance(doc.get("prices"), dict) else None
     prices = data.get("prices")
     if spot is not None and isinstance(prices, dict):
@@ -271,6 +323,7 @@ def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str
             raise FieldProblem(f"holds prices.spotPerHour {spot!r}, not a USD price per hour", at="measuredProfile",
                                value=raw, fix=fix)  # fmt: skip
         out["prices"] = {**prices, ("spot_per_hour" if "spot_per_hour" in prices else "spotPerHour"): spot}
+        taken.append("prices.spotPerHour")
     speeds = (doc.get("gpu") or {}).get("relativeThroughput") if isinstance(doc.get("gpu"), dict) else None
     gpu = data.get("gpu")
     if isinstance(speeds, dict) and speeds and isinstance(gpu, dict):
@@ -278,7 +331,30 @@ def _measured_overlay(data: dict[str, object], base_dir: str | None) -> dict[str
         typed = gpu.get("relativeThroughput", gpu.get("relative_throughput")) or {}
         key = "relativeThroughput" if "relative_throughput" not in gpu else "relative_throughput"
         out["gpu"] = {**gpu, key: {**typed, **speeds}}
+        taken += [f"gpu.relativeThroughput.{m}" for m in speeds]
+    out["sources"] = {**_typed_sources(data), **_file_sources(doc, raw, taken)}
     return out
+
+
+def _typed_sources(data: dict[str, object]) -> dict[str, str]:
+    given = data.get("sources")
+    return {str(k): str(v) for k, v in given.items()} if isinstance(given, dict) else {}
+
+
+def _file_sources(doc: dict[str, object], raw: str, taken: list[str]) -> dict[str, str]:
+    """Where each figure taken from a measured file came from: the file's own ``sources`` entry (what
+    ``profile fit --out`` wrote: telemetry files and samples, or the traces it fitted), else that the
+    file only carried its base profile's figure (not measured)."""
+    recorded = _typed_sources(doc)
+    out = {}
+    for key in taken:
+        detail = recorded.get(key)
+        out[key] = f"{detail} (measuredProfile {raw})" if detail else f"copied from the base profile in {raw}, not measured"
+    return out
+
+
+#: What a ``sources`` entry says of its figure, by its first word: the kinds the preview and ``cost`` print.
+SOURCE_KINDS = ("measured", "fitted", "typed", "catalogue", "copied")
 
 
 class WorkloadProfile(SpotModel):
@@ -320,6 +396,16 @@ class WorkloadProfile(SpotModel):
         description="Interruption exposure: expected spot interruptions per node-hour.",
         json_schema_extra=fix_hint("set the measured rate, e.g. 0.05 (one per 20 hours)"),
     )
+    gang_interruptions_per_hour: float | None = Field(
+        default=None,
+        ge=0,
+        le=60,
+        description="Interruptions per hour of the whole gang of `nodes`, measured on gangs of that size "
+        "(`spotgpu profile fit --traces DIR --nodes N`): a zone's capacity goes all at once, so a gang in one "
+        "zone is not N independent nodes. Replaces interruptionsPerHour x nodes in the cost model and the "
+        "interval; none: interruptionsPerHour x nodes.",
+        json_schema_extra=fix_hint("set the gang's measured rate per hour, e.g. 0.3, or leave it out"),
+    )
     work_hours: float = Field(
         gt=0, json_schema_extra=fix_hint("set the wall-clock hours of useful compute one job needs on all its nodes, e.g. 24")
     )
@@ -347,21 +433,37 @@ class WorkloadProfile(SpotModel):
         description="What every GPU type of the pool must hold (memory, GPU count, validated models); "
         "none: any GPU type is taken as able to run the job.",
     )
+    checkpoint_tiers: CheckpointTiers | None = Field(
+        default=None,
+        description="A node-local tier and peer copies in front of the object store (spotgpu.models.tiers): "
+        "checkpointIntervalSeconds is then the local interval, durableIntervalSeconds the store's.",
+    )
+    sources: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Where figures came from, by key (`interruptionsPerHour`, `prices.spotPerHour`, "
+        "`gpu.relativeThroughput.A100`): `measured: ...` (telemetry files and samples) or `fitted from traces: "
+        "...`. `spotgpu profile fit --out` writes it; a measuredProfile's entries are laid over the workload's. "
+        "The preview and `cost` print every figure's source; a figure without an entry is typed (its key).",
+        json_schema_extra=fix_hint("map a figure's key to where it came from, e.g. {interruptionsPerHour: "
+                                   "'fitted from traces: ...'}"),
+    )
 
     @property
     def gpu_need(self) -> GpuNeed | None:
         return None if self.gpu is None else self.gpu.need(self.nodes)
 
-    def work_per_node_hour(self, gpus: float | None = None, model: str | None = None) -> float:
+    def work_per_node_hour(self, gpus: float | None = None, model: str | None = None, reference: str | None = None) -> float:
         """Work-hours one node of a type does per hour: its GPUs x their speed (the unit of
         ``costCeilingPerWorkHour``; a work-hour is one hour of the reference GPU's work).
 
         ``gpus`` defaults to the workload's ``gpu.gpusPerNode`` (1 without a ``gpu`` block, so a
-        per work-hour ceiling then reads per node-hour of the reference type).
+        per work-hour ceiling then reads per node-hour of the reference type). ``reference`` is the
+        pool's first type's GPU model, the reference when no ``relativeThroughput`` names one.
         """
         if self.gpu is None:
             return float(gpus or 1)
-        return (gpus or self.gpu.gpus_per_node) * self.gpu.speed(model)[0]
+        return (gpus or self.gpu.gpus_per_node) * self.gpu.speed(model, reference=reference)[0]
 
     @model_validator(mode="before")
     @classmethod
@@ -383,10 +485,10 @@ class WorkloadProfile(SpotModel):
     def _seconds_without_unit(cls, value: object) -> object:
         return reject_unit(value, _SECOND_UNITS, "seconds")
 
-    @field_validator("interruptions_per_hour")
+    @field_validator("interruptions_per_hour", "gang_interruptions_per_hour")
     @classmethod
-    def _plausible_rate(cls, value: float) -> float:
-        if value > MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:
+    def _plausible_rate(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:
             raise ValueError(
                 f"{value:g} interruptions per node-hour is above the plausible {MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:g} "
                 f"(one every {60 / MAX_PLAUSIBLE_INTERRUPTIONS_PER_HOUR:g} min); a percent typed as a rate? "
@@ -403,17 +505,54 @@ class WorkloadProfile(SpotModel):
         if isinstance(self.checkpoint_interval_seconds, int):
             if self.checkpoint_interval_seconds <= 0:
                 raise ValueError("checkpointIntervalSeconds must be positive seconds or auto")
-            if self.checkpoint_interval_seconds <= self.checkpoint_write_seconds:
+            write, what = self.periodic_write_seconds
+            if self.checkpoint_interval_seconds <= write:
                 raise ValueError(
                     f"checkpointIntervalSeconds {self.checkpoint_interval_seconds} is not longer than "
-                    f"checkpointWriteSeconds {self.checkpoint_write_seconds}; the job would only checkpoint"
+                    f"{what} {write:g}; the job would only checkpoint"
                 )
+        tiers = self.checkpoint_tiers
+        if tiers is not None and isinstance(tiers.durable_interval_seconds, int):
+            if tiers.durable_interval_seconds <= self.checkpoint_write_seconds:
+                raise FieldProblem(
+                    f"is not longer than checkpointWriteSeconds {self.checkpoint_write_seconds:g}, so uploads would "
+                    "queue behind each other", at="checkpointTiers.durableIntervalSeconds",
+                    value=tiers.durable_interval_seconds, fix="use more seconds than one upload takes, or auto",
+                )  # fmt: skip
+            local = self.checkpoint_interval_seconds
+            if isinstance(local, int) and tiers.durable_interval_seconds < local:
+                raise FieldProblem(
+                    f"is shorter than the local interval checkpointIntervalSeconds {local}; the store gets every "
+                    "k-th local generation", at="checkpointTiers.durableIntervalSeconds",
+                    value=tiers.durable_interval_seconds, fix=f"use at least {local} seconds, or auto",
+                )  # fmt: skip
         if self.deadline_hours is not None and self.deadline_hours < self.work_hours:
             raise ValueError(
                 f"deadlineHours {self.deadline_hours} is shorter than workHours {self.work_hours}; "
                 "no capacity can meet it"
             )
         return self
+
+    @property
+    def final_commit_seconds(self) -> float:
+        """Seconds a final checkpoint needs to count: to the local tier and its peers with
+        ``checkpointTiers``, else to the object store."""
+        if self.checkpoint_tiers is None:
+            return self.checkpoint_write_seconds
+        from spotgpu.models.tiers import tier_commit_seconds
+
+        return tier_commit_seconds(self.checkpoint_tiers, self.checkpoint_bytes, self.nodes)[0]
+
+    @property
+    def periodic_write_seconds(self) -> tuple[float, str]:
+        """(seconds one periodic save blocks training, the figure's name): the tier's write with
+        ``checkpointTiers``, else the object store's ``checkpointWriteSeconds``."""
+        if self.checkpoint_tiers is None:
+            return self.checkpoint_write_seconds, "checkpointWriteSeconds"
+        from spotgpu.models.tiers import tier_write_seconds
+
+        seconds, _ = tier_write_seconds(self.checkpoint_tiers, self.checkpoint_bytes, self.nodes)
+        return seconds, "the local tier's write seconds (checkpointTiers.local.writeSeconds or its prior)"
 
     @property
     def slack_hours(self) -> float | None:

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Literal
 
 import yaml
 
+from spotgpu.catalogue import CLOUDS, Cloud
 from spotgpu.observability import AGENT_JOB, CONTROLLER_JOB
-
-Cloud = Literal["aws", "gcp", "azure"]
-CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "azure")
 
 #: The agent's defaults (spotgpu.bootstrap.AgentConfig.telemetryPort, AgentRuntime.telemetryHost).
 AGENT_HOST = "127.0.0.1"

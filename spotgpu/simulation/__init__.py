@@ -7,7 +7,7 @@
 * the baselines (:mod:`~spotgpu.simulation.baselines`) replayed vectorised
   (:mod:`~spotgpu.simulation.replay`), side by side with the twin (:mod:`~spotgpu.simulation.compare`);
 * ``spotgpu simulate`` (:mod:`~spotgpu.simulation.cli`), a stack's pool mapped onto traced zones
-  (:mod:`~spotgpu.simulation.topology`).
+  (:mod:`spotgpu.economics.topology`, which the trace fit reads too).
 
 This package imports the controller and the economics; neither imports it
 (``tests/foundation/test_layers.py``).

@@ -13,11 +13,12 @@
   ``d`` is the changeover delay; with periodic checkpoints a preemption also
   loses up to one interval, so ``d`` here is restart + load + interval + write.
   The paper's model has no checkpoint stalls; here work left is converted to
-  wall time with the same ``1 + C/T`` factor the controller's deadline test uses,
+  wall time with the same ``1 + C/T`` factor the controller's deadline test uses
+  (:func:`spotgpu.economics.exposure.with_checkpoint_stalls`),
   so both get the same (fair) view of how long the remaining work takes.
 
 These are the baselines. The project's ladder is not here: it is the controller's
-planner (``spotgpu.controller.plan.reconcile``), replayed through the digital twin
+planner (``spotgpu.controller.reconcile.reconcile``), replayed through the digital twin
 (``spotgpu.simulation.ladder``), so what a simulation proves is what runs.
 """
 
@@ -27,6 +28,7 @@ import math
 
 import numpy as np
 
+from spotgpu.economics.exposure import with_checkpoint_stalls
 from spotgpu.simulation.replay import IDLE, NEVER, ON_DEMAND, SPOT, Job, Tick
 
 
@@ -104,7 +106,7 @@ class UniformProgress:
         has_spot = tick.up[tick.home, cols]
         w, dl, d, t = job.work_seconds, job.deadline_seconds, self._d, tick.elapsed
         progress = s.committed
-        remaining_work = (w - progress) * (1.0 + job.checkpoint_write_seconds / job.interval_seconds)
+        remaining_work = with_checkpoint_stalls(w - progress, job.checkpoint_write_seconds, job.interval_seconds)
         remaining_time = math.floor((dl - t) / g) * g
         behind = progress < w * t / dl
         mode = np.where(has_spot, SPOT, np.where(behind, ON_DEMAND, IDLE))
@@ -128,10 +130,10 @@ class UniformProgress:
         """
         job, s, g, t = tick.job, tick.state, tick.gap_seconds, tick.elapsed
         w, dl, d = job.work_seconds, job.deadline_seconds, self._d
-        stall = 1.0 + job.checkpoint_write_seconds / job.interval_seconds
         progress = s.committed
         remaining_time = math.floor((dl - t) / g) * g
-        need = np.ceil(((w - progress) * stall + 2 * d) / g) * g
+        remaining_work = with_checkpoint_stalls(w - progress, job.checkpoint_write_seconds, job.interval_seconds)
+        need = np.ceil((remaining_work + 2 * d) / g) * g
         q_lock = ticks_while_positive(remaining_time - need, g)
         # on on-demand under hysteresis: stays while progress < ep(t + 2d)
         hold = progress < w * (t + 2 * d) / dl

@@ -10,21 +10,28 @@ from typing import Any
 
 import numpy as np
 
-from spotgpu.cliutil import Progress, add_deprecated_alias, add_json_flag, camel_keys
+from spotgpu.catalogue import CLOUDS
+from spotgpu.cliutil import STACK, Progress, add_deprecated_alias, add_json_flag, camel_keys, number, whole
 from spotgpu.economics.cost import on_demand_baseline
-from spotgpu.economics.estimate import aligned_availability, aligned_counts, estimate_from_traces
+from spotgpu.economics.estimate import (
+    aligned_availability,
+    aligned_counts,
+    estimate_from_traces,
+    gang_traces,
+    probe_size,
+)
 from spotgpu.economics.inputs import CliError, guard, profile_and_ladder
 from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.report import load_stack
+from spotgpu.economics.topology import ZoneMapping, map_pool_zones
 from spotgpu.economics.work_rate import pool_speeds, restate
-from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
+from spotgpu.models import FallbackLadder, StepKind, WorkloadProfile, default_notice
 from spotgpu.models.pool_types import pool_types
 from spotgpu.models.pools import PoolSpec
 from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
-from spotgpu.simulation.topology import ZoneMapping, map_pool_zones
-from spotgpu.traces import all_groups, load_group
+from spotgpu.traces import all_groups, load_group, trace_cloud
 
 
 def _job_for(profile: WorkloadProfile, args: argparse.Namespace, groups: list[str]) -> tuple[Job, str]:
@@ -111,7 +118,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {written}", file=sys.stderr)
     if args.json:
         doc = {"job": job.__dict__, "intervalMethod": method, "groups": results}
-        print(json.dumps(camel_keys(doc, legacy=True), indent=2, allow_nan=False))
+        print(json.dumps(camel_keys(doc), indent=2, allow_nan=False))
     return 0
 
 
@@ -119,7 +126,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 Curve = tuple[str, np.ndarray, np.ndarray]
 
 
-def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], group: str) -> tuple[list[Any], ZoneMapping]:
+def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], group: str,
+                 ladder: FallbackLadder) -> tuple[list[Any], ZoneMapping]:  # fmt: skip
     """The group's traces that stand in for the pool's zones (in the pool's order), and the mapping."""
     region = getattr(pool, "region", None) or getattr(pool, "subnet_region", None) or getattr(pool, "location", "")
     mapping = map_pool_zones(pool.name, str(region or ""), pool.zones, pool_types(pool), [t.zone for t in traces])
@@ -127,7 +135,10 @@ def _pool_traces(args: argparse.Namespace, pool: PoolSpec, traces: list[Any], gr
         raise CliError(f"trace group {group} has no zone to stand in for pool {pool.name}'s zones; pick another group")
     by_zone = {t.zone: t for t in traces}
     if not args.json:
-        print("\n".join(mapping.lines()))
+        print("\n".join(mapping.lines(ladder.step(StepKind.ALTERNATE_SKU) is not None)))
+        if trace_cloud(group) != pool.cloud:
+            print(f"  no {pool.cloud} traces ship: {group} ({trace_cloud(group)}) stands in; the preview judges this "
+                  "pool by the model only")  # fmt: skip
     return [by_zone[z] for z in mapping.trace_zones], mapping
 
 
@@ -142,7 +153,14 @@ def _simulate_group(
     traces = load_group(group)
     mapping: ZoneMapping | None = None
     if pool is not None:
-        traces, mapping = _pool_traces(args, pool, traces, group)
+        traces, mapping = _pool_traces(args, pool, traces, group, ladder)
+    probe = probe_size(traces[0])
+    assumption = None if job.nodes <= probe else (
+        f"the {group} traces probed {probe} instance(s): a zone that held the probe is taken to hold the gang of "
+        f"{job.nodes}")  # fmt: skip
+    if assumption and not args.json:
+        print(f"note: {assumption} (docs/economics.md, Simulator)")
+    traces = gang_traces(traces, job.nodes)
     avail = aligned_availability(traces, job.nodes)
     gap = traces[0].gap_seconds
     if not avail.any():
@@ -187,7 +205,12 @@ def _simulate_group(
                 hours, work = ladder_progress(policy, job, aligned_counts(traces), gap, int(st[0]), int(homes[0]), zones)
                 drawn.append((policy.name, hours, work))
     baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
-    doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict()}
+    doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict(),
+           "units": {"money": "USD", "capacity": "node-hours (spotNodeHours, onDemandNodeHours: each billed node)",
+                     "job": "job-hours (lostWorkJobHours, idleJobHours: the job itself)",
+                     "goodput": "the job's work node-hours over paid node-hours"}}
+    if assumption:
+        doc["gangAssumption"] = assumption
     if mapping is not None:
         doc["topology"] = mapping.to_dict()
     return doc, drawn
@@ -229,34 +252,42 @@ def _plot(curves: list[tuple[str, list[Curve]]], job: Job, path: Path) -> Path:
     return path
 
 
+def _interval_flag(text: str) -> str:
+    """``--interval``: auto, hazard or a whole number of seconds above 0, checked while parsing."""
+    if text in ("auto", "hazard") or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not auto, hazard or a number of seconds; fix: e.g. --interval 1800")
+
+
 def register(subparsers: Any) -> None:
     sim = subparsers.add_parser("simulate", help="replay spot traces for a job under several policies")
     sim.add_argument("--profile", help="WorkloadProfile as YAML or JSON (or --stack S --pool P)")
-    sim.add_argument("--stack", help="replay pool --pool of this stack: its workload, ladder and own zones")
+    sim.add_argument("--stack", type=STACK, help="replay pool --pool of this stack: its workload, ladder and own zones")
     sim.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     sim.add_argument("--pool", metavar="NAME", help="with --stack: the pool to replay")
     sim.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
-    sim.add_argument("--provider", choices=("aws", "gcp", "azure"), default="aws",
+    sim.add_argument("--provider", choices=CLOUDS, default="aws",
                      help="cloud whose interruption notice the replay assumes (default aws)")  # fmt: skip
     sim.add_argument("--trace-group", action="append", metavar="GROUP",
                      help="trace group to replay, repeatable, e.g. 1-node/aws-02-15-2023 (default: all)")  # fmt: skip
     add_deprecated_alias(sim, "--group", "--trace-group")
     sim.add_argument("--home", help="home zone (default: every zone of the group, or of the pool, in turn)")
-    sim.add_argument("--nodes", type=int, help="override the profile's node count")
-    sim.add_argument("--work-hours", type=float, help="override the profile's workHours")
+    sim.add_argument("--nodes", type=whole(1), help="override the profile's node count")
+    sim.add_argument("--work-hours", type=number(0, above=True), help="override the profile's workHours")
     sim.add_argument(
-        "--deadline-hours", type=float, help="override the profile's deadlineHours (default without one: 2x work)"
+        "--deadline-hours", type=number(0, above=True), help="override the profile's deadlineHours (default without one: 2x work)"
     )
     sim.add_argument("--policy", action="append", choices=(*POLICY_NAMES, *RENAMED_POLICIES), metavar="POLICY",
                      help=f"policies to run, repeatable: {', '.join(POLICY_NAMES)} (default: all)")  # fmt: skip
     sim.add_argument(
-        "--interval", default="auto", help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds"
-    )
-    sim.add_argument("--fixed-wait-minutes", type=float, default=30.0,
+        "--interval", default="auto", type=_interval_flag,
+        help="auto (Daly), hazard (Kaplan-Meier of the traces' spot runs) or seconds",
+    )  # fmt: skip
+    sim.add_argument("--fixed-wait-minutes", type=number(0), default=30.0,
                      help="wait of baseline-fixed-wait before it goes on-demand (default 30)")  # fmt: skip
-    sim.add_argument("--start-every-hours", type=float, default=24.0,
+    sim.add_argument("--start-every-hours", type=number(0, above=True), default=24.0,
                      help="hours between the replayed jobs' start offsets (default 24)")  # fmt: skip
-    sim.add_argument("--max-starts", type=int, default=None, help="cap start offsets per home zone")
+    sim.add_argument("--max-starts", type=whole(1), default=None, help="cap start offsets per home zone")
     add_json_flag(sim, "the job and every group's per-policy rows instead of tables")
     sim.add_argument("--plot", metavar="FILE.png",
                      help="draw the first job's committed progress per policy, the ladder included, into FILE "

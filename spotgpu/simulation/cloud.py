@@ -39,7 +39,7 @@ from spotgpu.controller.observe import (
     PoolObservation,
     Vm,
 )
-from spotgpu.controller.plan import PoolPlan
+from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.models.ladder import StepKind
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob
 
@@ -168,6 +168,7 @@ class TwinCloud:
         #: (``drains/<pool>/<vm>.json``).
         self.channel = AgentChannel(plan.name, DrainChannel(drain_store) if drain_store is not None else None)
         self.run = JobRun(job, self.channel)
+        self.run.start_idle(start)  # no gang until the first one forms
         self.groups: dict[str, TwinGroup] = {}
         for g in plan.groups:
             avail = traces.get(g.name)
@@ -267,6 +268,8 @@ class TwinCloud:
         if vm.id in self.run.gang:
             self.run.lost(t)  # first: the commits it made up to now are its agent's last reports
         del group.vms[vm.id]
+        if self.job.tiers is not None:
+            self.run.vm_gone(vm.id)  # its local checkpoint tier goes with it
         self._changed(group)
         self.channel.depart(vm.id)  # its agent's report stays in the store, read once more
         self._bill(vm, t)

@@ -53,16 +53,27 @@ def build_policies(
 
 @dataclass(frozen=True)
 class PolicyRow:
+    """One policy's mean over the same jobs, one unit per column whatever the policy: money in USD,
+    capacity in node-hours (what is billed: each node of the gang, each hour), the job's own time in
+    job-hours (an hour of the whole job: work lost, wall time standing with no capacity)."""
+
     policy: str
     jobs: int
     mean_cost_usd: float
     relative_cost: float  # mean cost / mean on-demand-only cost of the same jobs
     deadlines_met: float
-    lost_compute_hours: float
-    spot_hours: float
-    on_demand_hours: float
-    idle_hours: float
+    lost_compute_hours: float  # job-hours of work lost
+    spot_hours: float  # node-hours billed on spot
+    on_demand_hours: float  # node-hours billed on on-demand
+    idle_hours: float  # job-hours standing with no capacity
     preemptions: float
+    work_node_hours: float = 0.0  # the job's work in node-hours (workHours x nodes): goodput's numerator
+
+    @property
+    def goodput(self) -> float:
+        """Work node-hours over paid node-hours: what share of the capacity paid for was the job's work."""
+        paid = self.spot_hours + self.on_demand_hours
+        return self.work_node_hours / paid if paid > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,11 +82,12 @@ class PolicyRow:
             "meanCostUsd": round(self.mean_cost_usd, 2),
             "relativeCost": round(self.relative_cost, 4),
             "deadlinesMet": round(self.deadlines_met, 4),
-            "lostComputeHours": round(self.lost_compute_hours, 3),
-            "spotHours": round(self.spot_hours, 3),
-            "onDemandHours": round(self.on_demand_hours, 3),
-            "idleHours": round(self.idle_hours, 3) if math.isfinite(self.idle_hours) else None,
+            "lostWorkJobHours": round(self.lost_compute_hours, 3),
+            "spotNodeHours": round(self.spot_hours, 3),
+            "onDemandNodeHours": round(self.on_demand_hours, 3),
+            "idleJobHours": round(self.idle_hours, 3),
             "preemptions": round(self.preemptions, 3),
+            "goodput": round(self.goodput, 4) if math.isfinite(self.goodput) else None,
         }
 
 
@@ -115,10 +127,12 @@ def compare(
                 relative_cost=float(r.total_cost.mean()) / base_cost if base_cost > 0 else math.nan,
                 deadlines_met=float(r.met.mean()),
                 lost_compute_hours=float(s.lost_work_seconds.mean()) / 3600.0,
-                spot_hours=float(s.spot_seconds.mean()) / 3600.0,
-                on_demand_hours=float(s.on_demand_seconds.mean()) / 3600.0,
+                # the replay bills a whole gang per job-second: its node-hours are job-hours x nodes
+                spot_hours=float(s.spot_seconds.mean()) / 3600.0 * job.nodes,
+                on_demand_hours=float(s.on_demand_seconds.mean()) / 3600.0 * job.nodes,
                 idle_hours=float(s.idle_seconds.mean()) / 3600.0,
                 preemptions=float(s.preemptions.mean()),
+                work_node_hours=job.work_hours * job.nodes,
             )
         )
     return rows, replays
@@ -143,10 +157,11 @@ def twin_row(
         relative_cost=cost / base_cost if base_cost > 0 else math.nan,
         deadlines_met=float(np.mean([r.met for r in results])),
         lost_compute_hours=float(np.mean([r.lost_work_hours for r in results])),
-        spot_hours=float(np.mean([r.spot_hours for r in results])),
+        spot_hours=float(np.mean([r.spot_hours for r in results])),  # the twin bills VMs: node-hours already
         on_demand_hours=float(np.mean([r.on_demand_hours for r in results])),
-        idle_hours=math.nan,  # the twin bills VMs, not job states; see spot and on-demand hours
+        idle_hours=float(np.mean([r.idle_hours for r in results])),
         preemptions=float(np.mean([r.gang_losses for r in results])),
+        work_node_hours=job.work_hours * job.nodes,
     )
 
 
@@ -163,21 +178,24 @@ def start_grid(ticks: int, gap_seconds: float, horizon_hours: float, every_hours
     return np.arange(0, last + 1, step, dtype=np.int64)
 
 
-def _idle(hours: float) -> str:
-    """Idle hours, or ``-`` where the policy has none to report (the twin bills VMs, not job states)."""
-    return f"{hours:>8.1f}" if math.isfinite(hours) else f"{'-':>8}"
+#: The table's columns: header, and the unit every policy's figure is in.
+COLUMNS = ("cost $", "vs OD", "met", "lost job-h", "spot node-h", "OD node-h", "idle job-h", "preempt", "goodput")
 
 
 def render_table(rows: Sequence[PolicyRow]) -> str:
+    """One row per policy; every column has one unit for every policy (the header says which)."""
     head = (
         f"{'policy':<34}{'jobs':>6}{'cost $':>11}{'vs OD':>8}{'met':>8}"
-        f"{'lost h':>8}{'spot h':>8}{'OD h':>8}{'idle h':>8}{'preempt':>8}"
+        f"{'lost job-h':>12}{'spot node-h':>13}{'OD node-h':>11}{'idle job-h':>12}{'preempt':>9}{'goodput':>9}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
+        goodput = f"{r.goodput:>9.1%}" if math.isfinite(r.goodput) else f"{'-':>9}"
         lines.append(
             f"{r.policy:<34}{r.jobs:>6}{r.mean_cost_usd:>11,.2f}{r.relative_cost:>8.3f}{r.deadlines_met:>8.1%}"
-            f"{r.lost_compute_hours:>8.2f}{r.spot_hours:>8.1f}{r.on_demand_hours:>8.1f}{_idle(r.idle_hours)}"
-            f"{r.preemptions:>8.1f}"
+            f"{r.lost_compute_hours:>12.2f}{r.spot_hours:>13.1f}{r.on_demand_hours:>11.1f}{r.idle_hours:>12.1f}"
+            f"{r.preemptions:>9.1f}{goodput}"
         )
+    lines.append("node-h: hours of each billed node (the whole gang); job-h: hours of the job itself; goodput: the "
+                 "job's work node-hours over paid node-hours")  # fmt: skip
     return "\n".join(lines)

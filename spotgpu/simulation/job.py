@@ -15,6 +15,16 @@ it loads the checkpoint (``load_seconds``), then commits every interval of work
 each commit (time and step, one step = one second of work). Losing a gang VM loses the
 work since the last commit. A drain request makes the agent write a final checkpoint
 and report it ``write_seconds`` later.
+
+With checkpoint tiers (:class:`TwinTiers`, ``spotgpu.economics.tiers``) each commit is a local
+one (``write_seconds`` the local write), every ``durable_every``-th reaches the object store
+``upload_seconds`` later, and each gang VM's shard has copies on ``peer_copies`` other gang
+VMs (a ring over the gang, alternating its groups, i.e. zones). Every VM that goes (taken,
+removed) takes its tier with it. When the next gang forms, it resumes from the newest local
+commit if every shard of it is still held by a member of the new gang (a member's own tier:
+``local``; a copy another member holds: ``peer``), else from the newest durable one (the
+newcomers read the ``store``; members that held the old gang's tiers still read their own,
+which keeps the newest durable generation), and loads in the tier's or the store's time.
 """
 
 from __future__ import annotations
@@ -33,6 +43,16 @@ Report = tuple[float, int | None]
 
 
 @dataclass(frozen=True)
+class TwinTiers:
+    """A tiered job's mechanics (seconds): see the module docstring."""
+
+    durable_every: int
+    upload_seconds: float
+    tier_load_seconds: float
+    peer_copies: int
+
+
+@dataclass(frozen=True)
 class TwinJob:
     """The workload's mechanics, in seconds."""
 
@@ -44,6 +64,7 @@ class TwinJob:
     load_seconds: float  # checkpointLoadSeconds: gang formed to working
     nodes: int = 1
     penalty_per_hour: float = 0.0
+    tiers: TwinTiers | None = None
 
     @property
     def total_steps(self) -> int:
@@ -116,6 +137,13 @@ class JobRun:
         self.lost_work = 0.0
         self.restarts = 0
         self.gang_losses = 0  # times a loss stopped the job (a gang of 16 losing 3 VMs at once: 1)
+        # checkpoint tiers (job.tiers): the live VMs holding each shard of the committed step (by the VM
+        # that wrote it), the newest durable commit, and the rank restores from each source
+        self.holders: dict[str, set[str]] = {}
+        self.durable = 0.0
+        self.restores = {"local": 0, "peer": 0, "store": 0}
+        self.idle_since: float | None = None  # when the job last stopped with no gang (None: a gang holds it)
+        self.idle_seconds = 0.0  # wall time with no gang (what the baselines' idle hours count)
 
     # --- progress ----------------------------------------------------------------
     def work_at(self, t: float) -> tuple[float, float]:
@@ -154,6 +182,21 @@ class JobRun:
             for vm_id in self.gang:
                 self.channel.report(vm_id, at, int(committed))
 
+    def start_idle(self, t: float) -> None:
+        """The job stands with no gang from ``t`` (its start, a loss, a stop): wall time billed as idle job-hours."""
+        if self.idle_since is None:
+            self.idle_since = t
+
+    def _end_idle(self, t: float) -> None:
+        if self.idle_since is not None:
+            self.idle_seconds += max(0.0, t - self.idle_since)
+            self.idle_since = None
+
+    def idle_hours(self, until: float) -> float:
+        """Hours the job stood with no gang, up to ``until`` (the end of the run or of the replay)."""
+        open_idle = max(0.0, until - self.idle_since) if self.idle_since is not None and self.phase != "done" else 0.0
+        return (self.idle_seconds + open_idle) / 3600.0
+
     # --- what happens to it ------------------------------------------------------
     def form_gang(self, ready: Sequence[GangNode], t: float) -> None:
         """Start a gang on ``ready`` (ready VMs that are not draining) once they hold the job's GPUs."""
@@ -167,11 +210,48 @@ class JobRun:
                 break
             gang.append(v)
             units += v.units
+        self._end_idle(t)
         self.gang = tuple(v.id for v in gang)
         self.gang_speed = min(v.speed for v in gang)
         self.gangs.append(tuple(sorted(v.group for v in gang)))
-        self.phase, self.phase_until = "loading", t + self.job.load_seconds
+        load = self.job.load_seconds if self.job.tiers is None else self._tier_restore(gang)
+        self.phase, self.phase_until = "loading", t + load
         self.restarts += 1
+
+    def _tier_restore(self, gang: Sequence[GangNode]) -> float:
+        """Tiers: the step the new gang resumes from, where each rank reads it, the copies it will
+        keep; the gang's load seconds (the store's when any rank reads the store)."""
+        tiers = self.job.tiers
+        assert tiers is not None
+        members = {v.id for v in gang}
+        sources: list[str] = []
+        if self.committed > 0:
+            held = set().union(*self.holders.values()) & members if self.holders else set()
+            if self.holders and all(hs & members for hs in self.holders.values()):
+                sources = ["local" if v.id in self.holders.get(v.id, ()) else "peer" for v in gang]
+            else:  # a shard of the newest local step is gone with its copies: back to the newest durable one
+                self.lost_work += self.committed - self.durable
+                self.committed = self.durable
+                sources = ["local" if v.id in held else "store" for v in gang] if self.durable > 0 else []
+            for source in sources:
+                self.restores[source] += 1
+        # partners alternate groups (zones), so a zone reclaim rarely takes a shard with all its copies
+        by_group: dict[str, list[str]] = {}
+        for v in sorted(gang, key=lambda v: (v.group, v.id)):
+            by_group.setdefault(v.group, []).append(v.id)
+        ring: list[str] = []
+        while any(by_group.values()):
+            for ids in by_group.values():
+                if ids:
+                    ring.append(ids.pop(0))
+        n, c = len(ring), min(tiers.peer_copies, len(ring) - 1)
+        self.holders = {vm: {vm, *(ring[(i + j) % n] for j in range(1, c + 1))} for i, vm in enumerate(ring)}
+        return tiers.tier_load_seconds if sources and "store" not in sources else self.job.load_seconds
+
+    def vm_gone(self, vm_id: str) -> None:
+        """Tiers: a VM left (taken or removed), and its local tier with it."""
+        for held in self.holders.values():
+            held.discard(vm_id)
 
     def step(self, t: float) -> bool:
         """The job's own transition due at ``t`` (load done, run done, final checkpoint written);
@@ -186,6 +266,7 @@ class JobRun:
             return True
         elif self.phase == "stopping":
             self.gang, self.phase, self.phase_until = (), "idle", math.inf
+            self.start_idle(t)
         return False
 
     def _start_run(self, t: float) -> None:
@@ -195,6 +276,19 @@ class JobRun:
         self.finish = t + full * (self.job.interval_seconds + self.job.write_seconds) + (left - full * self.job.interval_seconds)
         self.phase_until = self.finish
 
+    def durable_at(self, t: float) -> float:
+        """Tiers: the newest work in the object store at ``t`` (every ``durable_every``-th local commit of
+        the run, ``upload_seconds`` after it)."""
+        tiers = self.job.tiers
+        if tiers is None or self.phase != "running":
+            return self.durable
+        cycle = self.job.interval_seconds + self.job.write_seconds
+        k = int((t - self.run_start - tiers.upload_seconds + _EPS) // cycle)
+        k -= k % tiers.durable_every
+        if k <= 0:
+            return self.durable
+        return max(self.durable, min(self.base + k * self.job.interval_seconds * self.gang_speed, self.job.work_seconds))
+
     def lost(self, t: float) -> None:
         """A gang VM is gone: the work since the last commit is lost, the gang stops."""
         if self.phase in ("running", "loading"):
@@ -202,7 +296,9 @@ class JobRun:
         if self.phase == "running":
             self.settle_commits(t)
             _, done = self.work_at(t)
+            self.durable = self.durable_at(t)
             self.lost_work += done - self.committed
+        self.start_idle(t)
         self.gang, self.phase, self.phase_until = (), "idle", math.inf
         self.finish = math.inf
 
@@ -213,11 +309,13 @@ class JobRun:
             return False
         self.settle_commits(notice_at)
         _, done = self.work_at(notice_at)
-        self.committed = done  # the final checkpoint fit the notice
+        self.durable = self.durable_at(notice_at)
+        self.committed = done  # the final checkpoint fit the notice (with tiers: on the local tier and the peers)
         self.gang_losses += 1
         for vm_id in self.gang:
             self.channel.report(vm_id, notice_at + self.job.write_seconds, int(done))
         self.phase = "idle"
+        self.start_idle(notice_at)
         return True
 
     def drained(self, vm_id: str, t: float) -> None:
@@ -228,6 +326,7 @@ class JobRun:
                 self.settle_commits(t)
                 _, done = self.work_at(t)
                 self.committed = done
+                self.durable = done  # a drain's budget (minutes) carries the final checkpoint to the store too
             self.phase, self.phase_until = "stopping", t + self.job.write_seconds
             self.finish = math.inf
             self.channel.report(vm_id, t + self.job.write_seconds, int(self.committed))  # its final checkpoint

@@ -124,18 +124,3 @@ def ladder_progress(
         points.append((result.finish_seconds / 3600.0, job.work_seconds / 3600.0))
     hours, work = zip(*points, strict=True)
     return np.array(hours, dtype=float), np.array(work, dtype=float)
-
-
-def summarise(results: Sequence[TwinResult]) -> dict[str, float]:
-    cost = np.array([r.cost_usd for r in results])
-    finish = np.array([r.finish_seconds for r in results])
-    return {
-        "jobs": len(results),
-        "meanCostUsd": float(cost.mean()),
-        "deadlinesMet": float(np.mean([r.met for r in results])),
-        "meanFinishHours": float(finish[np.isfinite(finish)].mean() / 3600.0) if np.isfinite(finish).any() else math.inf,
-        "meanLostComputeHours": float(np.mean([r.lost_work_hours for r in results])),
-        "meanSpotHours": float(np.mean([r.spot_hours for r in results])),
-        "meanOnDemandHours": float(np.mean([r.on_demand_hours for r in results])),
-        "meanPreemptions": float(np.mean([r.interruptions for r in results])),
-    }

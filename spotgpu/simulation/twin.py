@@ -1,6 +1,6 @@
 """The digital twin: the production planner against a simulated cloud and job built from availability traces.
 
-There is one ladder: :func:`spotgpu.controller.plan.reconcile`, the function the
+There is one ladder: :func:`spotgpu.controller.reconcile.reconcile`, the function the
 controller calls every tick. The twin feeds it observations from a simulated cloud
 (:class:`~spotgpu.simulation.cloud.TwinCloud`, a ``CloudAdapter``) running a simulated
 job (:class:`~spotgpu.simulation.job.JobRun`) and applies its actions there, so what
@@ -8,7 +8,7 @@ job (:class:`~spotgpu.simulation.job.JobRun`) and applies its actions there, so 
 own decision code.
 
 :func:`run_twin` drives ``reconcile`` on the controller's tick grid. It skips
-ticks in which neither the cloud changed nor :func:`~spotgpu.controller.plan.next_wake`
+ticks in which neither the cloud changed nor :func:`~spotgpu.controller.reconcile.next_wake`
 says a decision could; a test checks that the outcome equals ticking every time.
 """
 
@@ -21,14 +21,15 @@ from dataclasses import dataclass, field
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec, reference_gpus
 from spotgpu.controller.observe import PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, commits_matter, next_wake, reconcile
+from spotgpu.controller.reconcile import PoolPlan, TickResult, commits_matter, next_wake, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
+from spotgpu.economics.tiers import TierDecision
 from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import WorkloadProfile
 from spotgpu.simulation.cloud import Removal, TwinCloud
-from spotgpu.simulation.job import TwinJob
+from spotgpu.simulation.job import TwinJob, TwinTiers
 
 
 @dataclass
@@ -50,6 +51,10 @@ class TwinResult:
     removals: list[Removal]
     #: each gang the job formed, as its members' groups: a 4-GPU rung standing in for an 8-GPU primary shows twice the nodes
     gangs: list[tuple[str, ...]] = field(default_factory=list)
+    #: with checkpoint tiers: rank restores from each source (local, peer, store)
+    restores: dict[str, int] = field(default_factory=dict)
+    #: wall hours the job stood with no gang (job-hours: the unit of the baselines' idle hours)
+    idle_hours: float = 0.0
 
 
 def run_twin(
@@ -119,6 +124,8 @@ def run_twin(
         steps_reached=steps,
         removals=list(cloud.removals),
         gangs=list(run.gangs),
+        restores=dict(run.restores) if job.tiers is not None else {},
+        idle_hours=run.idle_hours(min(done_at, end) if math.isfinite(done_at) else end),
     )
 
 
@@ -161,16 +168,25 @@ def twin_plan(
     )
 
 
-def twin_job_for(workload: WorkloadProfile, interval_seconds: float) -> TwinJob:
-    """The job mechanics of a workload at a checkpoint interval."""
+def twin_job_for(workload: WorkloadProfile, interval_seconds: float, tiers: TierDecision | None = None) -> TwinJob:
+    """The job mechanics of a workload at a checkpoint interval (with ``tiers``: the local interval, and the
+    durable interval and tier figures of ``choose_interval(...).tiers``)."""
     deadline = workload.deadline_hours if workload.deadline_hours is not None else 2.0 * workload.work_hours
+    twin_tiers = None
+    write = workload.checkpoint_write_seconds
+    if tiers is not None:
+        write = tiers.write_seconds
+        twin_tiers = TwinTiers(durable_every=tiers.durable_every, upload_seconds=tiers.commit_seconds - tiers.write_seconds
+                               + tiers.store_write_seconds, tier_load_seconds=tiers.load_seconds,
+                               peer_copies=tiers.peer_copies)  # fmt: skip
     return TwinJob(
         work_seconds=workload.work_hours * 3600.0,
         deadline_seconds=deadline * 3600.0,
         interval_seconds=float(interval_seconds),
-        write_seconds=workload.checkpoint_write_seconds,
+        write_seconds=write,
         boot_seconds=workload.restart_seconds,
         load_seconds=workload.checkpoint_load_seconds,
         nodes=workload.nodes,
         penalty_per_hour=workload.prices.deadline_penalty_per_hour,
+        tiers=twin_tiers,
     )

@@ -22,7 +22,7 @@ SCHEME_CLOUDS = {"s3": "aws", "gs": "gcp", "az": "azure"}
 class StoreUrl:
     """A checkpoint store URL, parsed once (the one parser every part should use).
 
-    Forms (exactly what the pools export, see ``spotgpu.tags.CHECKPOINT_STORE``):
+    Forms (exactly what the pools export, see ``spotgpu.contract.tags.CHECKPOINT_STORE``):
 
     - ``file:///abs/path`` or a plain path (``/abs/path``, ``rel/path``, ``~/x``);
     - ``s3://BUCKET/PREFIX`` and ``gs://BUCKET/PREFIX``;

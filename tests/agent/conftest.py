@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from spotgpu.agent.client import AgentClient
 from spotgpu.agent.config import AgentConfig
 from spotgpu.agent.daemon import Agent, wire_cloud
 from spotgpu.agent.fakes import FakeAwsImds, FakeAzureImds, FakeGcpMetadata, FakeMetadataServer
@@ -41,3 +42,19 @@ def agents() -> Iterator[Callable[..., Agent]]:
     yield make
     for agent in started:
         agent.stop()
+
+
+@pytest.fixture(autouse=True)
+def closed_clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every AgentClient a test here makes is closed after it (its watcher would poll on)."""
+    made: list[AgentClient] = []
+    init = AgentClient.__init__
+
+    def tracked(self: AgentClient, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(AgentClient, "__init__", tracked)
+    yield
+    for client in made:
+        client.close()

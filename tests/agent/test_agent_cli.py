@@ -17,6 +17,8 @@ from agent_testkit import fast_config, wait_until
 from spotgpu.agent.cli import load_config, render_status
 from spotgpu.cli import main
 from spotgpu.config import ConfigError
+from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument
 
 
 def spotgpu(*args: str, **kw: Any) -> subprocess.Popen[str]:
@@ -43,7 +45,7 @@ def test_agent_run_acknowledges_and_status_reports_it(fakes: Any, tmp_path: Path
         doc = json.loads(out)
         assert doc["phase"] == "drained"
         assert doc["acknowledged"] == [eid]
-        assert doc["identity"]["instance_type"] == "Standard_NC4as_T4_v3"
+        assert doc["identity"]["instanceType"] == "Standard_NC4as_T4_v3"
         summary = spotgpu("agent", "status", "--control", sock)
         text, err = summary.communicate(timeout=30)
         assert summary.returncode == 0, err
@@ -89,7 +91,8 @@ def test_status_summary_names_the_notice_and_the_deadline() -> None:
     doc = {
         "pool": "train", "provider": "aws", "phase": "final-checkpoint", "acceptingWork": False, "now": 100.0,
         "identity": {"instance_id": "i-1", "instance_type": "g5.xlarge"},
-        "notice": {"kind": "preempt", "source": "aws/spot-instance-action", "deadline": 130.0},
+        "notice": NoticeDocument.told("e-1", InterruptionKind.PREEMPT, "aws/spot-instance-action", Checkpoint.FINAL,
+                                      95.0, 130.0, 15.0).to_json(100.0),
         "finalReport": {"committed": True, "generation": "g-000042"}, "events": [{}], "acknowledged": [],
     }  # fmt: skip
     text = render_status(doc)
@@ -101,7 +104,7 @@ def test_status_summary_names_the_notice_and_the_deadline() -> None:
 def test_status_summary_says_when_an_early_notice_cleared() -> None:
     doc = {
         "pool": "train", "provider": "aws", "phase": "running", "acceptingWork": True, "notice": None,
-        "cleared": {"kind": "rebalance", "source": "aws/rebalance-recommendation", "clearedAt": 130.0},
+        "cleared": ClearedNotice("e-2", InterruptionKind.REBALANCE, "aws/rebalance-recommendation", 130.0).to_json(),
     }  # fmt: skip
     text = render_status(doc)
     assert "phase:     running (accepting work: yes)" in text

@@ -13,6 +13,8 @@ import pytest
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.control import ControlServer, parse_address
 from spotgpu.agent.state import WorkloadState
+from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint, NoticeDocument
 
 
 @pytest.fixture
@@ -22,15 +24,8 @@ def control() -> Iterator[ControlServer]:
     server.stop()
 
 
-def final_notice(deadline: float, margin: float = 5.0) -> dict[str, object]:
-    return {
-        "eventId": "e1",
-        "kind": "preempt",
-        "source": "test",
-        "checkpoint": "final",
-        "deadline": deadline,
-        "budgetDeadline": deadline - margin,
-    }
+def final_notice(deadline: float, margin: float = 5.0) -> NoticeDocument:
+    return NoticeDocument.told("e1", InterruptionKind.PREEMPT, "test", Checkpoint.FINAL, time.time(), deadline, margin)
 
 
 @dataclass
@@ -70,12 +65,13 @@ def test_wait_for_notice_returns_early_notices_without_stopping(control: Control
     threading.Timer(
         0.1,
         lambda: control.state.set_notice(
-            "early-checkpoint", {**final_notice(0), "checkpoint": "early", "deadline": None, "budgetDeadline": None}
+            "early-checkpoint",
+            NoticeDocument.told("e1", InterruptionKind.REBALANCE, "test", Checkpoint.EARLY, time.time(), None, 5.0),
         ),
     ).start()
     notice = client.wait_for_notice(timeout=5)
     assert notice is not None and notice.checkpoint == "early" and not notice.stop
-    assert notice.budget_seconds() == 0.0
+    assert notice.budget_seconds(time.time()) == 0.0
 
 
 def test_wait_for_notice_times_out_to_none(control: ControlServer) -> None:
@@ -151,3 +147,60 @@ def test_parse_address(address: str, expected: tuple[str, object]) -> None:
 def test_non_loopback_control_address_is_refused() -> None:
     with pytest.raises(ValueError, match="not loopback"):
         parse_address("10.0.0.5:9465")
+
+
+def test_a_client_that_hangs_up_mid_long_poll_is_no_error(control: ControlServer, capfd: pytest.CaptureFixture[str],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """A rank killed during its long poll leaves the agent a broken pipe: normal, so no traceback on
+    stderr (it used to print one, which another test then read as its own output)."""
+    import logging
+    import socket
+    import struct
+
+    host, port = control.url.split(":")
+    caplog.set_level(logging.DEBUG, logger="spotgpu.agent.control")
+    for _ in range(3):
+        sock = socket.create_connection((host, int(port)))
+        sock.sendall(b"GET /v1/notice?since=-1&wait=0.2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        sock.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any("client left" in r.getMessage() for r in caplog.records):
+        time.sleep(0.05)
+    assert any("client left" in r.getMessage() for r in caplog.records), "the hang-up never reached the server"
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Error" not in err, err
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_stopping_the_server_ends_its_open_long_polls() -> None:
+    """A long poll may wait 300 s; a stopped server must not keep its handler thread (and the reply
+    to a client that is gone) alive that long into whatever runs next."""
+    import json as _json
+    import urllib.request
+
+    server = ControlServer("127.0.0.1:0", WorkloadState()).start()
+    answered: list[float] = []
+
+    def poll() -> None:
+        with urllib.request.urlopen(f"http://{server.url}/v1/notice?since=999&wait=60", timeout=90) as reply:
+            _json.load(reply)
+        answered.append(time.monotonic())
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    stopped = time.monotonic()
+    server.stop()
+    thread.join(10)
+    assert answered and answered[0] - stopped < 5, "the long poll outlived the server"
+
+
+def test_close_ends_the_watcher_even_mid_long_poll(control: ControlServer) -> None:
+    client = AgentClient(control.url)
+    assert client.should_stop() is False
+    time.sleep(0.2)  # the watcher is now inside its 30 s long poll
+    started = time.monotonic()
+    client.close()
+    assert client._watcher is not None and not client._watcher.is_alive()
+    assert time.monotonic() - started < 2

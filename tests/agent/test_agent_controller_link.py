@@ -18,7 +18,7 @@ from spotgpu.agent.client import AgentClient
 from spotgpu.agent.controller_link import ControllerLink, DrainMonitor, commit_time, controller_vm_id
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
-from spotgpu.agent.plan import plan_response, resolve_deadline
+from spotgpu.agent.response_rules import plan_response, resolve_deadline
 from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.bootstrap import control_store_url
 from spotgpu.contract.drain import DrainChannel

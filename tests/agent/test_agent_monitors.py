@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from spotgpu.agent import aws, azure, gcp
+from spotgpu.agent.fakes import imds_date
 from spotgpu.agent.http import MetadataError, MetadataHttp
 from spotgpu.contract.interruptions import InterruptionKind
 
@@ -92,11 +93,13 @@ def test_aws_token_failure_is_a_metadata_error(fakes: Any) -> None:
         aws.SpotInterruptionMonitor(imds(fake)).check()
 
 
-def test_aws_unknown_action_is_malformed(fakes: Any) -> None:
+def test_aws_unknown_action_is_still_an_interruption(fakes: Any) -> None:
+    """The item exists only for an interruption: an action the agent does not know is a preempt
+    (the safest reading) with the value kept, not a malformed answer retried forever (issue 36)."""
     fake = fakes("aws")
     fake.instance_action = {"action": "explode", "time": "2026-01-01T00:00:00Z"}
-    with pytest.raises(MetadataError, match="unknown action"):
-        aws.SpotInterruptionMonitor(imds(fake)).check()
+    [event] = aws.SpotInterruptionMonitor(imds(fake)).check()
+    assert (event.kind, event.unknown_value) == (InterruptionKind.PREEMPT, "explode")
 
 
 def test_aws_identity(fakes: Any) -> None:
@@ -156,11 +159,14 @@ def test_gcp_failed_request_keeps_the_etag_so_the_change_is_seen(fakes: Any) -> 
     assert monitor.check()[0].kind is InterruptionKind.PREEMPT
 
 
-def test_gcp_unexpected_value_is_malformed(fakes: Any) -> None:
+def test_gcp_garbled_value_is_malformed_but_an_unknown_word_is_a_notice(fakes: Any) -> None:
     fake = fakes("gcp")
-    fake.set_value("instance/preempted", "MAYBE")
+    fake.set_value("instance/preempted", '{"trunc')
     with pytest.raises(MetadataError, match="unexpected value"):
         gcp.PreemptedMonitor(gclient(fake)).check()
+    fake.set_value("instance/preempted", "MAYBE")
+    [event] = gcp.PreemptedMonitor(gclient(fake)).check()
+    assert (event.kind, event.unknown_value) == (InterruptionKind.PREEMPT, "MAYBE")
 
 
 def test_gcp_maintenance_event(fakes: Any) -> None:
@@ -279,3 +285,55 @@ def test_azure_identity(fakes: Any) -> None:
         "on-demand",
         "gpupool_3",
     )
+
+
+# -- issue 36: the new sources against the fakes' own notices -----------------
+
+
+def test_aws_scheduled_event_from_the_fake_phases_from_early_to_terminal(fakes: Any) -> None:
+    fake = fakes("aws")
+    monitor = aws.ScheduledEventsMonitor(imds(fake))
+    assert monitor.check() == []  # "[]": none
+    eid = fake.raise_scheduled("instance-retirement", not_before_in=2 * 86400)
+    [early] = monitor.check()
+    assert (early.kind, early.event_id) == (InterruptionKind.MAINTENANCE, eid + aws.AHEAD)
+    assert early.cloud_deadline == pytest.approx(time.time() + 2 * 86400, abs=2)
+    fake.scheduled[0]["NotBefore"] = imds_date(time.time() + 300)  # five minutes out now
+    terminal, gone = monitor.check()
+    assert (terminal.kind, terminal.event_id) == (InterruptionKind.TERMINATE, eid)  # type: ignore[union-attr]
+    assert gone.event_ids == (eid + aws.AHEAD,)  # type: ignore[union-attr]
+    fake.scheduled[0]["State"] = "completed"
+    [withdrawn] = monitor.check()
+    assert withdrawn.event_ids == (eid,)  # type: ignore[union-attr]
+
+
+def test_aws_target_lifecycle_state_transitions_are_identities(fakes: Any) -> None:
+    fake = fakes("aws")
+    monitor = aws.TargetLifecycleMonitor(imds(fake), heartbeat_seconds=300)
+    assert monitor.check() == []  # InService
+    fake.set_lifecycle_state("Terminated")
+    [first] = monitor.check()
+    assert (first.kind, first.documented_lead) == (InterruptionKind.TERMINATE, 300.0)
+    assert monitor.check()[0].event_id == first.event_id  # re-served: the same notice
+    fake.set_lifecycle_state("InService")
+    assert [w.event_ids for w in monitor.check()] == [(first.event_id,)]  # type: ignore[union-attr]
+    fake.set_lifecycle_state("Terminated")
+    [second] = monitor.check()
+    assert second.event_id != first.event_id
+    fake.set_lifecycle_state(None)  # 404: not in a group
+    assert [type(x).__name__ for x in monitor.check()] == ["NoticeWithdrawn"]
+
+
+def test_gcp_upcoming_maintenance_from_the_fake(fakes: Any) -> None:
+    fake = fakes("gcp")
+    monitor = gcp.UpcomingMaintenanceMonitor(gclient(fake), every=1.0)
+    assert monitor.check() == []  # 503 "no notifications have been received yet"
+    fake.set_upcoming_maintenance({"window_start_time": "2030-01-02T03:04:05Z", "type": "SCHEDULED",
+                                   "maintenance_status": "PENDING"})  # fmt: skip
+    [event] = monitor.check()
+    assert (event.kind, event.event_id) == (InterruptionKind.MAINTENANCE, "SCHEDULED@2030-01-02T03:04:05Z")
+    fake.set_upcoming_maintenance({"window_start_time": "2030-01-09T03:04:05Z", "type": "SCHEDULED"})
+    moved, gone = monitor.check()
+    assert gone.event_ids == (event.event_id,)  # type: ignore[union-attr]  # rescheduled: a new notice
+    fake.set_upcoming_maintenance(None)
+    assert [x.event_ids for x in monitor.check()] == [(moved.event_id,)]  # type: ignore[union-attr]

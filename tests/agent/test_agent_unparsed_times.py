@@ -12,11 +12,11 @@ from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent import aws, azure
 from spotgpu.agent.http import MetadataHttp
-from spotgpu.agent.plan import contract_from_config, resolve_deadline
+from spotgpu.agent.response_rules import contract_from_config, resolve_deadline
 from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.contract.interruptions import InterruptionKind
 
-UNREADABLE = ["garbage", "2026-12-02T18:00:00Z", 1764698400, {"at": 1}]
+UNREADABLE = ["garbage", "Tuesday-ish 18:00", 1764698400, {"at": 1}]
 
 
 @pytest.mark.parametrize("not_before", UNREADABLE, ids=repr)

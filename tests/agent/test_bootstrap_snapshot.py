@@ -22,6 +22,7 @@ from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig, AgentRuntime
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES, render_bootstrap, render_bootstrap_b64
 from spotgpu.cli import build_parser
 from spotgpu.models.notice import default_notice
+from spotgpu.models.tiers import LocalTierConfig
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("SPOTGPU_UPDATE_SNAPSHOTS") == "1"
@@ -102,3 +103,23 @@ def test_oversized_bootstrap_names_the_limit_and_the_fix() -> None:
     config = CONFIGS["aws"].model_copy(update={"checkpoint_store": "s3://b/" + "x" * MAX_BOOTSTRAP_BYTES["aws"]})
     with pytest.raises(ValueError, match="over the aws limit of 16384; shorten"):
         render_bootstrap(config)
+
+
+#: A tiered workload's pool (issue 33): the same agents, with the local tier the bootstrap mounts.
+TIER = LocalTierConfig(path="/var/lib/spotgpu/local", keep=2, peer_copies=1, durable_interval_seconds=8910,
+                       ram_disk_gib=224)  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", sorted(CONFIGS))
+def test_tiered_bootstrap_matches_the_snapshot(provider: str) -> None:
+    """The user data that mounts the local NVMe (or the RAM disk) per cloud, reviewed as a whole."""
+    rendered = render_bootstrap(CONFIGS[provider].model_copy(update={"local_tier": TIER}), "spotgpu==0.1.0")
+    path = SNAPSHOTS / f"{provider}-tiered.sh"
+    if UPDATE or not path.exists():
+        if not UPDATE:
+            pytest.fail(f"no snapshot {path}; create it with SPOTGPU_UPDATE_SNAPSHOTS=1")
+        path.write_text(rendered, encoding="utf-8")
+    assert rendered == path.read_text(encoding="utf-8"), (
+        f"tiered bootstrap for {provider} changed; if intended, rerun with SPOTGPU_UPDATE_SNAPSHOTS=1 and review the diff"
+    )
+    assert len(rendered.encode()) <= MAX_BOOTSTRAP_BYTES[provider]

@@ -41,9 +41,9 @@ def pool_args(stack: str = "prod", **changes: Any) -> PoolArgs:
 
 
 def record_pool(args: PoolArgs) -> list[RecordedResource]:
-    from spotgpu_pulumi.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool, plan_pool
 
-    return record(lambda: GpuPool(args.spec.name, args))
+    return record(lambda: GpuPool(args.spec.name, plan_pool(args)))
 
 
 def one(resources: list[RecordedResource], typ: str, name_suffix: str = "") -> RecordedResource:

@@ -11,13 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_fixtures import one, policy_of, pool_args, record_pool
+from aws_fixtures import config_with, one, policy_of, pool_args, record_pool
 
+from spotgpu.config import ConfigError
+from spotgpu.contract.tags import POOL, ROLE
 from spotgpu.controller.aws_lambda import CONFIG_ENV
 from spotgpu.controller.config import parse_controller_config
-from spotgpu.tags import POOL, ROLE
-from spotgpu_pulumi.aws.controller_job import ControllerJobError, plan_controller_job
 from spotgpu_pulumi.aws.plan import plan_pool
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
 from tests.controller.job_snapshot import check_snapshot
@@ -82,14 +83,15 @@ def test_the_config_in_the_environment_is_the_stack_rendered_and_validates(prod:
     assert config.state_url == "s3://spotgpu-prod-train-aws-checkpoints/train-aws/_controller"
     assert config.tick_seconds == 60 and config.lease_ttl_seconds == 90
     args = pool_args("prod")
-    assert config.ladders["training"] == args.ladder and config.workloads["llm-finetune"] == args.workload
+    assert config.ladders["training-aws"] == args.ladder
+    assert config.workloads["llm-finetune"] == args.workload.model_copy(update={"sources": {}})  # annotations stay home
 
 
 def test_preview_snapshot_of_the_controller_resources() -> None:
     from spotgpu_pulumi.aws import GpuPool
 
     args = pool_args("prod")
-    check_snapshot(record(lambda: GpuPool(args.spec.name, args), preview=True), JOB, SNAPSHOT)
+    check_snapshot(record(lambda: GpuPool(args.spec.name, plan_pool(args)), preview=True), JOB, SNAPSHOT)
 
 
 def test_opting_out_creates_no_job_and_fleet_mode_needs_asg() -> None:
@@ -97,7 +99,16 @@ def test_opting_out_creates_no_job_and_fleet_mode_needs_asg() -> None:
     assert not [r for r in off if r.type in (FUNCTION, SCHEDULE, JOB)]
     trust = policy_of(one(off, ROLE_TYPE, "-fallback-controller"), "assumeRolePolicy")["Statement"]
     assert all("Service" not in s["Principal"] for s in trust)
-    with pytest.raises(ControllerJobError, match="mode: asg"):
-        plan_controller_job(plan_pool(pool_args("prod", mode="fleet")))
-    with pytest.raises(ControllerJobError, match="visibility timeout"):
-        plan_controller_job(plan_pool(pool_args("prod", controller={"timeoutSeconds": 120})))
+    assert plan_pool(pool_args("prod", mode="fleet")).controller_job is None  # the AWS adapter drives groups only
+
+
+def test_a_timeout_lambda_refuses_is_refused_when_the_stack_is_planned() -> None:
+    """Defect: the job was planned only inside the ControllerJob component, so the config edge
+    (``spotgpu preview``'s check, ``load_config``) passed a timeout Lambda's SQS trigger refuses."""
+    config = config_with("prod", controller={"timeoutSeconds": 120})
+    with pytest.raises(ConfigError) as err:
+        plan_stack(config)
+    assert str(err.value) == (
+        "spotgpu:pools[train-aws].controller.timeoutSeconds: is above the event queue's visibility timeout (60s), "
+        "which Lambda's SQS trigger refuses (value: 120); fix: use at most 60"
+    )

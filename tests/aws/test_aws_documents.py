@@ -177,7 +177,7 @@ def test_trust_policies() -> None:
 
 def test_event_patterns_filter_group_events_by_this_pools_groups() -> None:
     patterns = event_patterns(["spotgpu-prod-train-spot", "spotgpu-prod-train-fallback"])
-    assert set(patterns) == {"spot-signals", "state-changes", "launches", "terminations"}
+    assert set(patterns) == {"spot-signals", "state-changes", "launches", "terminations", "scheduled-changes"}
     assert patterns["spot-signals"] == {
         "source": ["aws.ec2"],
         "detail-type": ["EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation"],
@@ -190,7 +190,9 @@ def test_event_patterns_filter_group_events_by_this_pools_groups() -> None:
         "detail-type": ["EC2 Instance-terminate Lifecycle Action"],
         "detail": {"AutoScalingGroupName": groups},
     }
-    assert "running" in patterns["state-changes"]["detail"]["state"]
+    assert patterns["state-changes"]["detail"]["state"] == ["stopping", "stopped", "shutting-down", "terminated"]
+    assert patterns["scheduled-changes"] == {"source": ["aws.health"], "detail-type": ["AWS Health Event"],
+                                             "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}}  # fmt: skip
     for pattern in patterns.values():
         assert len(json.dumps(pattern)) < 2048  # EventBridge's default pattern size limit
 

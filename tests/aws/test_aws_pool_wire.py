@@ -12,9 +12,9 @@ import pytest
 import yaml
 from aws_fixtures import REPO, one, policy_of, pool_args, record_pool, stack_raw, tags_of, user_data_config
 
-from spotgpu import tags as link
+from spotgpu.contract import tags as link
 from spotgpu.contract.sources import AWS_QUEUE
-from spotgpu_pulumi.aws import GpuPool, PoolPlanError, plan_pool
+from spotgpu_pulumi.aws import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.program import ProgramError, run_program
 from spotgpu_pulumi.offline.testing import children_of, index, record
@@ -92,7 +92,7 @@ def test_exports_name_everything_an_operator_needs() -> None:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        pool = GpuPool("train-aws", pool_args("prod"))
+        pool = GpuPool("train-aws", plan_pool(pool_args("prod")))
         keys = sorted(pool.exports)
         pulumi.Output.all(*[pool.exports[k] for k in keys]).apply(lambda v: seen.update(zip(keys, v, strict=True)))
 
@@ -387,7 +387,7 @@ def test_fallback_group_is_on_demand_empty_capped_and_linked(prod: list[Recorded
     )
     tags = tags_of(group)
     assert tags[link.ROLE] == "fallback"
-    assert link.decode_ladder(tags[link.LADDER])[3].kind.value == "on_demand"
+    assert link.decode_ladder(tags[link.LADDER])[2].kind.value == "on_demand"
     assert "desiredCapacity" in list(group.request.ignoreChanges)
     # The spot side names this group as its fallback.
     assert tags_of(one(prod, ASG, "spot-group"))[link.FALLBACK_GROUP] == i["name"]
@@ -443,7 +443,7 @@ def test_events_reach_one_encrypted_queue_only_from_the_pools_rules(prod: list[R
     assert queue.inputs["visibilityTimeoutSeconds"] == AWS_QUEUE.visibility_timeout_seconds
     assert queue.inputs["receiveWaitTimeSeconds"] == AWS_QUEUE.receive_wait_seconds
     rules = {r.name.removeprefix("train-aws-events-"): r for r in index(prod)[RULE]}
-    assert set(rules) == {"spot-signals", "state-changes", "launches", "terminations"}
+    assert set(rules) == {"spot-signals", "state-changes", "launches", "terminations", "scheduled-changes"}
     patterns = {k: json.loads(r.inputs["eventPattern"]) for k, r in rules.items()}
     assert "EC2 Spot Instance Interruption Warning" in patterns["spot-signals"]["detail-type"]
     assert "EC2 Instance Rebalance Recommendation" in patterns["spot-signals"]["detail-type"]
@@ -494,15 +494,6 @@ def test_drill_stop_alarm_and_count_come_from_the_spec() -> None:
 
 
 # --- errors and stacks ------------------------------------------------------------------------
-
-
-def test_component_refuses_a_single_zone_spec_that_skipped_validation() -> None:
-    import dataclasses
-
-    args = pool_args("dev")
-    one_zone = args.spec.model_copy(update={"subnets": args.spec.subnets[:1]})  # type: ignore[union-attr]
-    with pytest.raises(PoolPlanError, match="1 zone"):
-        record(lambda: GpuPool("dev-aws", dataclasses.replace(args, spec=one_zone)))
 
 
 def test_single_type_stack_fails_preview_with_the_fix(tmp_path: Path) -> None:

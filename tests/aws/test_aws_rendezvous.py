@@ -9,8 +9,9 @@ import pytest
 from aws_fixtures import one, pool_args, record_pool
 
 from spotgpu.bootstrap import GANG_UNIT, STORE_UNIT
+from spotgpu.config import PlanError
 from spotgpu.models.pools import AwsPoolSpec
-from spotgpu_pulumi.aws import PoolPlanError, plan_pool
+from spotgpu_pulumi.aws import plan_pool
 from spotgpu_pulumi.aws.rendezvous import plan_rendezvous
 from spotgpu_pulumi.offline.testing import children_of, index
 
@@ -52,17 +53,13 @@ def test_gang_plan_names_the_host_opens_the_port_to_the_pool_only_and_feeds_the_
         assert GANG_UNIT in text and "--rdzv-endpoint=10.0.1.10:29400" in text and "is_host=false" in text
 
 
-@pytest.mark.parametrize(
-    ("changes", "needle"),
-    [
-        ({"securityGroupIds": None}, "gang needs securityGroupIds"),
-    ],
-)
-def test_gang_plan_errors_name_the_field_and_the_fix(changes: dict[str, Any], needle: str) -> None:
-    with pytest.raises(PoolPlanError) as err:
-        plan_pool(pool_args("prod", gang=GANG, **{"agentPackage": PACKAGE, **changes}))
-    text = str(err.value)
-    assert text.startswith("spotgpu:pools[train-aws].gang: ") and needle in text and "fix:" in text
+def test_a_gang_without_security_groups_is_one_line_naming_the_key_and_the_fix() -> None:
+    with pytest.raises(PlanError) as err:
+        plan_pool(pool_args("prod", gang=GANG, agentPackage=PACKAGE, securityGroupIds=None))
+    assert str(err.value) == (
+        "spotgpu:pools[train-aws].securityGroupIds: is empty, and a gang's store port is opened to the pool's "
+        "security groups only (value: []); fix: list the security groups the pool's VMs use"
+    )
 
 
 def test_bad_private_ip_is_refused_at_the_edge() -> None:

@@ -17,9 +17,14 @@ def stack_raw(stack: str) -> dict[str, Any]:
     return raw
 
 
-def pool_args(stack: str = "prod", **changes: Any) -> PoolArgs:
-    """The stack's Azure pool; ``changes`` are camelCase spec keys, validated like YAML input."""
+def pool_args(stack: str = "prod", on_demand_ceiling: float | None = None, **changes: Any) -> PoolArgs:
+    """The stack's Azure pool; ``changes`` are camelCase spec keys, validated like YAML input;
+    ``on_demand_ceiling`` raises its ladder's on_demand rung (for a dearer fallback size)."""
     raw = stack_raw(stack)
+    if on_demand_ceiling is not None:
+        ladder = next(p for p in raw["pools"] if p["cloud"] == "azure")["ladder"]
+        step = next(s for s in raw["ladders"][ladder]["steps"] if s["kind"] == "on_demand")
+        step["costCeilingPerHour"] = on_demand_ceiling
     pools = []
     for pool in raw["pools"]:
         if pool["cloud"] == "azure":
@@ -30,12 +35,7 @@ def pool_args(stack: str = "prod", **changes: Any) -> PoolArgs:
     return PoolArgs.for_pool(config, spec)
 
 
-def spec(stack: str = "prod", **changes: Any) -> AzurePoolSpec:
-    result = pool_args(stack, **changes).spec
+def spec(stack: str = "prod", on_demand_ceiling: float | None = None, **changes: Any) -> AzurePoolSpec:
+    result = pool_args(stack, on_demand_ceiling, **changes).spec
     assert isinstance(result, AzurePoolSpec)
     return result
-
-
-def unchecked(base: AzurePoolSpec, **updates: Any) -> AzurePoolSpec:
-    """A copy with snake_case fields replaced *without* validation (to reach the planner's own checks)."""
-    return base.model_copy(update=updates)

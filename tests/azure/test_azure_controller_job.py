@@ -10,7 +10,7 @@ from azure_fixtures import pool_args
 
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.controller.render import CONFIG_ENV
-from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.azure.controller_job import plan_azure_controller_job
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
@@ -31,7 +31,7 @@ def _one(resources: list[RecordedResource], typ: str, suffix: str = "") -> Recor
 
 def _build(**changes: object) -> list[RecordedResource]:
     args = pool_args("prod", **changes)
-    return record(lambda: GpuPool(args.spec.name, args))
+    return record(lambda: GpuPool(args.spec.name, plan_pool(args)))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_names_fit_the_container_apps_limit() -> None:
 
 def test_preview_snapshot_of_the_controller_resources() -> None:
     args = pool_args("prod")
-    check_snapshot(record(lambda: GpuPool(args.spec.name, args), preview=True), JOB, SNAPSHOT)
+    check_snapshot(record(lambda: GpuPool(args.spec.name, plan_pool(args)), preview=True), JOB, SNAPSHOT)
 
 
 def test_opting_out_creates_no_job() -> None:

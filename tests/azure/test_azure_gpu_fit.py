@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from azure_fixtures import pool_args, stack_raw
+from azure_fixtures import stack_raw
 
 from spotgpu.config import ConfigError, parse_stack_config
-from spotgpu.models.workload import GpuRequirement
 
 
 def _with_gpu(gpu: dict[str, object], **pool_keys: object) -> dict[str, object]:
@@ -31,13 +28,6 @@ def test_the_on_demand_rung_size_is_judged_too() -> None:
             "fallbackVmSize": "Standard_NC24ads_A100_v4"}
     with pytest.raises(ConfigError, match=r"fallbackVmSize: Standard_NC24ads_A100_v4 .* taken by the on_demand rung"):
         parse_stack_config(_with_gpu({"gpusPerNode": 1, "memoryPerGpuGiB": 90}, **keys))
-
-
-def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
-    args = pool_args("prod")
-    need = GpuRequirement(gpus_per_node=1, memory_per_gpu_gib=90)
-    with pytest.raises(ConfigError, match=r"pools\[train-az\]\.vmSizes\[0\]: Standard_NC24ads_A100_v4 .* short"):
-        dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))
 
 
 def test_a_target_of_1_gpu_nodes_that_cannot_hold_the_gang_is_refused() -> None:

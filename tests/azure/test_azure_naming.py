@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spotgpu_pulumi.azure import naming
-from spotgpu_pulumi.azure.naming import NamingError
 
 POOL = st.from_regex(r"[a-z][a-z0-9-]{1,18}[a-z0-9]", fullmatch=True)
 ENV = st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True)
@@ -23,7 +22,7 @@ def test_size_key_is_lowercase_without_standard_prefix() -> None:
 
 @pytest.mark.parametrize("bad", ["NC24ads_A100_v4", "standard_nc24", "Standard_", "Standard_NC24 ads"])
 def test_size_key_rejects_non_arm_size_names(bad: str) -> None:
-    with pytest.raises(NamingError, match="not an Azure size name"):
+    with pytest.raises(ValueError, match="not an Azure size name"):
         naming.size_key(bad)
 
 
@@ -70,7 +69,7 @@ def test_checkpoint_store_url_form() -> None:
 
 @pytest.mark.parametrize("ok", ["spotgpuprodckpt", "abc", "a" * 24, "loginlater1"[5:] + "x1"])
 def test_valid_storage_account_names_pass(ok: str) -> None:
-    assert naming.check_storage_account_name(ok) == ok
+    assert naming.storage_account_problem(ok) is None
 
 
 @pytest.mark.parametrize(
@@ -88,13 +87,14 @@ def test_valid_storage_account_names_pass(ok: str) -> None:
     ],
 )
 def test_storage_account_names_azure_rejects_are_errors(bad: str, match: str) -> None:
-    with pytest.raises(NamingError, match=match):
-        naming.check_storage_account_name(bad)
+    problem = naming.storage_account_problem(bad)
+    assert problem is not None and problem.at == "storageAccountName" and problem.value == bad
+    assert match in f"{problem.what}; {problem.fix}"
 
 
 def test_reserved_whole_word_is_fine_inside_a_longer_name() -> None:
-    assert naming.check_storage_account_name("azureckpt1") == "azureckpt1"
-    assert naming.check_storage_account_name("ckptlogin") == "ckptlogin"
+    assert naming.storage_account_problem("azureckpt1") is None
+    assert naming.storage_account_problem("ckptlogin") is None
 
 
 def test_stable_guid_is_a_deterministic_uuid() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from azure_fixtures import REPO, pool_args
 
-from spotgpu import tags
-from spotgpu_pulumi.azure import GpuPool
+from spotgpu.contract import tags
+from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.policy_harness import analyze
 from spotgpu_pulumi.offline.testing import record
@@ -20,7 +20,7 @@ PACK, CONFIG = REPO / "policies", REPO / "policy-config.json"
 @pytest.fixture(scope="module")
 def recorded() -> list[RecordedResource]:
     args = pool_args("prod")
-    return record(lambda: GpuPool("train-az", args))
+    return record(lambda: GpuPool("train-az", plan_pool(args)))
 
 
 def _weaken(resources: list[RecordedResource], typ: str, change) -> list[RecordedResource]:  # type: ignore[no-untyped-def]

@@ -10,11 +10,12 @@ import pulumi
 import pytest
 from azure_fixtures import pool_args
 
-from spotgpu import tags
 from spotgpu.bootstrap import MAX_BOOTSTRAP_BYTES
-from spotgpu.tags import AGENT_MARKER
+from spotgpu.config import PlanError
+from spotgpu.contract import tags
+from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_pulumi.args import PoolArgs
-from spotgpu_pulumi.azure import GpuPool
+from spotgpu_pulumi.azure import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import children_of, index, record
 
@@ -29,7 +30,7 @@ def _run(args: PoolArgs, **kw: Any) -> tuple[list[RecordedResource], dict[str, A
     exports: dict[str, Any] = {}
 
     def program() -> None:
-        exports.update(GpuPool(args.spec.name, args).exports)
+        exports.update(GpuPool(args.spec.name, plan_pool(args)).exports)
 
     return record(program, **kw), exports
 
@@ -61,6 +62,7 @@ def test_tree_is_a_component_with_named_children(prod: list[RecordedResource]) -
         VMSS,
         "spotgpu:azure:CheckpointStorage",
         "spotgpu:azure:OnDemandFallbackGroup",
+        "spotgpu:azure:ScheduledEventsRoute",  # publishEventsToEventGrid: the events reach the controller
         "spotgpu:azure:ControllerIdentity",
         "spotgpu:azure:ControllerJob",
     }
@@ -278,7 +280,7 @@ def test_role_assignment_names_are_stable_guids(prod: list[RecordedResource]) ->
     again = _record(pool_args("prod"))
     first = {r.name: r.inputs["roleAssignmentName"] for r in index(prod)[ASSIGN]}
     second = {r.name: r.inputs["roleAssignmentName"] for r in index(again)[ASSIGN]}
-    assert first == second and len(set(first.values())) == len(first) == 7
+    assert first == second and len(set(first.values())) == len(first) == 9
 
 
 def test_exports_name_what_operators_and_the_controller_need() -> None:
@@ -294,6 +296,7 @@ def test_exports_name_what_operators_and_the_controller_need() -> None:
 def test_options_reach_the_wire() -> None:
     args = pool_args(
         "prod",
+        on_demand_ceiling=8,  # the H100 fallback size lists at 6.98
         evictionPolicy="Deallocate",
         maxPrice=3.25,
         priorityMix={"baseRegularPriorityCount": 1, "regularPriorityPercentageAboveBase": 25},
@@ -323,13 +326,13 @@ def test_options_reach_the_wire() -> None:
 
 def test_bad_spec_fails_with_one_line_before_any_resource() -> None:
     args = pool_args("prod", platformFaultDomainCount=3)
-    with pytest.raises(pulumi.RunError, match="pool train-az: platformFaultDomainCount 3 with N-series"):
-        GpuPool("train-az", args)
+    with pytest.raises(PlanError, match=r"^spotgpu:pools\[train-az\]\.platformFaultDomainCount: is above 1 with N-series"):
+        plan_pool(args)  # the plan GpuPool builds from: nothing exists yet
 
 
 def test_preview_mode_registers_the_same_static_tree() -> None:
     res = _record(pool_args("prod"), preview=True)
-    assert len(index(res)[VMSS]) == 4 and len(index(res)[ASSIGN]) == 7
+    assert len(index(res)[VMSS]) == 4 and len(index(res)[ASSIGN]) == 9
 
 
 def test_every_taggable_resource_carries_the_base_tags(prod: list[RecordedResource]) -> None:
@@ -340,3 +343,36 @@ def test_every_taggable_resource_carries_the_base_tags(prod: list[RecordedResour
         assert r.inputs["tags"]["spotgpu-environment"] == "prod"
         assert r.inputs["tags"]["managed-by"] == "spotgpu"
         assert r.inputs["tags"][tags.POOL] == "train-az"
+
+
+def test_scheduled_events_reach_a_queue_the_controller_reads(prod: list[RecordedResource]) -> None:
+    """Defect (issue 36): publishEventsToEventGrid published the pool's Scheduled Events "for the
+    controller", but nothing routed them anywhere the controller reads."""
+    from spotgpu.contract.sources import AZURE_QUEUE, AZURE_SCHEDULED_EVENT, AZURE_SYSTEM_TOPIC_TYPE
+    from spotgpu.controller.config import parse_controller_config
+    from spotgpu.controller.render import CONFIG_ENV
+    from spotgpu_pulumi.azure.roles import STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR, STORAGE_QUEUE_DATA_MESSAGE_SENDER
+
+    queue = _one(prod, "azure-native:storage:Queue", "train-az-events-queue").inputs
+    assert queue["queueName"] == "scheduled-events"
+    assert queue["accountName"] == "train-az-checkpoints-account"  # the checkpoint account's name (the mock echoes it)
+    topic = _one(prod, "azure-native:eventgrid:SystemTopic", "train-az-events-topic").inputs
+    assert topic["topicType"] == AZURE_SYSTEM_TOPIC_TYPE and topic["location"] == "global"
+    assert topic["source"].startswith("/subscriptions/") and topic["identity"] == {"type": "SystemAssigned"}
+    sub = _one(prod, "azure-native:eventgrid:SystemTopicEventSubscription", "train-az-events-subscription").inputs
+    assert sub["filter"]["includedEventTypes"] == [AZURE_SCHEDULED_EVENT]
+    assert sub["filter"]["subjectBeginsWith"].endswith("/resourceGroups/ml-prod/")
+    delivery = sub["deliveryWithResourceIdentity"]
+    assert delivery["identity"] == {"type": "SystemAssigned"}  # the account refuses shared keys
+    assert delivery["destination"]["endpointType"] == "StorageQueue"
+    assert delivery["destination"]["queueName"] == "scheduled-events"
+    assert delivery["destination"]["queueMessageTimeToLiveInSeconds"] == AZURE_QUEUE.message_ttl_seconds
+    grants = {r.name: r.inputs for r in index(prod)[ASSIGN]}
+    queue_scope = "/queueServices/default/queues/scheduled-events"
+    reader, writer = grants["train-az-controller-events-queue"], grants["train-az-events-eventgrid-events-queue"]
+    assert reader["scope"].endswith(queue_scope) and reader["roleDefinitionId"].endswith(STORAGE_QUEUE_DATA_MESSAGE_PROCESSOR)
+    assert writer["scope"].endswith(queue_scope) and writer["roleDefinitionId"].endswith(STORAGE_QUEUE_DATA_MESSAGE_SENDER)
+    job = next(r for r in index(prod)["azure-native:app:Job"])
+    env = {e["name"]: e.get("value") for e in job.inputs["template"]["containers"][0]["env"]}
+    [pool] = parse_controller_config(json.loads(env[CONFIG_ENV])).pools
+    assert pool.events_queue_url == "https://spotgpuprodckpt.queue.core.windows.net/scheduled-events"  # type: ignore[union-attr]

@@ -46,6 +46,9 @@ PROD_GUIDS = {
     "controller-member-reader": "fe69d633-5af7-5c21-b735-0c45c7c59263",
     "role-capacity": "cf846919-2c87-5a59-816f-0d67a8ea1552",
     "role-member-reader": "4a0efcae-7521-5e33-b992-725250b1eb8c",
+    # publishEventsToEventGrid (issue 36): the Scheduled Events queue's reader and writer
+    "controller-events-queue": "d4e3d520-a483-5b2a-93f9-21108f58bc55",
+    "eventgrid-events-queue": "52fa6f96-db6b-5e34-9f5b-6b1b743a8a85",
 }
 DEV_GUIDS = {
     "pool-blob": "890b9c7e-848b-54d1-b36f-f81f91175c16",
@@ -80,7 +83,7 @@ def _run(
 
     def program() -> Any:
         args = pool_args("prod") if group is None else pool_args("prod", resourceGroupName=group())
-        pool = GpuPool(args.spec.name, args)
+        pool = GpuPool(args.spec.name, plan_pool(args))
         return pulumi.Output.from_input(pool.exports).apply(seen.update)
 
     pulumi.runtime.test(program)()
@@ -131,13 +134,17 @@ def test_every_resource_group_name_is_the_resolved_output(from_output: tuple[lis
         "app:Job",
         "app:ManagedEnvironment",
         "compute:VirtualMachineScaleSet",
+        "eventgrid:SystemTopic",
+        "eventgrid:SystemTopicEventSubscription",
         "managedidentity:UserAssignedIdentity",
         "storage:BlobContainer",
         "storage:BlobServiceProperties",
         "storage:ManagementPolicy",
+        "storage:Queue",
         "storage:StorageAccount",
     ]
-    assert len(placed) == 2 + 4 + 4 + 2  # identities, storage, 3 spot + 1 fallback scale sets, job + environment
+    # identities, storage, 3 spot + 1 fallback scale sets, job + environment, events queue + topic + subscription
+    assert len(placed) == 2 + 4 + 4 + 2 + 3
     for r in placed:
         assert r.inputs["resourceGroupName"] == RG, r.name
         # the engine orders every one after the group
@@ -151,7 +158,7 @@ def test_role_scopes_are_rendered_with_the_resolved_name(from_output: tuple[list
     group = _group_urn(recorded)
     base = f"/subscriptions/{SUB}/resourceGroups/{RG}"
     assignments = {r.name: r for r in recorded if r.type == ASSIGN}
-    assert len(assignments) == 7
+    assert len(assignments) == 9
     for r in assignments.values():
         assert r.inputs["scope"].startswith(base), r.name
         assert group in r.property_dependencies["scope"], r.name
@@ -206,7 +213,7 @@ def test_guids_come_from_the_fixed_key_and_stay_distinct(
     from_output: tuple[list[RecordedResource], Any], plain: tuple[list[RecordedResource], Any]
 ) -> None:
     guids, plain_guids = _guids(from_output[0]), _guids(plain[0])
-    assert len(guids) == 9 and len(set(guids.values())) == 9
+    assert len(guids) == 11 and len(set(guids.values())) == 11
     # keyed by the storage account, the fixed key, the pool and the environment, never the group's value
     key = ("spotgpuprodckpt", naming.DEFERRED_RESOURCE_GROUP_KEY, "train-az", "prod")
     assert guids["train-az-controller-role-capacity"] == naming.stable_guid(*key, "role", "capacity")
@@ -242,7 +249,7 @@ def test_role_resources_are_deleted_before_replace_only_for_an_output(
 
     out, given = replace_first(from_output[0]), replace_first(plain[0])
     roles = {r.name for r in _pool(from_output[0]) if r.type in (ASSIGN, ROLE_DEF)}
-    assert len(roles) == 9
+    assert len(roles) == 11
     assert {n for n, first in out.items() if first} == roles
     assert not any(given.values())
 
@@ -292,7 +299,7 @@ def test_the_planner_passes_the_output_through_without_resolving_it() -> None:
     reader = next(g for g in roles.grants if g.key == "controller-member-reader")
     assert reader.scope.render(SUB) == f"/subscriptions/{SUB}/resourceGroups/{RG}"  # through the value's apply
     guids = [g.guid for g in roles.grants] + [r.guid for r in roles.custom_roles]
-    assert all(isinstance(g, str) for g in guids) and len(set(guids)) == 9
+    assert all(isinstance(g, str) for g in guids) and len(set(guids)) == 11
     elsewhere = plan_pool(pool_args("prod", resourceGroupName=_Later("elsewhere"))).roles
     assert [g.guid for g in elsewhere.grants] + [r.guid for r in elsewhere.custom_roles] == guids
 
@@ -309,11 +316,11 @@ def test_a_plain_name_keeps_the_released_guids(stack: str, expected: dict[str, s
 
 
 def test_the_offline_validation_plans_an_output_group() -> None:
-    from spotgpu_pulumi.offline.validate import plan_all
+    from spotgpu_pulumi.clouds import plan_stack
 
     raw = copy.deepcopy(stack_raw("prod"))
     next(p for p in raw["pools"] if p["cloud"] == "azure")["resourceGroupName"] = _Later(RG)
-    plan_all(parse_stack_config(raw))  # no ConfigError: nothing waits for the name
+    plan_stack(parse_stack_config(raw))  # no ConfigError: nothing waits for the name
 
 
 # --- plain values are still checked ---------------------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from spotgpu_pulumi.azure import roles
 from spotgpu_pulumi.azure.roles import STORAGE_BLOB_DATA_CONTRIBUTOR, plan_roles
 
@@ -103,11 +101,3 @@ def test_role_names_are_unique_per_pool_environment_and_account() -> None:
     assert names.isdisjoint({r.role_name for r in _plan(environment="dev").custom_roles})
     assert all("acct1" in n for n in names)
 
-
-@pytest.mark.parametrize(
-    ("sets", "match"),
-    [({}, "at least one scale set"), ({"a": "same", "b": "same"}, "repeat")],
-)
-def test_bad_scale_set_lists_are_rejected(sets: dict[str, str], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        _plan(scale_sets=sets)

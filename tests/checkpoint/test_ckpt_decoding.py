@@ -136,6 +136,8 @@ def apply(path: Path, how: tuple[Any, ...]) -> None:
     if kind == "truncate":
         path.write_bytes(body[: n % max(1, len(body))])
         return
+    if not body:  # an earlier mutation truncated it to nothing: nothing left to corrupt
+        return
     if kind == "encoding":
         path.write_bytes(body.decode(errors="replace").encode("utf-16") if n % 2 else body[: n % len(body)] + b"\xff" + body[n % len(body) :])
         return

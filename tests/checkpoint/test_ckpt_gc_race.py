@@ -79,8 +79,8 @@ def test_gc_at_grace_zero_spares_another_process_between_objects_and_marker(tmp_
     try:
         assert paused.wait(30), "writer never reached its commit"
         report = _gc_cli(url)
-        assert report["deleted_debris"] == []
-        assert report["live_writers"] == [GEN]
+        assert report["deletedDebris"] == []
+        assert report["liveWriters"] == [GEN]
         assert CheckpointManager(url, keep=1, grace_seconds=0, session="other").gc().live_writers == [GEN]
         go.set()
         assert result.get(timeout=30) == "committed"

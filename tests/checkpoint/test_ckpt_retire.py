@@ -70,9 +70,9 @@ def test_gc_retires_the_failed_one_first_and_does_not_count_it(tmp_path: Path, c
     CheckpointManager(url).restore()  # skips 3: the verdict is recorded
     assert main(["ckpt", "gc", url, "--keep", "2", "--dry-run", "--json"]) == 0
     dry = json.loads(capsys.readouterr().out)
-    assert dry["dry_run"] and [g[:12] for g in dry["retired"]] == ["000000000003"]
+    assert dry["dryRun"] and [g[:12] for g in dry["retired"]] == ["000000000003"]
     assert [g[:12] for g in dry["kept"]] == ["000000000002", "000000000001"]
-    assert any("000000000003-" in p for p in dry["would_delete"])
+    assert any("000000000003-" in p for p in dry["wouldDelete"])
     assert len(list(tmp_path.glob("commits/*.json"))) == 3, "a dry run deleted something"
     assert main(["ckpt", "gc", url, "--keep", "2", "--dry-run"]) == 0
     assert "would be retired (failed verification)" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from cloud_fixtures import SHIPPED, pool_args
 
-from spotgpu import tags
+from spotgpu.contract import tags
 from spotgpu_pulumi.clouds import CLOUDS
 
 REASONS = {"singleZone": "quota exists in one zone only", "singleType": "only this GPU fits the model"}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from controller_factories import ladder, make_plan
 
-from spotgpu.controller.plan import PoolPlan
+from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.models.ladder import FallbackLadder
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from spotgpu.controller.config import ControllerConfig, GroupSpec
-from spotgpu.controller.plan import PoolPlan
+from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import FallbackLadder, LadderStep, StepKind
 from spotgpu.models.pools import Capacity

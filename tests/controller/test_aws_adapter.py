@@ -20,7 +20,7 @@ from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.aws import AwsPoolAdapter, parse_event
 from spotgpu.controller.config import ControllerConfig
-from spotgpu.controller.observe import FailureReason, Interruption, LaunchFailure
+from spotgpu.controller.observe import Dropped, FailureReason, Interruption, LaunchFailure
 from spotgpu.controller.runner import RECORD_KEY, Controller
 from spotgpu.controller.state import ControllerRecord, PoolState
 
@@ -210,14 +210,14 @@ def test_scaling_activity_failures_are_classified_with_stubber() -> None:
 
 
 def test_eventbridge_shapes() -> None:
-    rebalance = parse_event(json.loads(_event("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1"}, "e1")))
+    [rebalance] = parse_event(json.loads(_event("EC2 Instance Rebalance Recommendation", {"instance-id": "i-1"}, "e1")), 0.0)
     assert rebalance == Interruption("e1", "i-1", "rebalance", rebalance.at)  # type: ignore[union-attr]
-    gone = parse_event(json.loads(_event("EC2 Instance State-change Notification", {"instance-id": "i-2", "state": "terminated"}, "e2")))
+    [gone] = parse_event(json.loads(_event("EC2 Instance State-change Notification", {"instance-id": "i-2", "state": "terminated"}, "e2")), 0.0)
     assert isinstance(gone, Interruption) and gone.kind == "terminated"
-    running = parse_event(json.loads(_event("EC2 Instance State-change Notification", {"instance-id": "i-2", "state": "running"}, "e3")))
-    assert running is None
-    fail = parse_event(json.loads(_event("EC2 Instance Launch Unsuccessful", {
-        "AutoScalingGroupName": "g", "StatusCode": "InsufficientInstanceCapacity", "StatusMessage": "x"}, "e4")))
+    [running] = parse_event(json.loads(_event("EC2 Instance State-change Notification", {"instance-id": "i-2", "state": "running"}, "e3")), 0.0)
+    assert isinstance(running, Dropped) and running.reason == "unknown-value"  # not routed: the rule routes gone states
+    [fail] = parse_event(json.loads(_event("EC2 Instance Launch Unsuccessful", {
+        "AutoScalingGroupName": "g", "StatusCode": "InsufficientInstanceCapacity", "StatusMessage": "x"}, "e4")), 0.0)
     assert isinstance(fail, LaunchFailure) and fail.reason is FailureReason.CAPACITY and fail.code == "InsufficientInstanceCapacity"
 
 
@@ -247,7 +247,7 @@ def test_cli_run_once_against_the_local_aws_api(endpoint: str, tmp_path: Any, mo
     assert spot["DesiredCapacity"] == 2
     assert main(["controller", "status", "--config", str(path), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["pools"]["pool-a"]["lost_since"] is not None
+    assert record["pools"]["pool-a"]["lostSince"] is not None
     assert main(["controller", "status", "--config", str(path)]) == 0
     assert capsys.readouterr().out.startswith("pool-a: capacity lost since ")
 

@@ -17,6 +17,7 @@ import yaml
 
 from spotgpu.cli import main
 from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.testing import record
 from spotgpu_pulumi.platform import deploy
 
@@ -30,7 +31,7 @@ def outputs() -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        for name, pool in deploy(config).items():
+        for name, pool in deploy(plan_stack(config)).items():
             keys = sorted(pool.exports)
             pulumi.Output.all(*[pool.exports[k] for k in keys]).apply(
                 lambda v, name=name, keys=keys: seen.__setitem__(name, dict(zip(keys, v, strict=True)))

@@ -20,7 +20,7 @@ from fake_pubsub import FakeSubscription, serve
 from spotgpu.controller.actions import RemoveInstance, SetDesired
 from spotgpu.controller.config import ControllerConfig
 from spotgpu.controller.gcp import GcpPoolAdapter, GooglePubSubSource, parse_log_entry
-from spotgpu.controller.observe import FailureReason
+from spotgpu.controller.observe import Dropped, FailureReason, Interruption
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
@@ -152,10 +152,10 @@ class FakeMigs:
 
 
 class FakePubSub:
-    def __init__(self, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, messages: list[tuple[str, dict[str, Any] | None]]) -> None:
         self.messages, self.acked = messages, []  # type: ignore[var-annotated]
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any]]]:
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]:
         out, self.messages = self.messages[:max_messages], self.messages[max_messages:]
         return out
 
@@ -233,14 +233,12 @@ def test_gcp_apply_resizes_and_deletes_by_instance_url() -> None:
 
 
 def test_gcp_log_entry_shapes() -> None:
-    assert (
-        parse_log_entry(
-            {"protoPayload": {"methodName": "v1.compute.instances.insert"}, "timestamp": "2026-11-30T00:00:00Z"}
-        )
-        is None
+    other = parse_log_entry(
+        {"protoPayload": {"methodName": "v1.compute.instances.insert"}, "timestamp": "2026-11-30T00:00:00Z"}, 0.0
     )
-    event = parse_log_entry(PREEMPTED_LOG)
-    assert event is not None and event.event_id == "gcp:-x1y2z3"
+    assert isinstance(other, Dropped) and other.reason == "unknown-shape"
+    event = parse_log_entry(PREEMPTED_LOG, 0.0)
+    assert isinstance(event, Interruption) and (event.event_id, event.zone) == ("gcp:-x1y2z3", "us-central1-a")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import GroupObservation, PoolObservation
-from spotgpu.controller.plan import PoolPlan, reconcile
+from spotgpu.controller.reconcile import PoolPlan, reconcile
 from spotgpu.controller.render import render_controller_config
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
@@ -95,7 +95,7 @@ def _prod(prod_raw: dict[str, Any], gpu: dict[str, Any] | None, sku: dict[str, f
     raw = copy.deepcopy(prod_raw)
     if gpu is not None:
         raw["workloads"]["llm-finetune"]["gpu"] = gpu
-    raw["ladders"]["training"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200, **sku}
+    raw["ladders"]["training-az"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200, **sku}
     return raw
 
 
@@ -107,22 +107,24 @@ def test_a_per_work_hour_ceiling_needs_the_workloads_gpu_block(prod_raw: dict[st
     with pytest.raises(ConfigError) as err:
         parse_stack_config(_prod(prod_raw, None, {"costCeilingPerWorkHour": 1.5}))
     line = str(err.value)
-    assert "\n" not in line and "spotgpu:ladders.training.steps[2].costCeilingPerWorkHour" in line
+    assert "\n" not in line and "spotgpu:ladders.training-az.steps[2].costCeilingPerWorkHour" in line
     assert "no gpu block to count work by" in line and "fix: add workloads.llm-finetune.gpu.gpusPerNode" in line
 
 
 def test_a_per_work_hour_ceiling_below_every_type_is_one_line_naming_the_cheapest(prod_raw: dict[str, Any]) -> None:
     # Azure: of the sizes the alternate_sku rung takes (all but the first), the H100 NVL size (1 GPU x 3.0) at
-    # its list-scaled spot price is the cheapest per unit of work; the first size (same_pool's) does not count
-    gpu = {**GPU, "relativeThroughput": {"A100 40GB": 2.0, "H100": 3.0, "T4": 0.5}}  # A100 80GB: unmeasured, 0.5
+    # its list-scaled spot price is the cheapest per unit of work; the first size (same_pool's) does not count.
+    # A100 80GB PCIe is not in the table: its spec prior against H100 (x3.0) is 0.315 x 3 = 0.946, not 0.5
+    gpu = {**GPU, "relativeThroughput": {"A100 40GB": 2.0, "H100": 3.0, "T4": 0.5}}
     raw = _prod(prod_raw, gpu, {"costCeilingPerWorkHour": 0.9})
     raw["pools"] = [p for p in raw["pools"] if p["cloud"] == "azure"]
     with pytest.raises(ConfigError) as err:
         parse_stack_config(raw)
     line = str(err.value)
     assert "\n" not in line and "steps[2].costCeilingPerWorkHour" in line
-    assert "spot price per work-hour 1.3947 on the cheapest type per unit of work the rung may take" in line
-    assert "fix: raise it to at least 1.3947" in line
+    least = round(1.47 * 6.98 / 3.67 / 3.0, 4)  # pools[train-az].spotPerHour scaled by list prices, over 3 work-hours
+    assert f"spot price per work-hour {least:g} on the cheapest type per unit of work the rung may take" in line
+    assert f"fix: raise it to at least {least:g}" in line
 
 
 def test_the_rendered_controller_knows_each_groups_gpus_model_and_price(prod_raw: dict[str, Any]) -> None:
@@ -143,11 +145,11 @@ def test_the_rendered_controller_knows_each_groups_gpus_model_and_price(prod_raw
     groups = {g.name: g for g in render(config.workload_for(pool), config.ladder_for(pool)).pools[0].groups}
     assert [(groups[n].gpus_per_node, groups[n].gpu_model) for n in names] == [
         (1, "A100 80GB PCIe"), (2, "A100 80GB PCIe"), (1, "H100 NVL")]
-    assert groups["nc24"].price_per_hour == 2.2  # the pool's own spot price is its first type's
-    assert groups["nc48"].price_per_hour == pytest.approx(2.2 * 7.35 / 3.67, abs=1e-4)  # scaled by list prices
+    assert groups["nc24"].price_per_hour == 1.47  # the pool's own spot price is its first type's
+    assert groups["nc48"].price_per_hour == pytest.approx(1.47 * 7.35 / 3.67, abs=1e-4)  # scaled by list prices
     assert groups["od"].price_per_hour is None and groups["od"].gpus_per_node == 1  # on-demand: the workload's price
     plain = parse_stack_config(prod_raw)  # without a gpu block every group is as it was
-    bare = render(plain.workload_for(plain.pools[2]), plain.ladders["training"]).pools[0].groups
+    bare = render(plain.workload_for(plain.pools[2]), plain.ladders["training-az"]).pools[0].groups
     assert all(g.gpus_per_node is None and g.gpu_model is None and g.price_per_hour is None for g in bare)
 
 
@@ -160,11 +162,11 @@ def test_the_preview_shows_usd_per_work_hour_for_every_type_each_rung_may_take(p
     sku = {t["type"]: t for t in rungs["alternate_sku"]["types"]}
     h100 = sku["Standard_NC40ads_H100_v5"]  # 1 x H100 NVL at speed 3: its list-scaled spot price over 3 work-hours
     assert (h100["gpus"], h100["gpuModel"], h100["speed"], h100["speedMeasured"]) == (1, "H100 NVL", 3.0, True)
-    assert h100["usdPerNodeHour"] == pytest.approx(2.2 * 6.98 / 3.67, abs=1e-4)
+    assert h100["usdPerNodeHour"] == pytest.approx(1.47 * 6.98 / 3.67, abs=1e-4)
     assert h100["usdPerWorkHour"] == pytest.approx(h100["usdPerNodeHour"] / 3, abs=1e-4) and h100["withinCeiling"]
-    # GCP's accelerator-optimized types share the primary MIG: the alternate_sku rung takes none of them
+    # GCP's accelerator-optimized types share the primary MIG, so its ladder has no alternate_sku rung (an idle one)
     gcp = {r["kind"]: r for r in report["pools"]["train-gcp"]["rungs"]}
-    assert gcp["alternate_sku"]["types"] == [] and len(gcp["same_pool"]["types"]) == 3
+    assert "alternate_sku" not in gcp and len(gcp["same_pool"]["types"]) == 3
 
 
 def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: Path) -> None:
@@ -178,7 +180,7 @@ def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: P
     doc = yaml.safe_load(marked_block("configuration.md", "per-work-example"))
     stack = yaml.safe_load((REPO / "stacks" / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
     stack["config"]["spotgpu:workloads"]["llm-finetune"]["gpu"] = doc["spotgpu:workloads"]["llm-finetune"]["gpu"]
-    stack["config"]["spotgpu:ladders"]["training"] = doc["spotgpu:ladders"]["training"]
+    stack["config"]["spotgpu:ladders"]["training-az"] = doc["spotgpu:ladders"]["training-az"]
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(yaml.safe_dump(stack, sort_keys=False), encoding="utf-8")
     (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text(encoding="utf-8"), encoding="utf-8")

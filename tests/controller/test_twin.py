@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from spotgpu.controller.actions import RemoveInstance, RequestDrain, SetDesired
 from spotgpu.controller.observe import Interruption, PoolObservation
-from spotgpu.controller.plan import PoolPlan, TickResult, can_give_back, commits_matter, reconcile
+from spotgpu.controller.reconcile import PoolPlan, TickResult, can_give_back, commits_matter, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.models.ladder import StepKind
 from spotgpu.models.workload import FALLBACK_POLICIES
@@ -178,7 +178,7 @@ def test_the_ladder_meets_the_deadline_where_on_demand_alone_could() -> None:
 )
 def test_an_old_event_never_changes_the_rung(age: float, lost: bool, waited: int, risk: bool) -> None:
     """Replay a tick with and without a stale interruption: same rung, same actions."""
-    from test_plan import _lost, _whole  # the hand-built observations of the planner tests
+    from test_reconcile import _lost, _whole  # the hand-built observations of the planner tests
 
     now = 10 * 86400.0 + waited
     plan = _plan(deadline=10.0 if risk else None, start=now - 9.5 * 3600 if risk else 0.0)
@@ -198,7 +198,7 @@ def test_an_old_event_never_changes_the_rung(age: float, lost: bool, waited: int
 
 
 def test_a_year_old_event_cannot_skip_the_on_demand_rung() -> None:
-    from test_plan import _lost
+    from test_reconcile import _lost
 
     plan = _plan(deadline=None)
     state = PoolState(whole_since=0.0, last_tick=YEAR - 60)

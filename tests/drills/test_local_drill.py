@@ -62,7 +62,8 @@ def reference2(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, dict
     return reference(tmp_path_factory.mktemp("ref2"), 2, "--state-mb", "4")
 
 
-def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during_save: bool = False) -> dict[str, Any]:
+def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during_save: bool = False,
+          **spec_extra: Any) -> dict[str, Any]:  # fmt: skip
     spec = LocalDrill(
         command=job(tmp, *extra),
         nodes=nodes,
@@ -73,6 +74,7 @@ def drill(tmp: Path, nodes: int, notice: int, provider: str, *extra: str, during
         checkpoint_url=f"file://{tmp / 'ckpt'}",
         timeout_seconds=240,
         workdir=tmp / "drill",
+        **spec_extra,
     )
     doc = run_drill(spec, say=lambda line: print(line, flush=True)).document()
     print(json.dumps(doc, indent=1))
@@ -103,6 +105,22 @@ def test_two_nodes_notice_on_node0_resume_bitwise(
     assert outcome(tmp_path / "out") == reference2
 
 
+def run_as_written(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
+    """A documented ``spotgpu drill local ... --json`` command under bash; its JSON document (it must exit 0)."""
+    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
+    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # the drill's own cleanup kills its nodes by PID
+        out, err = proc.communicate(timeout=30)
+    print(err[-4000:])
+    assert proc.returncode == 0, out[-4000:]
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
 def documented_drill() -> str:
     """The CI command of docs/operations.md ("Gang jobs"), exactly as written."""
     text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
@@ -117,39 +135,47 @@ def test_documented_ci_drill_notice_on_node1_during_save_resumes_bitwise(
 ) -> None:
     command = documented_drill()
     assert command.startswith("spotgpu drill local --nodes 2 --notice-node 1 --during-save")
-    env = {**_env(), "PATH": f"{Path(sys.executable).parent}:{_env().get('PATH', '')}"}
-    proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=290)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # the drill's own cleanup kills its nodes by PID
-        out, err = proc.communicate(timeout=30)
-    print(err[-4000:])
-    assert proc.returncode == 0, out[-4000:]
-    doc = json.loads(out)
+    doc = run_as_written(command, tmp_path, 290)
     check(doc, 2, 1)
     assert outcome(tmp_path / "drill" / "out") == reference2
 
 
+@pytest.fixture(scope="module")
+def reference4(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[int, dict[int, str]], dict[str, Any]]:
+    return reference(tmp_path_factory.mktemp("ref4"), 4)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_four_nodes_resume_bitwise(tmp_path: Path) -> None:
-    expected = reference(tmp_path / "ref", 4)
+def test_four_nodes_resume_bitwise_survivors_from_their_tier_the_replacement_from_a_peer(
+    tmp_path: Path, reference4: tuple[dict[int, dict[int, str]], dict[str, Any]]
+) -> None:
     doc = drill(tmp_path, 4, 2, "gcp")
     check(doc, 4, 2)
-    assert outcome(tmp_path / "out") == expected
+    assert outcome(tmp_path / "out") == reference4
+    sources = {name: r["source"] for name, r in doc["restores"].items()}
+    assert sources == {"node0": "local", "node1": "local", "node3": "local", "node4": "peer"}
+    assert list(doc["phases"]) == ["stopped", "replacementJoined", "restored", "firstStep"]
+    assert 0 < doc["phases"]["stopped"] < doc["phases"]["replacementJoined"] <= doc["phases"]["restored"]
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(200)
-def test_a_crashing_rank_fails_the_drill_and_leaves_nothing_running(tmp_path: Path) -> None:
-    crash = tmp_path / "crash.py"
-    crash.write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
-    spec = LocalDrill(command=[str(crash)], nodes=2, timeout_seconds=150, workdir=tmp_path / "drill")
-    report = run_drill(spec, say=print)
-    assert report.status == "failed"
-    assert any("launcher exited 3" in reason for reason in report.reasons), report.reasons
-    assert report.document()["processesLeft"] == []  # every node process was killed by PID
+@pytest.mark.timeout(500)
+def test_documented_drill_a_node_and_its_peer_reclaimed_together_resume_from_the_store_bitwise(tmp_path: Path) -> None:
+    """docs/operations.md ("Checkpoint tiers in the drill"), run as written. Zones a, b, a, b: node 1's shard
+    is copied to node 2. Node 2 goes without notice the moment node 1's notice arrives: the gang loses a
+    peer, no final checkpoint; rank 1's newest local step is gone with both nodes, so the gang restores the
+    newest durable one, rank 1's replacement from the store, node 2's replacement from its shard's
+    surviving copy, the survivors from their own tiers; still bit for bit."""
+    from tests.doc_blocks import block_after
+
+    command = block_after("operations.md", "<!-- tested: tests/drills/test_local_drill.py runs this command", "bash")
+    assert command.startswith("spotgpu drill local --nodes 4 --notice-node 1 --also-reclaim 2 --zones 2")
+    expected = reference(tmp_path / "ref", 4, *command.split("gang_job", 1)[1].split()[4:])
+    doc = run_as_written(command, tmp_path, 400)
+    assert doc["status"] == "passed", doc["reasons"]
+    assert doc["reclaimed"] == ["node1", "node2"] and doc["processesLeft"] == []
+    sources = {name: r["source"] for name, r in doc["restores"].items()}
+    assert sources == {"node0": "local", "node3": "local", "node4": "peer", "node5": "store"}
+    assert len({r["step"] for r in doc["restores"].values()}) == 1
+    assert outcome(tmp_path / "drill" / "out") == expected

@@ -18,7 +18,6 @@ def parse(*argv: str) -> LocalDrill:
 @pytest.mark.parametrize(
     ("argv", "start"),
     [
-        (["--nodes", "1", "--", "python", "job.py"], "--nodes 1"),
         (["--notice-node", "2", "--", "python", "job.py"], "--notice-node 2"),
         (["--provider", "gcp", "--lead-seconds", "30", "--", "python", "job.py"], "--lead-seconds"),
         (["--during-save", "--", "python", "job.py"], "--during-save"),
@@ -30,6 +29,12 @@ def test_bad_input_is_one_line_with_the_fix(argv: list[str], start: str) -> None
     with pytest.raises(UserError) as err:
         parse(*argv)
     assert str(err.value).startswith(start) and "fix:" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_one_node_is_a_drill_too_and_no_notice_just_runs_the_job() -> None:
+    """Defect: ``drill local`` refused ``--nodes 1``, so a single-node job had no documented local agent."""
+    assert parse("--nodes", "1", "--", "python", "job.py").nodes == 1
+    assert parse("--nodes", "1", "--no-notice", "--", "python", "job.py").notice_node is None
 
 
 @pytest.mark.parametrize(

@@ -31,14 +31,14 @@ def test_cost_json_carries_inputs_and_formulas(capsys: pytest.CaptureFixture[str
     assert doc["provider"] == "azure" and doc["spotEligible"] is True
     assert doc["interval"]["method"] == "daly"
     lost = next(t for t in doc["terms"] if t["name"] == "lost_compute")
-    assert lost["inputs"]["final_checkpoint_fits_notice"] is False  # Azure's 30 s notice
+    assert lost["inputs"]["finalCheckpointFitsNotice"] is False  # Azure's 30 s notice
     assert "T/2 + C" in lost["formula"]
     assert doc["spotTotal"] < doc["onDemandTotal"]
 
 
 def test_cost_bad_profile_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "p.yaml"
-    bad.write_text(Path(PROFILE).read_text().replace("interruptionsPerHour: 0.08", "interruptionsPerHour: -1"))
+    bad.write_text(Path(PROFILE).read_text().replace("interruptionsPerHour: 0.7535", "interruptionsPerHour: -1"))
     assert main(["cost", "--profile", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "interruptionsPerHour" in err and "-1" in err

@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from spotgpu.contract.controller_events import Event, Interruption, Reacquired, StepChanged
+from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.economics.estimate import any_zone_gaps, estimate_from_traces, zone_estimate
 from spotgpu.economics.fit import FitAccumulator
 from spotgpu.economics.telemetry import TelemetryRecord, parse_lines
@@ -59,10 +61,11 @@ LINES = [
     {"v": 1, "ts": "1970-01-01T01:22:00Z", "event": "replacement_ready", "pool": "p", "node": "c"},
     {"v": 1, "ts": 5000, "event": "checkpoint_committed", "pool": "p", "node": "b", "seconds": 70, "bytes": 5},
     {"v": 1, "ts": 7200, "event": "node_stopped", "pool": "p", "node": "b"},
-    # the controller's own event lines are read too
-    {"kind": "interruption", "pool": "q", "at": 100, "type": "interruption"},
-    {"kind": "reacquired", "pool": "q", "at": 400, "latencySeconds": 250},
-    {"kind": "step_changed", "pool": "q", "at": 401, "to": "on_demand"},
+    # the controller's own event lines are read too, as the controller writes them
+    Event.of("q", 100, Interruption(type=InterruptionKind.INTERRUPTION)).to_json(),
+    Event.of("q", 400, Reacquired(latency_seconds=250, step="same_pool", seconds_on_step=250)).to_json(),
+    Event.of("q", 401, StepChanged(from_="alternate_sku", to="on_demand", waited_seconds=1, deadline_at_risk=False,
+                                   seconds_on_previous=1)).to_json(),
 ]
 
 

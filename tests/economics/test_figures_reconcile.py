@@ -54,12 +54,12 @@ def _mutated(tmp: Path, source: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     ("source", "old", "new", "needles"),
     [
-        (PROFILE, "interruptionsPerHour: 0.08", "interruptionsPerHour: 15", ["interruptionsPerHour", "15", "0.15"]),
+        (PROFILE, "interruptionsPerHour: 0.7535", "interruptionsPerHour: 15", ["interruptionsPerHour", "15", "0.15"]),
         (PROFILE, "checkpointBytes: 60000000000", "checkpointBytes: 60GB", ["checkpointBytes", "60GB", "60000000000"]),
         (PROFILE, "checkpointWriteSeconds: 75", "checkpointWriteSeconds: 75s", ["checkpointWriteSeconds", "75s", ": 75"]),
-        (PROFILE, "expectedReacquisitionSeconds: 900", "expectedReacquisitionSeconds: 15min",
+        (PROFILE, "expectedReacquisitionSeconds: 8125.7", "expectedReacquisitionSeconds: 15min",
          ["expectedReacquisitionSeconds", "15min", "900"]),
-        (LADDER, "costCeilingPerHour: 7.0", "costCeilingPerHour: 700", ["steps[3].costCeilingPerHour", "700", "fix"]),
+        (LADDER, "costCeilingPerHour: 12", "costCeilingPerHour: 700", ["steps[2].costCeilingPerHour", "700", "fix"]),
     ],
 )  # fmt: skip
 def test_mutated_economics_inputs_are_one_line_and_exit_2(
@@ -78,8 +78,8 @@ def test_mutated_economics_inputs_are_one_line_and_exit_2(
 @pytest.mark.parametrize(
     ("old", "new", "needle"),
     [
-        ("interruptionsPerHour: 0.08", "interruptionsPerHour: 15", "a percent typed as a rate"),
-        ("{kind: on_demand, maxWaitSeconds: 14400, costCeilingPerHour: 7.0}",
+        ("interruptionsPerHour: 0.7535", "interruptionsPerHour: 15", "a percent typed as a rate"),
+        ("{kind: on_demand, maxWaitSeconds: 14400, costCeilingPerHour: 12}",
          "{kind: on_demand, maxWaitSeconds: 14400, costCeilingPerHour: 700}", "costCeilingPerHour"),
     ],
 )  # fmt: skip
@@ -92,7 +92,7 @@ def test_preview_refuses_the_same_mutations_in_one_line(tmp_path: Path, old: str
 
 def test_no_infinity_in_any_json_null_and_a_reason_instead(tmp_path: Path) -> None:
     """Defect: a job that cannot progress wrote Infinity into preview --json."""
-    change = {"interruptionsPerHour: 0.08": "interruptionsPerHour: 4.9",
+    change = {"interruptionsPerHour: 0.7535": "interruptionsPerHour: 4.9", "gangInterruptionsPerHour: 0.7535": "",
               "checkpointWriteSeconds: 75": "checkpointWriteSeconds: 700"}  # fmt: skip
     project = _project(tmp_path / "p", "slow", change)
     done = _cli("preview", "--program", str(project), "--stack", "slow", "--no-policy", "--json")
@@ -100,12 +100,13 @@ def test_no_infinity_in_any_json_null_and_a_reason_instead(tmp_path: Path) -> No
     pool = _strict(done.stdout)["economics"]["pools"]["train-aws"]
     assert pool["spotTotalUsd"] is None and "loses work as fast as it makes it" in pool["nulls"]["spotTotalUsd"]
     assert pool["effectiveCost"]["nulls"]["spotTotal"] == pool["nulls"]["spotTotalUsd"]
-    profile = _mutated(tmp_path, PROFILE, "interruptionsPerHour: 0.08", "interruptionsPerHour: 4.9")
-    profile.write_text(profile.read_text().replace("checkpointWriteSeconds: 75", "checkpointWriteSeconds: 700"))
+    profile = _mutated(tmp_path, PROFILE, "interruptionsPerHour: 0.7535", "interruptionsPerHour: 4.9")
+    profile.write_text(profile.read_text().replace("checkpointWriteSeconds: 75", "checkpointWriteSeconds: 700")
+                       .replace("gangInterruptionsPerHour: 0.7535", ""))
     cost = _cli("cost", "--profile", str(profile), "--json")
     assert cost.returncode == 0 and _strict(cost.stdout)["spotTotal"] is None
     text = _cli("cost", "--profile", str(profile))
-    assert "unbounded" in text.stdout and "inf" not in text.stdout.replace("interruptions", "")
+    assert "unbounded" in text.stdout and "inf" not in text.stdout.replace(str(tmp_path), "").replace("interruptions", "")
 
 
 def test_one_on_demand_baseline_across_cost_and_simulate() -> None:

@@ -66,7 +66,9 @@ def test_throughput_is_read_not_skipped_as_unused() -> None:
 def test_a_throughput_record_without_a_step_time_names_the_line_and_field(seconds: object) -> None:
     lines = agent_vm("i-1", "g5.12xlarge", [(1.0, 1, "A10G")])
     bad = json.loads(lines[-1]) | {"stepSeconds": seconds}
-    with pytest.raises(ValueError, match=r"^telemetry:4: seconds: .*\(value: "):
+    # a number that is no step time: the fit's own field; no number at all: the agent record's field
+    field = "throughput.stepSeconds" if seconds == "fast" else "seconds"
+    with pytest.raises(ValueError, match=rf"^telemetry:4: {field}: .*\(value: "):
         list(parse_lines([*lines[:-1], json.dumps(bad)]))
 
 

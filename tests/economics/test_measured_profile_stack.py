@@ -18,16 +18,19 @@ FIGURES = {"interruptionsPerHour": 0.02, "expectedReacquisitionSeconds": 420.0, 
            "checkpointLoadSeconds": 80.0, "restartSeconds": 210.0, "checkpointBytes": 50_000_000_000}  # fmt: skip
 
 
-def _measured(path: str) -> Any:
+def _measured(path: str, pool_prices: bool = True) -> Any:
     def edit(config: dict[str, Any]) -> None:
         config["spotgpu:workloads"]["llm-finetune"]["measuredProfile"] = path
+        if not pool_prices:  # the workload's (measured) spot price prices every pool
+            for pool in config["spotgpu:pools"]:
+                pool.pop("spotPerHour", None)
     return edit
 
 
 def _write_measured(project: Path) -> dict[str, Any]:
     """What `profile fit --profile BASE --out` writes: the whole base profile, measured figures laid over it."""
     base = yaml.safe_load((project / "stacks" / "Pulumi.m.yaml").read_text())["config"]["spotgpu:workloads"]["llm-finetune"]
-    doc = {**{k: v for k, v in base.items() if k != "measuredProfile"}, **FIGURES, "workHours": 999}
+    doc = {**{k: v for k, v in base.items() if k not in ("measuredProfile", "sources")}, **FIGURES, "workHours": 999}
     (project / "measured").mkdir(exist_ok=True)
     (project / "measured" / "llm-finetune.yaml").write_text("# measured by `spotgpu profile fit` from: a.jsonl\n"
                                                             + yaml.safe_dump(doc))  # fmt: skip
@@ -40,9 +43,12 @@ def test_the_measured_figures_replace_the_typed_ones_and_are_shown(tmp_path: Pat
     done = _cli("cost", "--stack", "m", "--program", str(project), "--pool", "train-aws", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    # the file's prices.spotPerHour is its base's (no --sku applied one): the stack's own 2.2
-    figures = {**FIGURES, "prices": {"spotPerHour": 2.2}}
-    assert doc["measuredProfile"] == {"file": "measured/llm-finetune.yaml", "figures": figures}
+    # the file's prices.spotPerHour and gang rate are its base's (no --sku applied one): the stack's own
+    figures = {**FIGURES, "gangInterruptionsPerHour": 0.7535, "prices": {"spotPerHour": 2.2}}
+    assert doc["measuredProfile"]["file"] == "measured/llm-finetune.yaml" and doc["measuredProfile"]["figures"] == figures
+    # where each came from: the file names no sources, so each is said to be its base's, copied, not measured
+    assert doc["figures"]["interruptionsPerHour"] == {
+        "value": 0.02, "kind": "copied", "from": "copied from the base profile in measured/llm-finetune.yaml, not measured"}
     typed = _cli("cost", "--stack", "prod", "--pool", "train-aws", "--json")
     assert json.loads(typed.stdout)["effectiveCost"] != doc["effectiveCost"]  # the figures are used
     # the file's workHours 999 is not a measured figure: the typed one stays (same on-demand total)
@@ -113,7 +119,7 @@ def test_a_measured_spot_price_replaces_the_typed_one_and_a_pool_price_still_win
     the stack's other prices stay as typed, and a pool's own spotPerHour wins over both."""
 
     def edit(config: dict[str, Any]) -> None:
-        config["spotgpu:workloads"]["llm-finetune"]["measuredProfile"] = "measured/llm-finetune.yaml"
+        _measured("measured/llm-finetune.yaml", pool_prices=False)(config)
         config["spotgpu:pools"][1]["spotPerHour"] = 2.5  # train-gcp
 
     project = _project(tmp_path, "sp", edit)
@@ -141,7 +147,7 @@ def test_profile_fit_sku_out_reaches_the_stack(tmp_path: Path) -> None:
     """The whole loop: a price export, `profile fit --sku --out` into the project, the stack's pool priced at it."""
     from test_spot_price_telemetry import BASE, G5_MEDIAN, aws_history
 
-    project = _project(tmp_path, "loop", _measured("measured/llm-finetune.yaml"))
+    project = _project(tmp_path, "loop", _measured("measured/llm-finetune.yaml", pool_prices=False))
     (project / "measured").mkdir()
     prices = tmp_path / "aws-spot-prices.json"
     prices.write_text(json.dumps(aws_history()))

@@ -12,7 +12,10 @@ from test_pool_economics import _cli, _project
 
 
 def _aws_spot(price: float) -> Any:
+    """train-aws at its own spot price; the other pools at the workload's (2.2)."""
     def edit(config: dict[str, Any]) -> None:
+        for pool in config["spotgpu:pools"][1:]:
+            pool.pop("spotPerHour", None)
         config["spotgpu:pools"][0]["spotPerHour"] = price
     return edit
 
@@ -27,7 +30,9 @@ def test_a_pool_spot_price_prices_that_pool_only(tmp_path: Path) -> None:
     aws, gcp = docs["train-aws"]["prices"], docs["train-gcp"]["prices"]
     assert (aws["spotPerHour"], aws["spotSource"]) == (3.1, "pools[train-aws].spotPerHour")
     assert (gcp["spotPerHour"], gcp["spotSource"]) == (2.2, "workloads.llm-finetune.prices.spotPerHour")
-    assert docs["train-aws"]["spotTotalUsd"] > docs["train-gcp"]["spotTotalUsd"]
+    terms = {p: {t["name"]: t for t in docs[p]["effectiveCost"]["terms"]} for p in docs}
+    assert terms["train-aws"]["spot_compute"]["inputs"]["spotPerHour"] == 3.1
+    assert terms["train-gcp"]["spot_compute"]["inputs"]["spotPerHour"] == 2.2
     preview = _cli("preview", "--program", str(project), "--stack", "own", "--no-policy", "--json")
     assert preview.returncode == 0, preview.stderr
     workload_tags = {t["value"] for r in json.loads(preview.stdout)["resources"]

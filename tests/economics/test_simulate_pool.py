@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_pool_economics import _project
 
-from spotgpu.simulation.topology import map_pool_zones, region_of
+from spotgpu.economics.topology import map_pool_zones, region_of
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "1-node/aws-02-15-2023"  # us-east-1 a c d f, us-east-2 a b, us-west-2 a b c

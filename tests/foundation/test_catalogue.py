@@ -73,11 +73,14 @@ def test_preview_economics_say_where_each_price_came_from() -> None:
     from spotgpu.economics.report import render_economics, stack_economics
 
     raw, _ = read_stack_file(str(REPO / "stacks" / "Pulumi.dev.yaml"))
-    del raw["workloads"]["smoke-train"]["prices"]["onDemandPerHour"]
+    raw["workloads"]["smoke-train"]["prices"].pop("onDemandPerHour", None)
     report = stack_economics(parse_stack_config(raw))
     aws = report["pools"]["dev-aws"]["prices"]
     assert aws["onDemandPerHour"] == pytest.approx(1.006)
     assert aws["onDemandSource"].startswith("catalogue list price for us-east-1")
-    assert aws["spotSource"] == "workloads.smoke-train.prices.spotPerHour"
+    assert aws["spotSource"] == "pools[dev-aws].spotPerHour"
+    figures = report["pools"]["dev-aws"]["figures"]
+    assert figures["prices"]["onDemandPerHour"]["kind"] == "catalogue"
+    assert figures["prices"]["spotPerHour"] == {"value": 0.45, "kind": "typed", "from": "pools[dev-aws].spotPerHour"}
     text = render_economics(report)
     assert "on-demand $1.006/h (catalogue list price for us-east-1" in text

@@ -78,7 +78,7 @@ def test_one_line_parser_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         parser.parse_args(["--n", "x"])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err == "spotgpu y: argument --n: invalid int value: 'x'; see `spotgpu y --help`\n"
+    assert capsys.readouterr().err == "spotgpu y: --n: invalid int value: 'x'; see `spotgpu y --help`\n"
 
 
 def test_run_guarded_turns_user_errors_into_exit_two(capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,7 +25,7 @@ def _error(raw: dict[str, Any]) -> str:
 def test_prod_and_dev_configs_parse(prod_raw: dict[str, Any]) -> None:
     config = parse_stack_config(prod_raw)
     assert [p.cloud for p in config.pools] == ["aws", "gcp", "azure"]
-    assert config.ladders["training"].steps[-1].kind.value == "queue_defer"
+    assert all(ladder.steps[-1].kind.value == "queue_defer" for ladder in config.ladders.values())
 
 
 def test_zone_list_that_is_not_a_list(prod_raw: dict[str, Any]) -> None:
@@ -37,12 +37,12 @@ def test_zone_list_that_is_not_a_list(prod_raw: dict[str, Any]) -> None:
 
 
 def test_ladder_without_on_demand_or_queue(prod_raw: dict[str, Any]) -> None:
-    prod_raw["ladders"]["training"]["steps"] = [
+    prod_raw["ladders"]["training-aws"]["steps"] = [
         {"kind": "same_pool", "maxWaitSeconds": 600, "costCeilingPerHour": 3},
         {"kind": "alternate_zone", "maxWaitSeconds": 600, "costCeilingPerHour": 3},
     ]
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:ladders.training:")
+    assert msg.startswith("spotgpu:ladders.training-aws:")
     assert "no on_demand and no queue_defer" in msg
     assert "add {kind: on_demand" in msg
 
@@ -63,14 +63,14 @@ def test_unknown_key(prod_raw: dict[str, Any]) -> None:
 
 
 def test_unbounded_wait(prod_raw: dict[str, Any]) -> None:
-    prod_raw["ladders"]["training"]["steps"][0]["maxWaitSeconds"] = 10**9
+    prod_raw["ladders"]["training-aws"]["steps"][0]["maxWaitSeconds"] = 10**9
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:ladders.training.steps[0].maxWaitSeconds:")
+    assert msg.startswith("spotgpu:ladders.training-aws.steps[0].maxWaitSeconds:")
     assert "bounded wait" in msg
 
 
 def test_steps_out_of_order(prod_raw: dict[str, Any]) -> None:
-    steps = prod_raw["ladders"]["training"]["steps"]
+    steps = prod_raw["ladders"]["training-aws"]["steps"]
     steps[0], steps[3] = steps[3], steps[0]
     msg = _error(prod_raw)
     assert "steps must follow the order" in msg
@@ -138,17 +138,18 @@ def _set(raw: dict[str, Any], path: str, value: Any) -> None:
 
 # The broken configs a new user wrote (issue 16) that used to pass, or end in a traceback.
 CASES = [
-    ("ladders.training.steps.0.costCeilingPerHour", 1.0,
-     "spotgpu:ladders.training.steps[0].costCeilingPerHour: is below pool train-aws's spot price 2.2", "at least 2.2"),
-    ("ladders.training.steps.3.costCeilingPerHour", 1.0,
-     "spotgpu:ladders.training.steps[3].costCeilingPerHour: is below pool train-aws's on-demand price 5.67",
-     "at least 5.67"),
+    ("ladders.training-aws.steps.0.costCeilingPerHour", 1.0,
+     "spotgpu:ladders.training-aws.steps[0].costCeilingPerHour: is below pool train-aws's spot price 2.2", "at least 2.2"),
+    ("ladders.training-aws.steps.2.costCeilingPerHour", 1.0,
+     "spotgpu:ladders.training-aws.steps[2].costCeilingPerHour: is below pool train-aws's on-demand price 10.49",
+     "at least 10.49"),
     ("pools.0.capacity.fallbackMax", 500, "spotgpu:pools[train-aws].capacity.fallbackMax: is above capacity.max 8",
      "at most 8"),
     ("pools.0.capacity.fallbackMax", 0, "spotgpu:pools[train-aws].capacity.fallbackMax: is 0", "optOut.smallFallback"),
     ("pools.0.capacity.fallbackMax", 1, "spotgpu:pools[train-aws].capacity.fallbackMax: is below capacity.target 2",
      "at least 2"),
-    ("pools.2.maxPrice", 0.01, "spotgpu:pools[train-az].maxPrice: is below the spot price 2.2", "use -1"),
+    ("pools.2.maxPrice", 0.01, "spotgpu:pools[train-az].maxPrice: is below the spot price 1.47 (pools[train-az].spotPerHour)",
+     "use -1"),
     ("pools.2.maxPrice", 50, "spotgpu:pools[train-az].maxPrice: is above Standard_NC24ads_A100_v4's on-demand price",
      "optOut.maxPriceAboveOnDemand"),
     ("pools.0.instanceTypes", ["g9.superlarge", "g5.12xlarge"],
@@ -201,12 +202,13 @@ def test_catalogue_states_an_opt_out_for_a_type_it_does_not_know_yet(prod_raw: d
     prod_raw["pools"][0]["instanceTypes"] = ["g7x.12xlarge", "g5.12xlarge"]
     assert "not an EC2 instance type" in _error(prod_raw)
     prod_raw["pools"][0]["optOut"] = {"catalogue": "g7x launched after the catalogue was generated"}
+    prod_raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"] = 5.67  # the catalogue has no list price for it
+    prod_raw["pools"] = prod_raw["pools"][:1]  # a typed on-demand price holds for every pool of the workload
     assert parse_stack_config(prod_raw).pools[0].instance_types[0] == "g7x.12xlarge"
 
 
 def test_on_demand_price_defaults_from_the_catalogue_and_says_so(prod_raw: dict[str, Any]) -> None:
-    del prod_raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"]
-    prod_raw["ladders"]["training"]["steps"][3]["costCeilingPerHour"] = 30  # at or above every pool's on-demand price, within 10x of the cheapest
+    prod_raw["workloads"]["llm-finetune"]["prices"].pop("onDemandPerHour", None)
     prod_raw["pools"][1]["machineTypes"] = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}]
     # The GCP pool's a2-highgpu-4g lists at ~14.69 USD/h in us-central1; the fallback grows its group's types.
     config = parse_stack_config(prod_raw)
@@ -214,17 +216,18 @@ def test_on_demand_price_defaults_from_the_catalogue_and_says_so(prod_raw: dict[
     quote = config.on_demand_quote(aws)
     assert quote is not None and "prices.json" in quote.source
     assert quote.usd_per_hour == pytest.approx(10.49)  # the dearest type the fallback may grow: g6e.12xlarge
-    assert config.workload_for(aws).prices.on_demand_per_hour == pytest.approx(10.49)
+    # the bill prices on-demand at the fallback group's first type (what its prioritized allocation launches first)
+    assert config.workload_for(aws).prices.on_demand_per_hour == pytest.approx(5.67)
     assert config.workload_for(azure).prices.on_demand_per_hour == pytest.approx(3.67)
     assert config.workload_for(gcp).prices.on_demand_per_hour == pytest.approx(14.69)
-    prod_raw["ladders"]["training"]["steps"][3]["costCeilingPerHour"] = 7
+    prod_raw["ladders"]["training-aws"]["steps"][2]["costCeilingPerHour"] = 7
     msg = _error(prod_raw)
-    assert msg.startswith("spotgpu:ladders.training.steps[3].costCeilingPerHour: is below pool train-aws's "
+    assert msg.startswith("spotgpu:ladders.training-aws.steps[2].costCeilingPerHour: is below pool train-aws's "
                           "on-demand price 10.49 (catalogue list price for us-east-1")
 
 
 def test_no_catalogue_price_asks_for_one(prod_raw: dict[str, Any]) -> None:
-    del prod_raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"]
+    prod_raw["workloads"]["llm-finetune"]["prices"].pop("onDemandPerHour", None)
     prod_raw["pools"] = [prod_raw["pools"][0]]
     for i, subnet in enumerate(prod_raw["pools"][0]["subnets"]):
         subnet["zone"] = "us-west-2" + "abc"[i]

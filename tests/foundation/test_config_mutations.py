@@ -1,7 +1,7 @@
 """Property: however a stack file is broken, the preview's config edge answers in one line.
 
 Mutated versions of the dev and prod stacks (types swapped, keys dropped, renamed
-or duplicated, YAML broken) go through :func:`spotgpu_pulumi.offline.validate.validate_stack_file`,
+or duplicated, YAML broken) go through :func:`spotgpu_pulumi.offline.validate.plan_stack_file`,
 the very path ``spotgpu preview`` runs before the mock runtime, in-process. The
 result is always "valid" (exit 0) or one :class:`ConfigError` line (exit 2), never
 another exception. The number of examples is bounded so this stays fast.
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spotgpu.config import ConfigError
-from spotgpu_pulumi.offline.validate import validate_stack_file
+from spotgpu_pulumi.offline.validate import plan_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = {name: (REPO / "stacks" / f"Pulumi.{name}.yaml").read_text() for name in ("dev", "prod")}
@@ -51,7 +51,7 @@ def _parent(doc: Any, path: tuple[Any, ...]) -> Any:
 def exit_code(text: str) -> tuple[int, str]:
     """What ``spotgpu preview`` would exit with on this stack text, after its config edge."""
     try:
-        validate_stack_file("stacks/Pulumi.mutant.yaml", text)
+        plan_stack_file("stacks/Pulumi.mutant.yaml", text)
     except ConfigError as err:
         return 2, str(err)
     return 0, ""

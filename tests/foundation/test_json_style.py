@@ -3,8 +3,8 @@
 Each command's document is walked key by key (:func:`spotgpu.cliutil.non_camel_keys`).
 Names that are data (pools, VM ids, groups) and other tools' schemas (a cloud provider's
 resource inputs, Prometheus' own config) are not keys of ours and are skipped, by name.
-An old snake_case key printed next to its camelCase twin is the one-release compatibility
-CHANGELOG.md announces.
+Only the camelCase key is printed (issue 31, item 8: every key used to come twice,
+``objectsChecked`` and ``objects_checked``; the project was never released, so nobody needs the old one).
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ def test_the_helper_converts_keys_not_names() -> None:
         "job": {"workHours": 1}, "pools": {"train_a": {"lostSince": None}}, "inputs": {"cpu_options": {}},
     }
     assert non_camel_keys(doc, names_under=["pools"], foreign=["inputs"]) == ["$.job.work_hours", "$.pools.train_a.lost_since"]
-    assert non_camel_keys(camel_keys(doc, legacy=True)) == []  # old keys next to their new twins
+    assert non_camel_keys({"objectsChecked": 1, "objects_checked": 1}) == ["$.objects_checked"]  # no twin excuses it
 
 
 @pytest.mark.timeout(120)
-def test_agent_demo_json_is_camel_case_with_the_old_keys_kept() -> None:
+def test_agent_demo_json_is_camel_case_with_each_key_once() -> None:
     doc = json_of("agent", "demo", "aws", "--json")
     assert isinstance(doc, dict)
     assert non_camel_keys(doc) == []
-    assert doc["identity"]["instanceId"] == doc["identity"]["instance_id"]  # one release: both
+    assert doc["identity"]["instanceId"] and "instance_id" not in doc["identity"]
 
 
 def test_controller_validate_and_status_json_are_camel_case(tmp_path: Path) -> None:
@@ -67,17 +67,25 @@ def test_init_and_observability_json_are_camel_case(tmp_path: Path) -> None:
     assert non_camel_keys(json_of("init", str(tmp_path / "p"), "--owner", "t", "--json")) == []
     assert non_camel_keys(json_of("observability", "dashboard", "--json")) == []
     assert non_camel_keys(json_of("observability", "alerts", "--json")) == []
-    assert non_camel_keys(json_of("observability", "scrape-config", "--cloud", "aws", "--json"), names_under=["files"]) == []
+    assert non_camel_keys(json_of("observability", "scrape-config", "--cloud", "aws", "--pool", "train-aws", "--json"), names_under=["files"]) == []
 
 
 @pytest.mark.timeout(300)
 def test_preview_json_is_camel_case() -> None:
     doc = json_of("preview", "--stack", "dev", "--json", timeout=240)
-    assert non_camel_keys(doc, names_under=["pools", "outputs"], foreign=["inputs"]) == []
+    assert non_camel_keys(doc, names_under=["pools", "outputs"], foreign=["inputs"]) == []  # resources' inputs: the provider's
+    assert non_camel_keys(doc["economics"], names_under=["pools"]) == []  # terms[].inputs are ours: camelCase
 
 
-def test_ckpt_json_is_camel_case(tmp_path: Path) -> None:
+def test_ckpt_json_is_camel_case_with_each_key_once(tmp_path: Path) -> None:
+    import numpy as np
+
+    from spotgpu.checkpoint import CheckpointManager
+
     assert non_camel_keys(json_of("ckpt", "gc", str(tmp_path), "--json")) == []
+    CheckpointManager(tmp_path.as_uri()).save(1, {"w": np.zeros(4, dtype=np.float32)})
+    (report,) = json_of("ckpt", "verify", str(tmp_path), "--json")  # type: ignore[misc]
+    assert non_camel_keys(report) == [] and report["objectsChecked"] >= 1 and "objects_checked" not in report
 
 
 @pytest.mark.timeout(240)
@@ -93,4 +101,4 @@ def test_simulate_json_is_camel_case() -> None:
 def test_cost_json_is_camel_case() -> None:
     data = REPO / "tests" / "economics" / "data"
     doc = json_of("cost", "--profile", str(data / "llm-finetune.yaml"), "--ladder", str(data / "training-ladder.yaml"), "--json")
-    assert non_camel_keys(doc, names_under=["pools"]) == []  # terms[].inputs: on_demand_share, ...
+    assert non_camel_keys(doc, names_under=["pools"]) == []  # terms[].inputs too: onDemandShare, ...

@@ -97,8 +97,8 @@ def test_the_catalogue_is_data_below_the_models() -> None:
 
 def test_the_checker_sees_lazy_imports(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from spotgpu.controller.plan import reconcile\n    import spotgpu.economics.cost\n")
-    assert modules_imported(probe) == {"spotgpu.controller.plan", "spotgpu.economics.cost"}
+    probe.write_text("def f():\n    from spotgpu.controller.reconcile import reconcile\n    import spotgpu.economics.cost\n")
+    assert modules_imported(probe) == {"spotgpu.controller.reconcile", "spotgpu.economics.cost"}
 
 
 def test_the_economics_and_the_controller_never_import_the_simulations() -> None:

@@ -40,7 +40,8 @@ def test_fresh_virtualenv_gets_cli_and_no_pulumi(tmp_path: Path) -> None:
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(REPO / "constraints.txt"),
+         str(REPO)],
         check=True,
         timeout=540,
     )
@@ -61,7 +62,7 @@ def test_fresh_virtualenv_gets_cli_and_no_pulumi(tmp_path: Path) -> None:
     assert preview.returncode == 2
     assert "pip install 'spotgpu[pulumi]'" in preview.stderr
     # Runtime modules import without Pulumi.
-    subprocess.run([str(py), "-c", "import spotgpu.models, spotgpu.bootstrap, spotgpu.tags"], check=True)
+    subprocess.run([str(py), "-c", "import spotgpu.models, spotgpu.bootstrap, spotgpu.contract.tags"], check=True)
     # The GPU catalogue's data ships in the wheel (validation reads it on any machine).
     subprocess.run([str(py), "-c", "from spotgpu import catalogue as c; assert c.aws_gpu('g5.xlarge') and "
                     "c.gcp_machine('g2-standard-8') and c.azure_size('Standard_NC4as_T4_v3') and "

@@ -91,7 +91,7 @@ def test_bad_config_fails_with_one_line(tmp_path: Path) -> None:
 def test_unknown_stack_names_the_known_ones() -> None:
     run = _preview("--stack", "staging", "--no-policy")
     assert run.returncode == 2
-    assert "use one of ['dev', 'prod']" in run.stderr
+    assert "fix: use one of dev, prod" in run.stderr
 
 
 def test_any_pulumi_program(tmp_path: Path) -> None:

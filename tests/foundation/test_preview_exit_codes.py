@@ -53,21 +53,21 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_a_plan_error_inside_the_program_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The AWS component handed a GCP pool: a plan error raised inside the running program."""
+    """The AWS planner handed a GCP pool: a plan error raised inside the running program."""
     program = (
         "import pulumi\n"
         "from spotgpu_pulumi.args import PoolArgs\n"
-        "from spotgpu_pulumi.aws import GpuPool\n"
-        "from spotgpu_pulumi.offline.validate import validate_engine_config\n"
+        "from spotgpu_pulumi.aws import GpuPool, plan_pool\n"
+        "from spotgpu_pulumi.offline.validate import plan_engine_config\n"
         "from pulumi.runtime.config import CONFIG\n"
-        "config = validate_engine_config(dict(CONFIG.get()))\n"
+        "config = plan_engine_config(dict(CONFIG.get())).config\n"
         "gcp = next(p for p in config.pools if p.cloud == 'gcp')\n"
-        "GpuPool('wrong', PoolArgs.for_pool(config, gcp))\n"
+        "GpuPool('wrong', plan_pool(PoolArgs.for_pool(config, gcp)))\n"
     )
     code = _run(["--program", str(_project(tmp_path, DEV, program)), "--stack", "t", "--no-policy"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
-    assert "spotgpu:pools[dev-gcp].cloud: spotgpu_pulumi.aws.GpuPool builds only AWS pools" in err
+    assert "spotgpu:pools[dev-gcp].cloud: spotgpu_pulumi.aws.plan_pool plans only AWS pools" in err
 
 
 def test_a_bug_in_the_program_exits_2_not_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

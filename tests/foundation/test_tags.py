@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from spotgpu.config import parse_stack_config
-from spotgpu.models.ladder import FallbackLadder
-from spotgpu.models.workload import WorkloadProfile
-from spotgpu.tags import (
+from spotgpu.contract.tags import (
     decode_ladder,
     encode_ladder,
     encode_workload,
@@ -13,17 +11,19 @@ from spotgpu.tags import (
     pool_links,
     workload_from_tag,
 )
+from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.workload import WorkloadProfile
 
 
 def test_round_trips(prod_raw) -> None:
     config = parse_stack_config(prod_raw)
-    ladder = config.ladders["training"]
+    ladder = config.ladders["training-aws"]
     decoded = decode_ladder(encode_ladder(ladder))
     assert [(s.kind, s.max_wait_seconds, s.ceiling, s.per_work_hour) for s in decoded] == [
         (s.kind, s.max_wait_seconds, s.cost_ceiling_per_hour, False) for s in ladder.steps
     ]
-    workload = config.workloads["llm-finetune"]
-    assert workload_from_tag(encode_workload(workload)) == workload
+    workload = config.workload_for(config.pools[0])  # priced for the pool, as the components tag it
+    assert workload_from_tag(encode_workload(workload)) == workload.model_copy(update={"sources": {}})
 
 
 _FIGURES = {
@@ -59,8 +59,8 @@ def test_links_fit_cloud_limits(prod_raw) -> None:
         pool="train-aws",
         checkpoint_store="s3://spotgpu-prod-train-aws-ckpt/train-aws",
         fallback_group="spotgpu-prod-train-aws-od",
-        ladder=config.ladders["training"],
-        workload=config.workloads["llm-finetune"],
+        ladder=config.ladders["training-aws"],
+        workload=config.workload_for(config.pools[0]),
         checkpoint_interval_seconds=2548,
         notice="aws",
         waiver="x" * 400,

@@ -64,16 +64,47 @@ def test_the_resumed_step_is_logged(agent: Agent, tmp_path: Path) -> None:
     assert wait_until(lambda: records(tmp_path, "restored"))[0]["generation"] == "step-40-abc"
 
 
+def test_a_restore_says_where_from_how_long_how_much_and_the_first_step_follows(agent: Agent, tmp_path: Path) -> None:
+    """Issue 33: each rank's ``restored`` record names its source, seconds and bytes (and why a nearer
+    copy was passed over); the first step after it ends the recovery."""
+    client = AgentClient(agent.control.url)
+    client.report_restore(40, "g", source="peer", seconds=1.5, nbytes=1 << 30, reason="local copy failed: hash",
+                          started_at=1000.0)  # fmt: skip
+    client.report_first_step(41)
+    [restored] = wait_until(lambda: records(tmp_path, "restored"))
+    assert {k: restored[k] for k in ("step", "source", "seconds", "bytes", "reason", "startedAt")} == {
+        "step": 40, "source": "peer", "seconds": 1.5, "bytes": 1 << 30, "reason": "local copy failed: hash",
+        "startedAt": 1000.0}  # fmt: skip
+    assert wait_until(lambda: records(tmp_path, "first-step"))[0]["step"] == 41
+    assert agent.state.final_report is None  # neither is a final checkpoint
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"checkpoint": "gang", "committed": True}, "role: missing"),
         ({"checkpoint": "gang", "committed": True, "role": "leader"}, "role 'leader'"),
         ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"}, "noticedRanks"),
-        ({"checkpoint": "later", "committed": True}, "use early, final, gang or restore"),
+        ({"checkpoint": "later", "committed": True}, "use early, final, gang, restore or step"),
+        ({"checkpoint": "restore", "source": "disk"}, "source 'disk': use one of local, peer, store"),
+        ({"checkpoint": "restore", "bytes": -1}, "bytes -1"),
     ],
 )
 def test_a_malformed_gang_report_is_one_clear_error(agent: Agent, body: dict[str, object], message: str) -> None:
     status, answer = post(agent, body)
     assert status == 400 and message in str(answer["error"])
     assert agent.state.gang is None and agent.state.reports == []
+
+
+def test_a_gang_that_lost_a_peer_during_the_notice_is_not_waited_for(agent: Agent) -> None:
+    """Issue 33 drill: a node of the gang reclaimed with the noticed one: the noticed rank reports the lost
+    peer instead of a final checkpoint, and its agent drains then, not at the end of the notice's budget."""
+    import time
+
+    from spotgpu.agent.state import CheckpointReport
+
+    agent.state.set_phase("final-checkpoint")
+    started = time.time()
+    agent.state.add_report(CheckpointReport("gang", False, 15, role="peer", outcome="peer-lost", reason="peer lost"))
+    report = agent.state.wait_final_report(started + 30)
+    assert report is not None and report.outcome == "peer-lost" and time.time() - started < 5

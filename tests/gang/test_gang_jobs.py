@@ -112,8 +112,8 @@ def test_notices_on_two_nodes_share_the_smaller_budget(cluster: Cluster, referen
     nodes[3].notice(lead=25)
     assert cluster.finish(job) == [EXIT_GANG_STOP] * 4, cluster.stderr("run")
     assert stopped_together(cluster, 4, [1, 3]) == 20
-    smaller = nodes[3].agent.state.notice["budgetDeadline"]  # type: ignore[index]
-    assert smaller < nodes[1].agent.state.notice["budgetDeadline"]  # type: ignore[index,operator]
+    smaller = nodes[3].agent.state.notice.budget_deadline  # type: ignore[union-attr]
+    assert smaller < nodes[1].agent.state.notice.budget_deadline  # type: ignore[union-attr,operator]
     assert all(cluster.result("run", r)["budget_deadline"] == smaller for r in range(4))
     assert "smallest budget wins" in cluster.result("run", 0)["reason"]
     check_agents(nodes, [1, 3], "committed")

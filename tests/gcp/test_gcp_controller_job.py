@@ -11,7 +11,7 @@ from gcp_fixtures import pool_args
 
 from spotgpu.controller.config import parse_controller_config
 from spotgpu.controller.render import CONFIG_ENV
-from spotgpu_pulumi.gcp import GpuPool
+from spotgpu_pulumi.gcp import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
 from tests.controller.job_snapshot import check_snapshot
@@ -33,7 +33,7 @@ def _one(resources: list[RecordedResource], typ: str, suffix: str = "") -> Recor
 @pytest.fixture(scope="module")
 def prod() -> list[RecordedResource]:
     args = pool_args("prod")
-    return record(lambda: GpuPool(args.spec.name, args))
+    return record(lambda: GpuPool(args.spec.name, plan_pool(args)))
 
 
 def _controller_email(resources: list[RecordedResource]) -> str:
@@ -92,10 +92,10 @@ def test_a_preemption_wakes_the_job_through_eventarc_and_a_workflow(prod: list[R
 
 def test_preview_snapshot_of_the_controller_resources() -> None:
     args = pool_args("prod")
-    check_snapshot(record(lambda: GpuPool(args.spec.name, args), preview=True), JOB, SNAPSHOT)
+    check_snapshot(record(lambda: GpuPool(args.spec.name, plan_pool(args)), preview=True), JOB, SNAPSHOT)
 
 
 def test_opting_out_creates_no_job() -> None:
     args = pool_args("prod", controller={"enabled": False, "waiver": "a Kueue controller grows the fallback"})
-    resources = record(lambda: GpuPool(args.spec.name, args))
+    resources = record(lambda: GpuPool(args.spec.name, plan_pool(args)))
     assert not [r for r in resources if r.type in (RUN_JOB, SCHEDULER, JOB)]

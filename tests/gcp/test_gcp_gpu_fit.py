@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from gcp_fixtures import gcp_pool_raw, pool_args, stack_raw
+from gcp_fixtures import gcp_pool_raw, stack_raw
 
 from spotgpu.config import ConfigError, parse_stack_config
-from spotgpu.models.workload import GpuRequirement
 
 
 def _with_gpu(gpu: dict[str, object], machine_types: list[dict[str, object]] | None = None) -> dict[str, object]:
@@ -35,10 +32,3 @@ def test_an_n1_accelerator_is_judged_by_its_own_memory() -> None:
     with pytest.raises(ConfigError, match=r"machineTypes\[0\]\.machineType: n1-standard-16 \(4 x V100 \(16 GiB each\)"):
         parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 30}, n1))
     parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 16}, n1))
-
-
-def test_the_planning_path_refuses_args_that_skipped_validation() -> None:
-    args = pool_args("prod")
-    need = GpuRequirement(gpus_per_node=4, models=("H100 80GB",))
-    with pytest.raises(ConfigError, match=r"machineTypes\[0\]\.machineType: a2-highgpu-4g .* not validated on"):
-        dataclasses.replace(args, workload=args.workload.model_copy(update={"gpu": need}))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from gcp_fixtures import pool_args
 
+from spotgpu.config import ConfigError, PlanError
 from spotgpu.models.pools import GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
 from spotgpu_pulumi.gcp import plan
 from spotgpu_pulumi.gcp.naming import PoolNames, check_name, fit
@@ -51,9 +52,10 @@ def test_n1_groups_by_accelerator_signature_and_primary_is_top_ranked() -> None:
     assert groups[0].accelerator is not None and groups[0].accelerator.type == "nvidia-tesla-t4"
 
 
-def test_duplicate_machine_type_is_rejected() -> None:
-    with pytest.raises(plan.GcpPlanError, match=r"lists a machine type twice.*'g2-standard-8'"):
-        plan.group_machine_choices((_choice("g2-standard-8"), _choice("g2-standard-8")))
+def test_duplicate_machine_type_is_refused_by_the_spec() -> None:
+    twice = [{"machineType": "g2-standard-8"}, {"machineType": "g2-standard-8"}]
+    with pytest.raises(ConfigError, match=r"machineTypes: lists a machine type twice.*g2-standard-8.*fix: list each choice once"):
+        pool_args("prod", machineTypes=twice)
 
 
 def test_flexibility_policy_ranks_each_type() -> None:
@@ -66,27 +68,24 @@ def test_flexibility_policy_ranks_each_type() -> None:
     }
 
 
-def test_zones_sorted_and_single_zone_needs_opt_out() -> None:
+def test_zones_are_sorted_and_the_spec_refuses_one_zone_without_a_reason_and_a_zone_twice() -> None:
     spec = _spec(zones=("us-central1-c", "us-central1-a"))
     assert plan.distribution_zones(spec) == ("us-central1-a", "us-central1-c")
-    with pytest.raises(plan.GcpPlanError, match=r"zones: is a single zone.*fix: list at least 2 zones.*optOut.singleZone"):
-        plan.distribution_zones(_spec(zones=("us-central1-a",)))
-    waived = _spec(zones=("us-central1-a",), opt_out=_spec().opt_out.model_copy(update={"single_zone": "placement"}))
-    assert plan.distribution_zones(waived) == ("us-central1-a",)
-    with pytest.raises(plan.GcpPlanError, match="twice"):
-        plan.distribution_zones(_spec(zones=("us-central1-a", "us-central1-a")))
+    with pytest.raises(ConfigError, match=r"zones: pool train-gcp spans 1 zone.*fix: list at least 2 zones.*optOut.singleZone"):
+        pool_args("prod", zones=["us-central1-a"])
+    with pytest.raises(ConfigError, match=r"zones: lists a zone twice"):
+        pool_args("prod", zones=["us-central1-a", "us-central1-a"])
 
 
 @pytest.mark.parametrize("shape", ["ANY", "ANY_SINGLE_ZONE"])
-def test_autoscaling_needs_even_or_balanced(shape: plan.TargetShape) -> None:
-    with pytest.raises(plan.GcpPlanError, match=rf"targetShape: cannot be autoscaled \(value: '{shape}'\)"):
-        plan.check_target_shape("p", shape, GcpAutoscaling(max_replicas=3))
-    plan.check_target_shape("p", shape, None)
+def test_the_spec_refuses_autoscaling_without_even_or_balanced(shape: plan.TargetShape) -> None:
+    with pytest.raises(ConfigError, match=rf'targetShape: cannot be autoscaled .*\(value: "{shape}"\)'):
+        pool_args("prod", targetShape=shape, autoscaling={"maxReplicas": 3})
 
 
 @pytest.mark.parametrize("shape", ["EVEN", "BALANCED"])
 def test_autoscaling_allowed_shapes(shape: plan.TargetShape) -> None:
-    plan.check_target_shape("p", shape, GcpAutoscaling(max_replicas=3))
+    assert plan.plan_pool(pool_args("prod", targetShape=shape, autoscaling={"maxReplicas": 3})).spec.autoscaling
 
 
 @pytest.mark.parametrize(
@@ -129,9 +128,17 @@ def test_controller_condition_lists_exact_migs() -> None:
     )
 
 
-def test_bucket_name_rejects_google() -> None:
-    with pytest.raises(plan.GcpPlanError, match="google"):
-        plan.check_bucket_name("my-google-bucket")
+def test_a_bucket_name_with_google_is_refused_at_the_key_that_put_it_there() -> None:
+    problem = plan.bucket_name_problem("my-google-bucket", "bucketName", "rename it")
+    assert problem is not None and problem.at == "bucketName" and problem.value == "my-google-bucket"
+    assert plan.bucket_name_problem("my-bucket", "bucketName", "rename it") is None
+    with pytest.raises(PlanError) as err:
+        plan.plan_pool(pool_args("prod", project="google-ml-123"))
+    assert str(err.value) == (
+        "spotgpu:pools[train-gcp].project: makes a bucket name that contains 'google' or starts with 'goog', which GCS "
+        'refuses (value: "google-ml-123-train-gcp-prod-ckpt"); fix: rename the pool, or use a project whose id has no '
+        "'google'"
+    )
 
 
 def test_names_are_deterministic_and_fit_limits() -> None:
@@ -145,13 +152,13 @@ def test_names_are_deterministic_and_fit_limits() -> None:
     assert long.service_account_id("ctl") != long.service_account_id("vm")
     assert long.spot_mig("aopt").startswith(long.spot_base_instance_prefix)
     for n in (long.spot_mig("v100x8"), long.fallback_mig, long.service_account_id("vm")):
-        check_name(n, "test")
+        assert check_name(n, "test") is None
     assert fit("abc", 5) == "abc" and len(fit("x" * 80, 30)) == 30
 
 
 def test_check_name_explains_bad_names() -> None:
-    with pytest.raises(ValueError, match="lowercase letters"):
-        check_name("Bad_Name", "MIG")
+    problem = check_name("Bad_Name", "MIG")
+    assert problem is not None and problem.at == "name" and "lowercase letters" in problem.fix
 
 
 def test_autoscaling_bounds_are_ordered() -> None:

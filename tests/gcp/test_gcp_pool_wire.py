@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from gcp_fixtures import pool_args
 
-from spotgpu import tags
-from spotgpu.tags import AGENT_MARKER, decode_ladder
-from spotgpu_pulumi.gcp import GpuPool
+from spotgpu.contract import tags
+from spotgpu.contract.tags import AGENT_MARKER, decode_ladder
+from spotgpu_pulumi.gcp import GpuPool, plan_pool
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import children_of, index, record
 
@@ -19,7 +19,7 @@ MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
 
 def _build(stack: str = "prod", **changes: Any) -> list[RecordedResource]:
     args = pool_args(stack, **changes)
-    return record(lambda: GpuPool(args.spec.name, args))
+    return record(lambda: GpuPool(args.spec.name, plan_pool(args)))
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_preemption_events(prod: dict[str, list[RecordedResource]]) -> None:
 def test_exports_name_every_handle() -> None:
     args = pool_args("prod")
     pools: list[GpuPool] = []
-    record(lambda: pools.append(GpuPool(args.spec.name, args)))
+    record(lambda: pools.append(GpuPool(args.spec.name, plan_pool(args))))
     assert set(pools[0].exports) >= {
         "mig",
         "fallbackMig",
@@ -249,27 +249,17 @@ def test_autoscaling_with_any_shape_is_a_clear_error() -> None:
         _build("prod", autoscaling={"maxReplicas": 4})
 
 
-def test_single_zone_without_opt_out_fails_on_the_component_path() -> None:
+def test_a_single_zone_pool_with_a_stated_reason_builds_and_records_the_waiver() -> None:
+    """Without the reason the spec refuses it (tests/gcp/test_gcp_plan.py); the planner does not check it again."""
     args = pool_args("prod", zones=["us-central1-a"], optOut={"singleZone": "a compact placement is required", "idleRungs": "shared ladder"})
-    bad = args.__class__(
-        spec=args.spec.model_copy(update={"opt_out": args.spec.opt_out.model_copy(update={"single_zone": None})}),
-        workload=args.workload,
-        ladder=args.ladder,
-        environment=args.environment,
-        owner=args.owner,
-        interval=args.interval,
-    )
-    with pytest.raises(Exception, match=r"single zone.*optOut.singleZone"):
-        record(lambda: GpuPool("p", bad))
-    # with the stated reason it builds, and the waiver travels in the metadata
-    ok = index(record(lambda: GpuPool("p", args)))
+    ok = index(record(lambda: GpuPool("p", plan_pool(args))))
     assert "singleZone" in _spot_template(ok).inputs["metadata"][tags.WAIVER]
 
 
 def test_preview_with_unknown_ids_keeps_links_plain() -> None:
     """During a real preview ids are unknown; the links a policy reads must not depend on them."""
     args = pool_args("prod")
-    by_type = index(record(lambda: GpuPool(args.spec.name, args), preview=True))
+    by_type = index(record(lambda: GpuPool(args.spec.name, plan_pool(args)), preview=True))
     md = _spot_template(by_type).inputs["metadata"]
     assert md[tags.FALLBACK_GROUP] == "train-gcp-prod-od"
     assert md[tags.CHECKPOINT_STORE].startswith("gs://ml-prod-654321-train-gcp-prod-ckpt/")

@@ -8,9 +8,9 @@ import pytest
 from gcp_fixtures import pool_args
 
 from spotgpu.bootstrap import GANG_UNIT, STORE_UNIT
+from spotgpu.config import PlanError
 from spotgpu.models.pools import GcpPoolSpec
-from spotgpu_pulumi.gcp import GpuPool
-from spotgpu_pulumi.gcp.plan import GcpPlanError
+from spotgpu_pulumi.gcp import GpuPool, plan_pool
 from spotgpu_pulumi.gcp.rendezvous import plan_gcp_rendezvous
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import children_of, index, record
@@ -24,7 +24,7 @@ TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
 
 def build(**changes: Any) -> list[RecordedResource]:
     args = pool_args("prod", **changes)
-    return record(lambda: GpuPool(args.spec.name, args))
+    return record(lambda: GpuPool(args.spec.name, plan_pool(args)))
 
 
 def test_no_gang_no_host() -> None:
@@ -46,9 +46,12 @@ def test_gang_plan_is_a_standard_vm_at_the_fixed_address_in_the_pools_first_zone
 
 def test_zone_outside_the_region_is_one_line_with_the_fix() -> None:
     gang = {**GANG, "rendezvous": {"privateIp": "10.128.0.10", "zone": "europe-west4-a"}}
-    with pytest.raises(GcpPlanError) as err:
+    with pytest.raises(PlanError) as err:
         build(gang=gang, agentPackage=PACKAGE)
-    assert str(err.value).startswith("spotgpu:pools[train-gcp].gang: ") and "fix:" in str(err.value)
+    assert str(err.value) == (
+        'spotgpu:pools[train-gcp].gang.rendezvous.zone: is outside region us-central1 (value: "europe-west4-a"); '
+        "fix: use a zone of us-central1 (the subnetwork's region)"
+    )
 
 
 def test_host_and_rule_are_children_of_their_component_and_every_template_gets_the_launch() -> None:

@@ -1,11 +1,19 @@
 """docs/integrations.md's two training scripts, run exactly as written: each one stops on a
 notice (exit 75, one final generation), then resumes from that generation and finishes (exit 0).
-Their interval comes from an agent config file, as on a pool VM."""
+Their interval comes from an agent config file, as on a pool VM.
+
+And the page's drill recipes, run as written (issue 31, item 6). Defect: ``spotgpu drill local
+--nodes 2 -- python train_hf.py`` failed on both ranks ("/etc/spotgpu/agent.json: cannot read
+the agent config"): the drill set ``SPOTGPU_AGENT`` but not what the script reads; and a
+single-node job had no local agent at all (``drill local`` refused ``--nodes 1``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +21,8 @@ from integ_testkit import REPO, nodes, ranks, wait_all, wait_for_value
 
 from spotgpu.checkpoint import CheckpointManager
 from spotgpu.gang import EXIT_GANG_STOP
+from spotgpu.integrations.schedule import CHECKPOINT_URL_ENV
+from tests.doc_blocks import marked_block
 
 _BLOCK = re.compile(r"```python\n# (train_\w+\.py)\n(.*?)```", re.S)
 
@@ -36,7 +46,7 @@ def test_doc_script_stops_on_a_notice_and_resumes(tmp_path: Path, name: str, mon
                     "checkpointIntervalSeconds": 1})
     )
     url = f"file://{tmp_path / 'store'}"
-    monkeypatch.setenv("CHECKPOINT_URL", url)
+    monkeypatch.setenv(CHECKPOINT_URL_ENV, url)
     monkeypatch.setenv("SPOTGPU_AGENT_CONFIG", str(config))
     with nodes(1) as (vm,), ranks(script, [], 1, [vm.address], tmp_path / "first", cwd=tmp_path) as procs:
         wait_for_value(lambda: vm.agent.state.workload_pgids, 90, procs, tmp_path / "first")  # resume_from ran
@@ -48,3 +58,26 @@ def test_doc_script_stops_on_a_notice_and_resumes(tmp_path: Path, name: str, mon
         assert wait_all(procs, 90, tmp_path / "second") == [0]
     restored = {"train_hf.py": f"out/checkpoint-{final.step}", "train_lightning.py": f"restore/step-{final.step}"}
     assert (tmp_path / restored[name]).is_dir()  # resume_from materialised the final generation
+
+
+def drill_recipes() -> list[str]:
+    return [line for line in marked_block("integrations.md", "drill-recipes").splitlines() if line.strip()]
+
+
+def test_the_drill_recipes_name_both_scripts() -> None:
+    assert [line.split()[-1] for line in drill_recipes()] == ["train_hf.py", "train_lightning.py"]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("index", [0, 1], ids=["hf-2-nodes", "lightning-1-node"])
+def test_each_drill_recipe_runs_as_written(tmp_path: Path, index: int) -> None:
+    """The command line from the page, from the scripts' directory, with ``spotgpu`` on PATH as installed."""
+    for name, code in doc_scripts().items():
+        (tmp_path / name).write_text(code)
+    command = drill_recipes()[index]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTGPU_")}  # nothing from the test's own setup
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "drill passed" in run.stdout
+    assert "final checkpoint: committed at step" in run.stdout

@@ -15,10 +15,11 @@ import yaml
 
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.catalogue import CLOUDS
 from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 from spotgpu.observability import alerts_text, dashboard, dashboard_expressions
-from spotgpu.observability.scrape import AGENT_HOST, AGENT_PORT, CLOUDS, agent_files
+from spotgpu.observability.scrape import AGENT_HOST, AGENT_PORT, agent_files
 
 PROMTOOL = shutil.which("promtool")
 #: promtool is Debian's prometheus package; only where apt-get cannot install it may these skip.
@@ -121,7 +122,7 @@ def test_cloud_agent_files_scrape_the_agent_endpoint(cloud: str) -> None:
             assert yaml.safe_load(content)
 
 
-@pytest.mark.parametrize("what", ["dashboard", "alerts", "scrape-config --cloud gcp"])
+@pytest.mark.parametrize("what", ["dashboard", "alerts", "scrape-config --cloud gcp --pool train-gcp"])
 def test_the_command_prints_the_shipped_files(what: str) -> None:
     run = subprocess.run([sys.executable, "-m", "spotgpu", "observability", *what.split(), "--json"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip

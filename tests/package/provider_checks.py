@@ -24,8 +24,10 @@ from pulumi.provider.experimental.analyzer import Analyzer
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.experimental.schema import generate_schema
 
-from spotgpu.config import parse_stack_config, read_stack_file
+from spotgpu.config import PlanError, parse_stack_config, read_stack_file
+from spotgpu.models.base import FieldProblem
 from spotgpu_pulumi.args import PoolArgs
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
 from spotgpu_pulumi.outputs import COMMON_KEYS, PoolOutputs
@@ -108,8 +110,11 @@ def _construct_inputs(raw: dict[str, Any], pool: dict[str, Any]) -> dict[str, An
     inputs: dict[str, Any] = {k: v for k, v in pool.items() if k in per_cloud}
     if pool["cloud"] == "gcp":
         inputs["machineTypes"] = [{"machineType": m["machineType"]} for m in pool["machineTypes"]]
-    workload = dict(raw["workloads"][pool["workload"]])
+    workload = {k: v for k, v in raw["workloads"][pool["workload"]].items() if k != "sources"}  # annotations only
     workload["checkpointIntervalSeconds"] = str(workload.get("checkpointIntervalSeconds", "auto"))
+    # a program against the schema types the prices the stack takes from the pool and the catalogue
+    priced = parse_stack_config(raw).workload_for(next(p for p in parse_stack_config(raw).pools if p.name == pool["name"]))
+    workload["prices"] = {**workload["prices"], "onDemandPerHour": priced.prices.on_demand}
     inputs.update(
         environment=raw["environment"],
         owner=raw["owner"],
@@ -144,8 +149,8 @@ def _per_work(raw: dict[str, Any]) -> None:
     raw["workloads"]["llm-finetune"]["gpu"] = {
         "gpusPerNode": 1, "worldSizes": [8], "relativeThroughput": {"A10G": 1.0, "L4": 0.6, "L40S": 1.6, "A100 40GB": 2.0,
                                                           "H100": 3.0}}
-    raw["ladders"]["training"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
-                                              "costCeilingPerWorkHour": 1.5}
+    raw["ladders"]["training-az"]["steps"][2] = {"kind": "alternate_sku", "maxWaitSeconds": 1200,
+                                                 "costCeilingPerWorkHour": 1.5}
 
 
 @pytest.mark.parametrize("variant", ["prod", "per-work"])
@@ -154,7 +159,7 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     raw, pool = _prod_pool(cloud)
     if variant == "per-work":
         _per_work(raw)
-    direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
+    direct = record(lambda: deploy(plan_stack(parse_stack_config(raw))), stack="prod")
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = _construct_inputs(raw, pool)
 
@@ -171,7 +176,8 @@ def test_construct_builds_the_same_tree_as_the_python_class(cloud: str, componen
     assert len(_tree(direct, root)) > 10
     if variant == "per-work":  # the speeds and the ceiling's unit reach the links
         text = json.dumps([r.inputs for r in built])
-        assert "u=A10G:1+L4:0.6+L40S:1.6+A100 40GB:2+H100:3" in text and "as:1200:1.5w" in text
+        assert "u=A10G:1+L4:0.6+L40S:1.6+A100 40GB:2+H100:3" in text
+        assert ("as:1200:1.5w" in text) == (cloud == "azure")  # only the Azure pool's ladder has alternate_sku
 
 
 def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> None:
@@ -186,7 +192,7 @@ def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> Non
     def direct_program() -> Any:
         local = copy.deepcopy(raw)
         local["pools"][0]["resourceGroupName"] = group()
-        return deploy(parse_stack_config(local))
+        return deploy(plan_stack(parse_stack_config(local)))
 
     def construct() -> Any:
         provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
@@ -199,10 +205,11 @@ def test_construct_takes_the_resource_group_as_an_output_of_the_program() -> Non
     assert _tree(built, root) == _tree(direct, root)
     rg = next(r for r in built if r.type == "azure-native:resources:ResourceGroup")
     placed = [r for r in built if "resourceGroupName" in r.inputs and r.type != rg.type]
-    assert len(placed) == 12 and {r.inputs["resourceGroupName"] for r in placed} == {"ml-team-rg"}
+    # + the Scheduled Events queue, system topic and subscription (publishEventsToEventGrid, issue 36)
+    assert len(placed) == 15 and {r.inputs["resourceGroupName"] for r in placed} == {"ml-team-rg"}
     assert all(rg.urn in r.property_dependencies["resourceGroupName"] for r in placed)
     scopes = [r.inputs["scope"] for r in built if r.type == "azure-native:authorization:RoleAssignment"]
-    assert len(scopes) == 7 and all("/resourceGroups/ml-team-rg" in s for s in scopes)
+    assert len(scopes) == 9 and all("/resourceGroups/ml-team-rg" in s for s in scopes)
     job = next(r for r in built if r.type == "azure-native:app:Job")
     config = json.loads(job.inputs["template"]["containers"][0]["env"][0]["value"])
     assert config["pools"][0]["resourceGroupName"] == "ml-team-rg"
@@ -230,20 +237,20 @@ def test_construct_plans_and_builds_through_the_cloud_registry(
     def plan(args: PoolArgs) -> Any:
         calls.append("plan")
         if args.spec.name == "refused":
-            raise real.error("spotgpu:pools[refused].capacity.max: is refused (value: 2); fix: use 1")
+            raise PlanError(FieldProblem("is refused", at="capacity.max", value=2, fix="use 1"), pool="refused")
         return real.plan(args)
 
-    def build(name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None) -> Any:
+    def build(name: str, plan: Any, opts: pulumi.ResourceOptions | None) -> Any:
         calls.append("component")
-        return real.component(name, args, opts)
+        return real.component(name, plan, opts)
 
-    monkeypatch.setitem(CLOUDS, cloud, Cloud(name=cloud, plan=plan, component=build, error=real.error))
+    monkeypatch.setitem(CLOUDS, cloud, Cloud(name=cloud, plan=plan, component=build))
     raw, pool = _prod_pool(cloud)
     provider = ComponentProvider(COMPONENTS, PACKAGE_NAME, version="0.1.0")
     inputs = _construct_inputs(raw, pool)
     built = record(lambda: provider.construct(pool["name"], f"spotgpu:index:{component}", inputs,
                                               pulumi.ResourceOptions()).state, stack="prod")
-    assert calls == ["plan", "component"]
+    assert calls == ["plan", "component"]  # planned once: the component builds from that plan
     assert any(r.type == f"spotgpu:{cloud}:GpuPool" for r in built)
 
     mocks = RecordingMocks()

@@ -19,6 +19,7 @@ from provider_checks import _construct_inputs, _prod_pool, _schema, _tree
 from pulumi.provider.experimental.component import ComponentProvider
 
 from spotgpu.config import parse_stack_config
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordedResource
 from spotgpu_pulumi.offline.testing import record
 from spotgpu_pulumi.package import COMPONENTS, PACKAGE_NAME
@@ -263,7 +264,7 @@ _GROUPS = {"aws": "AwsFallbackGroup", "gcp": "GcpFallbackGroup", "azure": "Azure
 
 def _pool_and_inputs(cloud: str) -> tuple[list[RecordedResource], dict[str, Any]]:
     raw, pool = _prod_pool(cloud)
-    direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
+    direct = record(lambda: deploy(plan_stack(parse_stack_config(raw))), stack="prod")
     return direct, {**_construct_inputs(raw, pool), **_pool_ids(cloud, direct)}
 
 
@@ -300,7 +301,7 @@ def test_gcp_fallback_group_of_a_gang_pool_starts_the_gang_like_the_pools_own() 
     raw, pool = _prod_pool("gcp")
     pool.update(gang={"command": ["/opt/job/train.py"], "nodes": 2, "rendezvous": {"privateIp": "10.128.0.10"}},
                 agentPackage="spotgpu[gcp,torch]==0.1.0")
-    direct = record(lambda: deploy(parse_stack_config(raw)), stack="prod")
+    direct = record(lambda: deploy(plan_stack(parse_stack_config(raw))), stack="prod")
     inputs = {**_construct_inputs(raw, pool), **_pool_ids("gcp", direct)}
     built = record(lambda: _construct("train-gcp", "GcpFallbackGroup", inputs), stack="prod")
     root = "spotgpu:gcp:OnDemandFallbackGroup"
@@ -401,7 +402,7 @@ def test_fallback_group_reports_a_planner_rejection_as_one_line() -> None:
         "train-az",
         "AzureFallbackGroup",
         inputs,
-        r"^train-az: platformFaultDomainCount 2 .*; set platformFaultDomainCount: 1",
+        r"^train-az\.platformFaultDomainCount: is above 1 .* \(value: 2\); fix: set platformFaultDomainCount: 1$",
     )
 
 

@@ -12,6 +12,7 @@ from package_fixtures import REPO
 
 from spotgpu.config import ConfigError, parse_stack_config, read_stack_file
 from spotgpu.models.refs import is_deferred
+from spotgpu_pulumi.clouds import plan_stack
 from spotgpu_pulumi.offline.mocks import RecordingMocks, RecordingMonitor
 from spotgpu_pulumi.outputs import COMMON_KEYS
 from spotgpu_pulumi.platform import deploy
@@ -67,7 +68,7 @@ def _composed_pools() -> dict[str, Any]:
     gcp_pool["network"] = network.get_output("vpcNetwork")
     gcp_pool["subnetwork"] = network.get_output("gcpSubnet")
     azure_pool["subnetId"] = network.get_output("azureSubnet")
-    return deploy(parse_stack_config(raw))
+    return deploy(plan_stack(parse_stack_config(raw)))
 
 
 def test_outputs_from_a_stack_reference_and_a_resource_reach_the_wire() -> None:
@@ -134,7 +135,8 @@ def test_per_pool_region_gets_its_own_provider() -> None:
             {"id": "subnet-0f1e2d3c4b5a60002", "zone": "us-west-2b"},
         ]
         raw["pools"] = [pool]
-        return deploy(parse_stack_config(raw))
+        raw["workloads"]["llm-finetune"]["prices"]["onDemandPerHour"] = 5.67  # the catalogue prices us-east-1 only
+        return deploy(plan_stack(parse_stack_config(raw)))
 
     monitor, exports = _run(build)
     providers = [r for r in monitor.recorded if r.type == "pulumi:providers:aws"]

@@ -35,6 +35,8 @@ EXPECTED_DEFAULTS = {
     "fallback-can-replace-pool": "advisory",
     "gpu-types-known": "advisory",
     "gpu-type-holds-workload": "mandatory",
+    "boot-data-has-no-credentials": "mandatory",
+    "checkpoint-tier-has-disk": "advisory",
 }
 RAW_PROGRAM = Path(__file__).resolve().parent / "programs" / "raw"
 

@@ -9,7 +9,7 @@ import pytest
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
-from spotgpu.tags import LADDER, WORKLOAD
+from spotgpu.contract.tags import LADDER, WORKLOAD
 
 CROSS_FIELD = (
     "ladder-ceilings-cover-prices",
@@ -74,7 +74,7 @@ def test_unknown_types_and_locations_name_the_closest_matches() -> None:
 
 def _with_gpu(speeds: str) -> str:
     """The raw workload link with a gpu block: one GPU per node at the given speeds per model."""
-    from spotgpu.tags import encode_workload
+    from spotgpu.contract.tags import encode_workload
 
     return f"{encode_workload(raw.WORKLOAD)};c=1;u={speeds}"
 

@@ -9,8 +9,8 @@ import pytest
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
+from spotgpu.contract.tags import WORKLOAD, decode_gpu, encode_workload, workload_from_tag
 from spotgpu.models.workload import GpuRequirement
-from spotgpu.tags import WORKLOAD, decode_gpu, encode_workload, workload_from_tag
 
 RULE = "gpu-type-holds-workload"
 

@@ -14,7 +14,7 @@ from spotgpu_guard.ladder import ladder_problems
 from spotgpu_guard.rules_notice import RULES as NOTICE_RULES
 from spotgpu_guard.values import UNKNOWN, decode_bootstrap, dig, plain
 
-from spotgpu.tags import AGENT_MARKER, decode_ladder
+from spotgpu.contract.tags import AGENT_MARKER, decode_ladder
 
 
 def test_plain_turns_proxy_unknowns_into_markers_instead_of_raising() -> None:

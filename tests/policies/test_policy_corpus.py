@@ -49,6 +49,15 @@ def _azure(**k: Any) -> Callable[[], None]:
     return partial(raw.azure_pool, **k)
 
 
+TOKEN_PACKAGE = "spotgpu[aws] @ https://deploy:TOKEN123@artifacts.example.com/spotgpu-0.1.0-py3-none-any.whl"
+
+
+def _token_in(script: str) -> str:
+    """A bootstrap that installs the agent from a URL with a token in it (what agentPackage refuses)."""
+    assert "pip install --quiet spotgpu\n" in script
+    return script.replace("pip install --quiet spotgpu\n", f"pip install --quiet '{TOKEN_PACKAGE}'\n")
+
+
 def _unknown_store_url() -> None:
     """The store URL is derived from a bucket whose outputs are unknown at preview."""
     bucket = aws.s3.Bucket("late-bucket")
@@ -225,6 +234,17 @@ CASES = [
     Case("gcp-zero-notice-slow-write", _gcp(notice_seconds=0, tags={"spotgpu-workload": "w=600;b=500"}),
          "periodic-checkpoint-primary", "raw-gcp-template",
          ("cannot fit the gcp notice (15 s usable of 30 s)", "no interval can meet the bound")),
+    # --- boot-data-has-no-credentials (issue 31, item 4: the token landed in plain text in boot data)
+    Case("aws-token-in-user-data", _aws(bootstrap=_token_in(raw.bootstrap("aws", "raw-aws", "s3://raw-aws-ckpt/raw-aws"))),
+         "boot-data-has-no-credentials", "raw-aws-template",
+         ("userData carries a URL with credentials", "https://***@artifacts.example.com", "keyring", "fix:")),
+    Case("gcp-token-in-metadata", _gcp(tags={"pip-index-url": "https://ci:TOKEN123@pypi.internal.example/simple"}),
+         "boot-data-has-no-credentials", "raw-gcp-template",
+         ("metadata.pip-index-url carries a URL with credentials", "https://***@pypi.internal.example/simple")),
+    Case("gcp-token-in-startup-script", _gcp(bootstrap=_token_in(raw.bootstrap("gcp", "raw-gcp", "gs://raw-gcp-ckpt/raw-gcp"))),
+         "boot-data-has-no-credentials", "raw-gcp-template", ("metadataStartupScript carries a URL with credentials",)),
+    Case("azure-token-in-custom-data", _azure(bootstrap=_token_in(raw.bootstrap("azure", "rawaz", "az://rawazacct/c/p"))),
+         "boot-data-has-no-credentials", "rawaz-standard-nc24ads-a100-v4", ("customData carries a URL with credentials",)),
     # --- advisory
     Case("single-zone-single-type", _aws(subnets=["subnet-0a1b2c3d4e5f60001"], types=["g5.xlarge"]),
          "capacity-diversified", "raw-aws-spot", ("pool 'raw-aws'", "spans 1 zone(s)", "spotgpu-waiver"), ADVISORY),
@@ -240,6 +260,12 @@ CASES = [
     Case("unknown-spot-share-judged", _unknown_spot_share, "spot-gpu-requires-checkpoint", "raw-aws-spot",
          ("spot share unknown until apply; judged as spot",), unknown=("pct-source",)),
 ]
+
+
+def test_credentials_never_reach_the_message() -> None:
+    diagnostics = judge(_aws(bootstrap=_token_in(raw.bootstrap("aws", "raw-aws", "s3://raw-aws-ckpt/raw-aws"))))
+    hits = by_policy(diagnostics, "boot-data-has-no-credentials")
+    assert hits and not [d for d in diagnostics if "TOKEN123" in d["message"] or "deploy:" in d["message"]]
 
 
 def test_corpus_is_large_enough() -> None:

@@ -16,7 +16,7 @@ import pytest
 import raw_resources as raw
 from guard_helpers import by_policy, judge
 
-from spotgpu.tags import CONTROLLER_WAIVER
+from spotgpu.contract.tags import CONTROLLER_WAIVER
 
 RULE = "spot-gpu-requires-fallback"
 BUILDERS = {"aws": raw.aws_pool, "gcp": raw.gcp_pool, "azure": raw.azure_pool}
@@ -57,12 +57,12 @@ def test_the_compliant_pool_with_its_controller_job_passes(cloud: str) -> None:
 
 
 def test_the_component_records_the_opt_out_waiver_the_rule_reads() -> None:
-    from spotgpu_pulumi.aws import GpuPool
+    from spotgpu_pulumi.aws import GpuPool, plan_pool
     from tests.aws.aws_fixtures import pool_args
 
     def pool(controller: dict[str, Any]) -> Callable[[], Any]:
         args = pool_args("prod", controller=controller)
-        return lambda: GpuPool(args.spec.name, args)
+        return lambda: GpuPool(args.spec.name, plan_pool(args))
 
     assert _violations(pool({"enabled": False, "waiver": "our Kueue admission check grows it"})) == []
     assert _violations(pool({"enabled": False})), "an opt-out without a reason must fail"

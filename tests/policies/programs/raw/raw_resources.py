@@ -1,7 +1,7 @@
 """Spot GPU pools built from raw pulumi_aws / pulumi_gcp / pulumi_azure_native resources.
 
 No spotgpu component is used: the links are plain tags/metadata written with the
-contract helpers in :mod:`spotgpu.tags`, as any team could write them by hand.
+contract helpers in :mod:`spotgpu.contract.tags`, as any team could write them by hand.
 Each builder makes a *compliant* pool; keyword knobs break one thing at a time,
 so the policy tests (and this directory's Pulumi program) can show each rule
 rejecting exactly the misconfiguration it exists for.
@@ -20,8 +20,8 @@ import pulumi_gcp as gcp
 
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap import render_bootstrap
+from spotgpu.contract.tags import pool_links
 from spotgpu.models import FallbackLadder, WorkloadProfile
-from spotgpu.tags import pool_links
 
 WORKLOAD = WorkloadProfile.model_validate({
     "checkpointBytes": 2_000_000_000, "checkpointWriteSeconds": 12, "checkpointLoadSeconds": 10,

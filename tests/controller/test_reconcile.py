@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from spotgpu.controller.actions import Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.observe import FailureReason, GroupObservation, Interruption, LaunchFailure, PoolObservation, Vm
-from spotgpu.controller.plan import PoolPlan, reconcile
+from spotgpu.controller.reconcile import PoolPlan, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind

@@ -9,7 +9,7 @@ from controller_factories import ladder, workload
 from spotgpu.controller.actions import RequestDrain, SetDesired
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import GroupObservation, PoolObservation, Vm
-from spotgpu.controller.plan import PoolPlan, reconcile
+from spotgpu.controller.reconcile import PoolPlan, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import StepKind

@@ -13,18 +13,24 @@ from pydantic import TypeAdapter
 
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, NoticeContract
 
 Contract = AwsNoticeContract | GcpNoticeContract | AzureNoticeContract
 
 #: The longest lead any cloud documents per kind. A cloud deadline beyond it is
-#: treated as clock skew, not as a gift of extra time.
+#: treated as clock skew, not as a gift of extra time (a source may document its own:
+#: ``InterruptionEvent.max_lead``, unbounded for scheduled maintenance).
 #: preempt: 120 s (AWS 2-minute notice, GCP 120 s); terminate: Azure terminate
 #: notifications are configurable up to 15 min; maintenance: GCP gives GPU VMs 1 h.
 MAX_DOCUMENTED_LEAD = {InterruptionKind.PREEMPT: 120.0, InterruptionKind.TERMINATE: 900.0, InterruptionKind.MAINTENANCE: 3600.0}
 
-#: A cloud deadline this far in the past at detection cannot be real (the VM is
-#: still running), so the clocks disagree.
+#: A terminal notice scheduled further out than this (an AWS instance-retirement weeks ahead)
+#: is first an early notice (checkpoint early, keep working) and becomes terminal (final
+#: checkpoint, drain) only this close to its time: the longest documented terminal lead.
+TERMINAL_HORIZON_SECONDS = MAX_DOCUMENTED_LEAD[InterruptionKind.TERMINATE]
+
+#: A cloud deadline this far in the past at detection has passed: the event is due now.
 PAST_DEADLINE_TOLERANCE = 2.0
 
 #: Budget of a controller drain whose event carries none (the monitor normally sets it).
@@ -53,21 +59,24 @@ def contract_from_config(provider: str, notice: dict[str, object]) -> Contract:
 class Deadline:
     at: float | None
     #: cloud: the cloud's own timestamp; contract: detection + contract notice
-    #: (the cloud gave none); skew: the cloud's timestamp was implausible;
+    #: (the cloud gave none); documented: detection + the lead the source documents for this
+    #: notice (GCP MIGRATE ~60 s, an ASG lifecycle hook's heartbeat); past: the cloud's time
+    #: has passed, so the event is due now; skew: the cloud's timestamp was implausibly far out;
     #: none: no deadline (rebalance); controller: a controller drain, whose
     #: deadline is detection + ``runtime.drainBudgetSeconds`` (set by the drain monitor);
     #: unparseable: the cloud's time could not be read, so detection + the contract's
     #: minimum notice (the shortest safe budget).
-    basis: Literal["cloud", "contract", "skew", "none", "controller", "unparseable"]
+    basis: Literal["cloud", "contract", "documented", "past", "skew", "none", "controller", "unparseable"]
 
 
 def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
     """The absolute time the VM should be assumed gone.
 
-    The cloud's timestamp is trusted only within what the cloud documents: a
-    deadline further out than the longest documented lead, or already past while
-    we are demonstrably still running, means the VM clock and the cloud's clock
-    disagree, and the contract's notice (counted from detection) is used instead.
+    The cloud's timestamp is trusted only within what the cloud documents: a deadline
+    further out than the longest documented lead means the VM clock and the cloud's clock
+    disagree, and the contract's notice (counted from detection) is used instead. A deadline
+    already past is not a clock guess: the event was due to start then, so it is due now
+    (an Azure ``NotBefore`` or an AWS scheduled event that has passed is about to start).
     """
     if event.kind is InterruptionKind.REBALANCE:
         return Deadline(None, "none")
@@ -81,19 +90,17 @@ def resolve_deadline(event: InterruptionEvent, contract: Contract) -> Deadline:
     fallback_lead = contract.notice_seconds if event.kind is InterruptionKind.PREEMPT else MAX_DOCUMENTED_LEAD[event.kind]
     fallback = event.detected_at + fallback_lead
     if event.cloud_deadline is None:
+        if event.documented_lead is not None:
+            return Deadline(event.detected_at + max(0.0, event.documented_lead), "documented")
         return Deadline(fallback, "contract")
     lead = event.cloud_deadline - event.detected_at
-    max_lead = max(contract.notice_seconds, MAX_DOCUMENTED_LEAD[event.kind])
-    if lead > max_lead + PAST_DEADLINE_TOLERANCE or lead < -PAST_DEADLINE_TOLERANCE:
+    if lead < -PAST_DEADLINE_TOLERANCE:
+        return Deadline(event.detected_at, "past")
+    documented = MAX_DOCUMENTED_LEAD[event.kind] if event.max_lead is None else event.max_lead
+    max_lead = max(contract.notice_seconds, documented)
+    if lead > max_lead + PAST_DEADLINE_TOLERANCE:
         return Deadline(min(fallback, event.detected_at + max_lead), "skew")
     return Deadline(max(event.cloud_deadline, event.detected_at), "cloud")
-
-
-def budget_seconds(deadline: float | None, now: float, safety_margin: float) -> float:
-    """Seconds a final checkpoint may still use: deadline − now − safety margin, never negative."""
-    if deadline is None:
-        return 0.0
-    return max(0.0, deadline - now - safety_margin)
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ class ResponsePlan:
 
     act: bool
     stop_new_work: bool
-    checkpoint: Literal["early", "final"] | None
+    checkpoint: Checkpoint | None
     drain: bool
     acknowledge: bool
     why: str
@@ -119,9 +126,9 @@ def plan_response(event: InterruptionEvent, contract: Contract) -> ResponsePlan:
     once the agent reports the commit.
     """
     if event.kind is InterruptionKind.DRAIN:
-        return ResponsePlan(True, True, "final", True, False, "drain: the controller gives this VM back")
+        return ResponsePlan(True, True, Checkpoint.FINAL, True, False, "drain: the controller gives this VM back")
     if event.kind.terminal:
-        return ResponsePlan(True, True, "final", True, True, f"{event.kind}: the VM is going away")
+        return ResponsePlan(True, True, Checkpoint.FINAL, True, True, f"{event.kind}: the VM is going away")
     if event.kind is InterruptionKind.REBALANCE and isinstance(contract, AwsNoticeContract) and not contract.watch_rebalance:
         return ResponsePlan(False, False, None, False, False, "rebalance ignored: contract has watchRebalance=false")
-    return ResponsePlan(True, True, "early", False, False, f"{event.kind}: elevated risk, checkpoint early")
+    return ResponsePlan(True, True, Checkpoint.EARLY, False, False, f"{event.kind}: elevated risk, checkpoint early")

@@ -3,7 +3,7 @@
 Pure: no clock, no I/O. The same observation and record always give the same
 actions, which is what makes the controller safe to run from a cron-style
 function, restart at any point, or replay against a 45-day trace. The digital
-twin (``spotgpu.controller.twin``, ``spotgpu simulate --policy ladder``) runs
+twin (``spotgpu.simulation.twin``, ``spotgpu simulate --policy ladder``) runs
 exactly this function against a trace-driven cloud; :func:`next_wake` tells it
 (and could tell a sleeping controller) when a decision can next change.
 
@@ -31,14 +31,30 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from spotgpu.contract.interruptions import LOSS_KINDS
+from spotgpu.contract.controller_events import (
+    Deferred,
+    DrainRequested,
+    Event,
+    EventDropped,
+    FallbackUsage,
+    Interruption,
+    LaunchFailure,
+    ProgressUnreported,
+    Reacquired,
+    Removed,
+    Resumed,
+    StepChanged,
+    ThroughputUnmeasured,
+)
+from spotgpu.contract.interruptions import LOSS_KINDS, InterruptionKind
+from spotgpu.contract.telemetry import FailureReason
 from spotgpu.controller.actions import Action, Defer, RemoveInstance, RequestDrain, Resume, SetDesired
 from spotgpu.controller.config import GroupSpec, reference_gpus
-from spotgpu.controller.events import Event
-from spotgpu.controller.observe import FailureReason, PoolObservation, Vm
+from spotgpu.controller.observe import PoolObservation, Vm
 from spotgpu.controller.state import Backoff, PoolState
 from spotgpu.controller.strategies import RecoveryStrategy, StrategyContext
 from spotgpu.economics.deadline import DeadlineStatus, deadline_status
+from spotgpu.economics.exposure import with_checkpoint_stalls
 from spotgpu.models.ladder import LadderStep, StepKind
 from spotgpu.models.pools import Capacity
 from spotgpu.models.workload import WorkloadProfile
@@ -154,16 +170,23 @@ class PoolPlan:
         return all(u == 1.0 for u in self._units.values())
 
     @cached_property
+    def _reference_model(self) -> str | None:
+        """The primary group's GPU model: the reference a speed prior is taken against when the workload's
+        ``gpu.relativeThroughput`` names none (``spotgpu.models.workload.speed_basis``)."""
+        return next((g.gpu_model for g in self.groups if g.role is StepKind.SAME_POOL), None)
+
+    @cached_property
     def _rates(self) -> dict[str, tuple[GroupSpec, float]]:
-        reference = self._reference_gpus
-        return {g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model)) for g in self.groups}
+        reference, model = self._reference_gpus, self._reference_model
+        return {g.name: (g, self.workload.work_per_node_hour(g.gpus_per_node or reference, g.gpu_model, model))
+                for g in self.groups}
 
     @cached_property
     def _on_demand_speeds(self) -> tuple[float, tuple[str, ...]]:
         gpu = self.workload.gpu
         speeds, unmeasured = [], []
         for g in self.on_demand_groups:
-            speed, measured = gpu.speed(g.gpu_model) if gpu is not None else (1.0, True)
+            speed, measured = gpu.speed(g.gpu_model, reference=self._reference_model) if gpu is not None else (1.0, True)
             if not measured and gpu is not None and gpu.relative_throughput:
                 unmeasured.append(g.gpu_model or f"{g.name} (no gpuModel)")
             speeds.append(speed)
@@ -173,9 +196,9 @@ class PoolPlan:
     def on_demand_speed(self) -> float:
         """Work per hour on the on-demand type, against the type ``workHours`` was measured on.
 
-        1.0 without a ``gpu.relativeThroughput`` table; with one, a type it does not list is taken
-        at the slowest listed speed (conservative: the deadline test then escalates early) and is
-        named in :attr:`unmeasured_models`.
+        A type ``gpu.relativeThroughput`` does not list takes its spec prior (against the table's
+        reference, or the primary group's model without a table), else the slowest listed speed
+        (conservative: the deadline test then escalates early), and is named in :attr:`unmeasured_models`.
         """
         return self._on_demand_speeds[0]
 
@@ -189,15 +212,16 @@ class PoolPlan:
         hit = self._rates.get(group.name)
         if hit is not None and hit[0] is group:
             return hit[1]
-        return self.workload.work_per_node_hour(group.gpus_per_node or self._reference_gpus, group.gpu_model)
+        return self.workload.work_per_node_hour(group.gpus_per_node or self._reference_gpus, group.gpu_model,
+                                                self._reference_model)
 
     def speed(self, group_name: str) -> float:
-        """The group's GPU speed against the reference type (1.0 without ``gpu.relativeThroughput``)."""
+        """The group's GPU speed against the reference type (1.0 without a ``gpu`` block)."""
         gpu = self.workload.gpu
         if gpu is None:
             return 1.0
         group = next((g for g in self.groups if g.name == group_name), None)
-        return gpu.speed(group.gpu_model if group is not None else None)[0]
+        return gpu.speed(group.gpu_model if group is not None else None, reference=self._reference_model)[0]
 
     def units(self, group_name: str) -> float:
         """One node of the group, in primary nodes' worth of GPUs (1 unless the types' GPU counts differ)."""
@@ -238,6 +262,10 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     target = plan.capacity.target
 
     _account(plan, obs, state, ready, events)
+    events.extend(
+        Event.of(plan.name, now, EventDropped(reason=d.reason, source=d.source, what=d.what))
+        for d in obs.dropped
+    )
     _count_failures(plan, obs, state, events)
     status = deadline(plan, state, now)  # on this tick's progress (counted in _account): nothing below changes it
     step = _walk(plan, obs, state, ready, events, actions, status)
@@ -246,7 +274,7 @@ def reconcile(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> TickRes
     if step is not None and step.kind is StepKind.QUEUE_DEFER and not state.deferred:
         state.deferred = True
         actions.append(Defer(plan.name, f"no capacity within the ladder after {now - (state.lost_since or now):.0f} s"))
-        events.append(Event("deferred", plan.name, now, {"waitedSeconds": now - (state.lost_since or now)}))
+        events.append(Event.of(plan.name, now, Deferred(waited_seconds=now - (state.lost_since or now))))
     actions.extend(_scale_in(plan, obs, state, ready - target, events, at_risk))
     if ready >= target and state.whole_since is None:
         state.whole_since = now
@@ -264,17 +292,17 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: floa
         # clock alone (safe, but it escalates to on-demand early); say so once, loudly. A pool that
         # has counted a step reports steps: a stepless report then is a drained idle VM's
         # acknowledgement, not a workload that forgot ``step=``
-        events.append(Event("progress_unreported", plan.name, obs.now, {
-            "commits": len(obs.commits),
-            "why": "commits carry no step: work done stays at the last reported step and the deadline test runs on the "
-                   "clock alone; fix: pass step= to AgentClient.report with each commit",
-        }))  # fmt: skip
+        events.append(Event.of(plan.name, obs.now, ProgressUnreported(
+            commits=len(obs.commits),
+            why="commits carry no step: work done stays at the last reported step and the deadline test runs on the "
+                "clock alone; fix: pass step= to AgentClient.report with each commit",
+        )))  # fmt: skip
     if plan.tracks_deadline and plan.unmeasured_models and state.remember("w:throughput-unmeasured"):
-        events.append(Event("throughput_unmeasured", plan.name, obs.now, {
-            "models": list(plan.unmeasured_models), "speed": plan.on_demand_speed,
-            "why": "the on-demand type's speed is not in gpu.relativeThroughput: the deadline test takes it at the "
-                   "slowest measured speed (escalates early); fix: measure it and add it to the table",
-        }))  # fmt: skip
+        events.append(Event.of(plan.name, obs.now, ThroughputUnmeasured(
+            models=list(plan.unmeasured_models), speed=plan.on_demand_speed,
+            why="the on-demand type's speed is not in gpu.relativeThroughput: the deadline test takes it at the "
+                "slowest measured speed (escalates early); fix: measure it and add it to the table",
+        )))  # fmt: skip
     dt = 0.0 if state.last_tick is None else max(0.0, obs.now - state.last_tick)
     if dt == 0:
         return
@@ -287,7 +315,7 @@ def _account(plan: PoolPlan, obs: PoolObservation, state: PoolState, ready: floa
     if seconds:
         state.fallback_seconds += seconds
         state.fallback_cost_usd += cost
-        events.append(Event("fallback_usage", plan.name, obs.now, {"nodeSeconds": seconds, "costUsd": cost}))
+        events.append(Event.of(plan.name, obs.now, FallbackUsage(node_seconds=seconds, cost_usd=cost)))
 
 
 def _progress(plan: PoolPlan, obs: PoolObservation, state: PoolState) -> None:
@@ -314,14 +342,9 @@ def _count_failures(plan: PoolPlan, obs: PoolObservation, state: PoolState, even
     for f in sorted(obs.failures, key=lambda f: (f.at, f.key)) if obs.failures else ():
         if not state.remember(f"f:{f.key}"):
             continue
-        events.append(
-            Event(
-                "launch_failure",
-                plan.name,
-                f.at,
-                {"group": f.group, "reason": f.reason.value, "code": f.code, "zone": f.zone},
-            )
-        )
+        events.append(Event.of(plan.name, f.at, LaunchFailure(
+            group=f.group, reason=f.reason, code=f.code, zone=f.zone, time_basis=f.time_basis,
+        )))  # fmt: skip
         if f.reason is not FailureReason.OTHER:
             failed_groups.add(f.group)
     for name in sorted(failed_groups):
@@ -347,7 +370,9 @@ def _walk(
         if not state.remember(f"i:{i.event_id}"):
             continue
         stale = _stale(plan, state, i.at, now)
-        events.append(Event("interruption", plan.name, i.at, {"vm": i.vm_id, "type": i.kind, "stale": stale}))
+        events.append(Event.of(plan.name, i.at, Interruption(
+            vm=i.vm_id, type=InterruptionKind(i.kind), stale=stale, zone=i.zone, time_basis=i.time_basis,
+        )))  # fmt: skip
         if stale:
             continue  # recorded, but an event from before this incarnation never moves the ladder
         if i.kind in LOSS_KINDS and state.interrupted_at is None:
@@ -363,25 +388,18 @@ def _walk(
         ]
         t1 = min(now, max(readies)) if readies else now
         step_seconds = now - (state.step_entered_at if state.step_entered_at is not None else now)
-        events.append(
-            Event(
-                "reacquired",
-                plan.name,
-                now,
-                {
-                    "latencySeconds": t1 - t0,
-                    "step": plan.strategy.ladder.steps[state.step_index].kind.value,
-                    "secondsOnStep": step_seconds,
-                },
-            )
-        )
+        events.append(Event.of(plan.name, now, Reacquired(
+            latency_seconds=t1 - t0,
+            step=plan.strategy.ladder.steps[state.step_index].kind.value,
+            seconds_on_step=step_seconds,
+        )))  # fmt: skip
         state.lost_since = state.interrupted_at = state.step_entered_at = None
         state.step_index = 0
         state.whole_since = now
         if state.deferred:
             state.deferred = False
             actions.append(Resume(plan.name))
-            events.append(Event("resumed", plan.name, now))
+            events.append(Event.of(plan.name, now, Resumed()))
         return None
     elif state.interrupted_at is not None and now - state.interrupted_at > NOTICE_EXPIRY_SECONDS:
         state.interrupted_at = None
@@ -391,20 +409,13 @@ def _walk(
     index = max(state.step_index, plan.strategy.step_index(ctx))
     if index != state.step_index:
         ladder = plan.strategy.ladder
-        events.append(
-            Event(
-                "step_changed",
-                plan.name,
-                now,
-                {
-                    "from": ladder.steps[state.step_index].kind.value,
-                    "to": ladder.steps[index].kind.value,
-                    "waitedSeconds": ctx.waited_seconds,
-                    "deadlineAtRisk": ctx.deadline_at_risk,
-                    "secondsOnPrevious": now - (state.step_entered_at if state.step_entered_at is not None else now),
-                },
-            )
-        )
+        events.append(Event.of(plan.name, now, StepChanged(
+            from_=ladder.steps[state.step_index].kind.value,
+            to=ladder.steps[index].kind.value,
+            waited_seconds=ctx.waited_seconds,
+            deadline_at_risk=ctx.deadline_at_risk,
+            seconds_on_previous=now - (state.step_entered_at if state.step_entered_at is not None else now),
+        )))  # fmt: skip
         state.step_index, state.step_entered_at = index, now
     return plan.strategy.ladder.steps[state.step_index]
 
@@ -420,7 +431,7 @@ def deadline(plan: PoolPlan, state: PoolState, now: float) -> DeadlineStatus | N
     """The cost model's deadline test on committed work; ``None`` when the pool tracks no deadline.
 
     Work left is turned into wall time on on-demand (which still checkpoints, so
-    ``1 + C/T``) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
+    ``1 + C/T``, :func:`spotgpu.economics.exposure.with_checkpoint_stalls`) at the on-demand type's speed (:attr:`PoolPlan.on_demand_speed`: a slower type
     escalates earlier, a faster one later), and the overhead is one restart + load plus one tick.
     Pure: a tick computes it once and passes it down (:attr:`TickResult.deadline`).
     """
@@ -432,8 +443,9 @@ def _deadline(plan: PoolPlan, work_done_hours: float, now: float) -> DeadlineSta
     if plan.job_started_at is None or work.deadline_hours is None:
         return None
     elapsed_h = (now - plan.job_started_at) / 3600.0
-    stall = 1.0 + work.checkpoint_write_seconds / plan.checkpoint_interval_seconds
-    left = max(0.0, work.work_hours - work_done_hours) * stall / plan.on_demand_speed
+    left = with_checkpoint_stalls(
+        max(0.0, work.work_hours - work_done_hours), work.checkpoint_write_seconds, plan.checkpoint_interval_seconds
+    ) / plan.on_demand_speed
     overhead_h = (work.restart_seconds + work.checkpoint_load_seconds + plan.tick_seconds) / 3600.0
     return deadline_status(left, work.deadline_hours - elapsed_h, overhead_h, plan.deadline_safety_factor)
 
@@ -625,14 +637,12 @@ def _scale_in(
             state.drains[vm.id] = now
             by_id[vm.id] = vm
             actions.append(RequestDrain(vm.group, vm.id))
-            events.append(Event("drain_requested", plan.name, now, {"vm": vm.id, "group": vm.group}))
+            events.append(Event.of(plan.name, now, DrainRequested(vm=vm.id, group=vm.group)))
     for vm_id, asked_at in sorted(state.drains.items()):
         committed = obs.commits.get(vm_id)
         if committed is not None and committed >= asked_at and asked_at >= 0:
             actions.append(RemoveInstance(by_id[vm_id].group, vm_id))
-            events.append(
-                Event("removed", plan.name, now, {"vm": vm_id, "group": by_id[vm_id].group, "commitAt": committed})
-            )
+            events.append(Event.of(plan.name, now, Removed(vm=vm_id, group=by_id[vm_id].group, commit_at=committed)))
             state.drains[vm_id] = -1.0  # removal issued; never issue it twice
     return actions
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from spotgpu.catalogue.fit import GpuNeed
+from spotgpu.models.base import FieldProblem
 from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_admits
 from spotgpu.models.pools import ControllerDeploySpec
 from spotgpu.models.workload import WorkloadProfile
@@ -39,6 +40,9 @@ CHECKPOINT_INTERVAL = "spotgpu-checkpoint-interval"
 NOTICE = "spotgpu-notice"
 #: Stated waivers (opt-outs) recorded for reviewers.
 WAIVER = "spotgpu-waiver"
+#: The pool's zones as the stack states them, comma-joined: an AWS group names subnets by id, which name no
+#: zone, and the policy pack replays a pool's ladder on the traces of its zones.
+ZONES = "spotgpu-zones"
 #: Why no controller job in the stack grows this pool's fallback group (``controller: {enabled: false, waiver}``).
 CONTROLLER_WAIVER = "spotgpu-controller-waiver"
 
@@ -109,6 +113,7 @@ def decode_ladder(text: str) -> list[DecodedStep]:
 _WORKLOAD_FIELDS = {
     "w": "checkpoint_write_seconds",
     "r": "interruptions_per_hour",
+    "j": "gang_interruptions_per_hour",
     "b": "max_lost_work_seconds",
     "l": "checkpoint_load_seconds",
     "s": "restart_seconds",
@@ -153,31 +158,72 @@ def encode_gpu(profile: WorkloadProfile) -> list[str]:
     if gpu.relative_throughput:
         bad = [m for m in gpu.relative_throughput if _SPEED_BAD.search(m)]
         if bad:
-            raise ValueError(f"gpu.relativeThroughput model {bad[0]!r} holds one of ; : + =, which the workload "
-                             "tag cannot carry; fix: name the model as the catalogue does (e.g. 'H100 80GB')")
+            raise FieldProblem("names a GPU model with one of ; : + =, which the workload tag cannot carry",
+                               at="gpu.relativeThroughput", value=bad[0],
+                               fix="name the model as the catalogue does (e.g. 'H100 80GB')")
         parts.append(f"{_GPU_SPEEDS}=" + "+".join(f"{m}:{v:.6g}" for m, v in gpu.relative_throughput.items()))
     return parts
+
+
+#: ``checkpointTiers`` as ``L=keep:peerCopies:writeSeconds:commitSeconds:loadSeconds:durable:ramDiskGiB`` (resolved,
+#: ``a`` for an auto durable interval), so the policy pack judges the tiers a pool's VMs mount.
+_TIERS = "L"
+
+
+def encode_tiers(profile: WorkloadProfile) -> list[str]:
+    """``L=2:1:15:63:48:a:240``; nothing without ``checkpointTiers``."""
+    tiers = profile.checkpoint_tiers
+    if tiers is None:
+        return []
+    from spotgpu.models.tiers import ram_disk_gib, tier_commit_seconds, tier_load_seconds, tier_write_seconds
+
+    b, n = profile.checkpoint_bytes, profile.nodes
+    durable = "a" if tiers.durable_interval_seconds == "auto" else str(tiers.durable_interval_seconds)
+    fields = (tiers.local.keep, tiers.peer_copies, f"{tier_write_seconds(tiers, b, n)[0]:.6g}",
+              f"{tier_commit_seconds(tiers, b, n)[0]:.6g}", f"{tier_load_seconds(tiers, b, n)[0]:.6g}", durable,
+              ram_disk_gib(tiers, b, n))  # fmt: skip
+    return [f"{_TIERS}=" + ":".join(map(str, fields))]
+
+
+def decode_tiers(text: str) -> dict[str, object] | None:
+    """The workload tag's tier block as ``CheckpointTiers`` input; None when it has none."""
+    for key, value in _split(text):
+        if key != _TIERS:
+            continue
+        bits = value.split(":")
+        if len(bits) != 7:
+            raise ValueError(f"malformed checkpoint tiers {value!r}; expected keep:peers:write:commit:load:durable:ramGiB")
+        keep, peers, write, commit, load, durable, ram = bits
+        return {
+            "local": {"keep": int(keep), "write_seconds": float(write), "commit_seconds": float(commit),
+                      "load_seconds": float(load), "ram_disk_gib": float(ram)},
+            "peer_copies": int(peers),
+            "durable_interval_seconds": "auto" if durable == "a" else int(durable),
+        }  # fmt: skip
+    return None
 
 
 def encode_workload(profile: WorkloadProfile) -> str:
     """``w=45;r=0.05;b=1800;...;p=2.2;o=5.67`` so a policy can rebuild the cost inputs from a tag.
 
     Omitted when unset (``d`` without a deadline). About 100 characters, and with a ``gpu`` block
-    (:func:`encode_gpu`) still inside every cloud's limit, which is checked here.
+    (:func:`encode_gpu`) still inside every cloud's limit, which is checked here (a
+    :class:`~spotgpu.models.base.FieldProblem` below the workload).
     """
     parts = [f"{k}={getattr(profile, f):.12g}" for k, f in _WORKLOAD_FIELDS.items() if getattr(profile, f) is not None]
     parts += [f"{k}={getattr(profile.prices, f):.12g}" for k, f in _PRICE_FIELDS.items()]
-    text = ";".join(parts + encode_gpu(profile))
+    text = ";".join(parts + encode_gpu(profile) + encode_tiers(profile))
     if len(text) > TAG_VALUE_LIMIT:
-        raise ValueError(
-            f"the workload tag would be {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds; "
-            "fix: list fewer or shorter gpu.models (or gpu.relativeThroughput entries)"
+        raise FieldProblem(
+            f"makes the workload tag {len(text)} characters, above the {TAG_VALUE_LIMIT} a cloud tag holds",
+            at="gpu.models", value=list(profile.gpu.models) if profile.gpu else None,
+            fix="list fewer or shorter gpu.models (or gpu.relativeThroughput entries)",
         )
     return text
 
 
 def _split(text: str) -> list[tuple[str, str]]:
-    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS, _GPU_SPEEDS}
+    known = {*_WORKLOAD_FIELDS, *_PRICE_FIELDS, *_GPU_NUMBERS, *_GPU_LISTS, _GPU_SPEEDS, _TIERS}
     out = []
     for part in filter(None, text.split(";")):
         key, _, value = part.partition("=")
@@ -234,6 +280,9 @@ def workload_from_tag(text: str) -> WorkloadProfile:
     gpu = decode_gpu_block(text)
     if gpu is not None:
         data["gpu"] = gpu
+    tiers = decode_tiers(text)
+    if tiers is not None:
+        data["checkpoint_tiers"] = tiers
     return WorkloadProfile.model_validate({**data, "prices": prices})
 
 
@@ -262,6 +311,7 @@ def pool_links(
     notice: str | None = None,
     waiver: str | None = None,
     controller_waiver: str | None = None,
+    zones: tuple[str, ...] | None = None,
 ) -> dict[str, str]:
     """The tag map a pool resource carries; omitted links are left out, not blank."""
     if role not in ROLES:
@@ -276,6 +326,7 @@ def pool_links(
         NOTICE: notice,
         WAIVER: waiver[:256] if waiver else None,
         CONTROLLER_WAIVER: controller_waiver[:256] if controller_waiver else None,
+        ZONES: ",".join(zones)[:256] if zones else None,
     }
     tags.update({k: v for k, v in optional.items() if v})
     return tags

@@ -7,7 +7,7 @@ from controller_factories import ladder, workload
 
 from spotgpu.controller.config import GroupSpec
 from spotgpu.controller.observe import GroupObservation, PoolObservation
-from spotgpu.controller.plan import PoolPlan, can_give_back, reconcile
+from spotgpu.controller.reconcile import PoolPlan, can_give_back, reconcile
 from spotgpu.controller.state import PoolState
 from spotgpu.controller.strategies import make_strategy
 from spotgpu.models.ladder import StepKind
@@ -50,11 +50,24 @@ def test_a_faster_on_demand_type_escalates_later() -> None:
     assert can_give_back(_plan(10.5, "H100"), PoolState(), 0.0)
 
 
-def test_an_unmeasured_type_is_taken_at_the_slowest_measured_speed() -> None:
+def test_an_unmeasured_type_takes_its_spec_prior_and_a_nameless_one_the_slowest_measured_speed() -> None:
+    """Issue 35: an unmeasured model is its spec-sheet prior against the table's reference (an L4 against the
+    A100: the lower of 121/312 TFLOPS and 300/1555 GB/s), never 1.0 and not a guess from the other models."""
+    from spotgpu.catalogue import spec_prior
+
+    prior = spec_prior("L4", "A100")
+    assert prior is not None and prior.speed == pytest.approx(300 / 1555, abs=1e-4)
     plan = _plan(15.0, "L4")
-    assert plan.on_demand_speed == pytest.approx(0.5) and plan.unmeasured_models == ("L4",)
+    assert plan.on_demand_speed == pytest.approx(prior.speed) and plan.unmeasured_models == ("L4",)
     assert _lost_step(plan) is StepKind.ON_DEMAND
-    assert _plan(15.0, None).on_demand_speed == pytest.approx(0.5)  # no model named: unmeasured too
+    assert _plan(15.0, None).on_demand_speed == pytest.approx(0.5)  # no model named: the slowest measured speed
+
+
+def test_a_gpu_block_without_a_table_takes_priors_against_the_primary_groups_model() -> None:
+    """Without gpu.relativeThroughput the primary group's model is the reference (what the preview takes too)."""
+    plan = _plan(15.0, "H100", table={})
+    assert plan.on_demand_speed == pytest.approx(min(989 / 312, 3350 / 1555), abs=1e-3)  # H100 SXM vs A100 40GB
+    assert _plan(15.0, "A100", table={}).on_demand_speed == 1.0
 
 
 def test_no_table_keeps_every_type_at_the_reference_speed() -> None:

@@ -6,13 +6,13 @@ import pytest
 from pydantic import ValidationError
 
 from spotgpu.agent.events import EventStore, InterruptionEvent
-from spotgpu.agent.plan import (
-    budget_seconds,
+from spotgpu.agent.response_rules import (
     contract_from_config,
     plan_response,
     resolve_deadline,
 )
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.notice import Checkpoint, NoticeDocument
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract, default_notice
 
 T0 = 1_800_000_000.0
@@ -65,9 +65,27 @@ def test_deadline_far_beyond_any_documented_lead_is_clock_skew() -> None:
     assert d.at == T0 + 30
 
 
-def test_deadline_in_the_past_while_still_running_is_clock_skew() -> None:
+def test_a_deadline_in_the_past_is_due_now_not_a_skew_guess() -> None:
+    """Defect (issue 36): a past time was classed as clock skew, so a maintenance event whose
+    NotBefore had passed got a +3600 s deadline though it was about to start."""
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=T0 - 300), AzureNoticeContract())
+    assert (d.at, d.basis) == (T0, "past")
     d = resolve_deadline(event(cloud=T0 - 300), AwsNoticeContract())
-    assert (d.at, d.basis) == (T0 + 120, "skew")
+    assert (d.at, d.basis) == (T0, "past")
+
+
+def test_a_documented_lead_is_used_when_the_cloud_gives_no_time() -> None:
+    """Defect (issue 36): MIGRATE_ON_HOST_MAINTENANCE got the 1-hour lead; Google documents ~60 s."""
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, documented_lead=60.0), GcpNoticeContract())
+    assert (d.at, d.basis) == (T0 + 60, "documented")
+
+
+def test_scheduled_maintenance_may_be_announced_weeks_ahead() -> None:
+    weeks = T0 + 14 * 86400
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=weeks, max_lead=float("inf")), AwsNoticeContract())
+    assert (d.at, d.basis) == (weeks, "cloud")
+    d = resolve_deadline(event(InterruptionKind.MAINTENANCE, cloud=weeks), AwsNoticeContract())
+    assert d.basis == "skew"  # without the source's own bound, the kind's 1 h still applies
 
 
 def test_slightly_past_deadline_is_now_not_skew() -> None:
@@ -84,7 +102,9 @@ def test_hibernate_contract_leaves_no_time() -> None:
     contract = AwsNoticeContract(interruption_behavior="hibernate")
     d = resolve_deadline(event(), contract)
     assert d.at == T0
-    assert budget_seconds(d.at, T0, contract.safety_margin_seconds) == 0.0
+    notice = NoticeDocument.told("e", InterruptionKind.PREEMPT, "imds", Checkpoint.FINAL, T0, d.at,
+                                 contract.safety_margin_seconds)  # fmt: skip
+    assert notice.budget_seconds(T0) == 0.0
 
 
 def test_rebalance_has_no_deadline() -> None:
@@ -92,9 +112,12 @@ def test_rebalance_has_no_deadline() -> None:
 
 
 def test_budget_is_deadline_minus_now_minus_margin_never_negative() -> None:
-    assert budget_seconds(T0 + 120, T0 + 10, 15) == 95
-    assert budget_seconds(T0 + 5, T0, 15) == 0.0
-    assert budget_seconds(None, T0, 15) == 0.0
+    def notice(deadline: float | None) -> NoticeDocument:
+        return NoticeDocument.told("e", InterruptionKind.PREEMPT, "imds", Checkpoint.FINAL, T0, deadline, 15)
+
+    assert notice(T0 + 120).budget_seconds(T0 + 10) == 95
+    assert notice(T0 + 5).budget_seconds(T0) == 0.0
+    assert notice(None).budget_seconds(T0) == 0.0
 
 
 def test_plan_rebalance_is_an_early_checkpoint_without_drain() -> None:

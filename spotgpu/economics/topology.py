@@ -44,13 +44,13 @@ class ZoneMapping:
         """The traced zones replayed, in the pool's order (the first is the pool's first zone)."""
         return [self.traced[z] for z in self.zones if z in self.traced]
 
-    def lines(self) -> list[str]:
-        """The mapping for a human, one line each."""
+    def lines(self, alternate_sku: bool = True) -> list[str]:
+        """The mapping for a human, one line each (``alternate_sku``: whether the ladder has that rung)."""
         pairs = ", ".join(f"{z} -> {self.traced[z]} ({self.how[z]})" for z in self.zones if z in self.traced)
         out = [f"topology of pool {self.pool}: zones {pairs}"]
         if self.unmapped:
             out.append(f"  not replayed (no traced zone left): {', '.join(self.unmapped)}")
-        if len(self.types) > 1:
+        if len(self.types) > 1 and alternate_sku:
             out.append(f"  types {', '.join(self.types)}: the traces hold one type per zone, so the ladder's "
                        "alternate_sku rung has no group here and only waits")  # fmt: skip
         return out

@@ -1,0 +1,83 @@
+"""The durable copy: every ``durable_every``-th local generation goes to the object store, in the background.
+
+Each rank uploads its own shard of the same steps, in step order, through the store's own commit
+protocol (:class:`~spotgpu.checkpoint.CheckpointManager` with the job's rank, world size and the
+local generation's session: the store generation has the local one's name and bytes). The state is
+read back from the local tier (verified) rather than taken from the training loop's buffers, which
+training goes on changing; the upload never holds a collective, so training never waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from spotgpu.checkpoint.manager import CheckpointManager
+from spotgpu.checkpoint.tiered.node import NodeTier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Upload:
+    step: int
+    generation: str
+    shard: int
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    seconds: float = 0.0
+
+
+class Uploader:
+    """One thread per rank; :meth:`submit` queues a step, :meth:`wait` waits for one (the final checkpoint)."""
+
+    def __init__(self, tier: NodeTier, store: Callable[[str], CheckpointManager]) -> None:
+        self.tier = tier
+        self.store = store  # session -> the store manager of this rank
+        self._queue: queue.Queue[Upload | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.completed: list[Upload] = []
+
+    def submit(self, step: int, generation: str, shard: int) -> Upload:
+        job = Upload(step, generation, shard)
+        self.tier.pinned.add(step)  # its local copy stays while it is read
+        self._queue.put(job)
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="spotgpu-ckpt-upload", daemon=True)
+            self._thread.start()
+        return job
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            started = time.monotonic()
+            session = job.generation.split("-", 1)[1]
+            try:
+                restored = self.tier.manager(job.shard, session).restore(max_step=job.step)
+                if restored is None or restored.generation != job.generation:
+                    raise RuntimeError(f"local generation {job.generation} did not verify for the upload")
+                self.store(session).save(job.step, restored.state)
+                self.tier.mark_durable(job.step, job.generation)
+            except BaseException as err:  # reported to whoever waits; the next upload goes on
+                job.error = err
+                log.warning("upload of %s to the object store failed: %s", job.generation, err)
+            finally:
+                job.seconds = time.monotonic() - started
+                self.tier.pinned.discard(job.step)
+                self.completed.append(job)
+                job.done.set()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Finish what is queued (or give up after ``timeout``), then stop the thread."""
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout)
