@@ -28,7 +28,9 @@ TIERS = {"local": {"keep": 2}, "peerCopies": 1}
 
 def tiered_args(cloud: str, tiers: dict[str, Any] | None = TIERS, **changes: Any) -> PoolArgs:
     raw = stack_raw("prod")
-    if tiers is not None:
+    if tiers is None:
+        raw["workloads"]["llm-finetune"].pop("checkpointTiers", None)
+    else:
         raw["workloads"]["llm-finetune"]["checkpointTiers"] = tiers
     raw["pools"] = [{**next(p for p in raw["pools"] if p["cloud"] == cloud), **changes}]
     config = parse_stack_config(raw, project_dir=str(REPO))
@@ -91,14 +93,25 @@ def test_a_gang_pool_gives_the_job_the_tier_path_and_waits_for_the_mount() -> No
     assert f"After=spotgpu-agent.service {TIER_UNIT}" in unit
 
 
+MIXED_SSDS = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}, {"machineType": "a3-highgpu-4g"}]
+
+
 def test_gcp_requests_the_local_ssds_its_types_come_with_one_group_per_count() -> None:
     """a3-highgpu-4g comes with 8 Local SSDs, a2-highgpu-4g and g2-standard-48 with none: disks in a
     template apply to every VM, so the A3 type gets its own group and template."""
-    plan = CLOUDS["gcp"].plan(tiered_args("gcp"))
+    plan = CLOUDS["gcp"].plan(tiered_args("gcp", machineTypes=MIXED_SSDS))
     shapes = {g.key: (g.machine_types, g.local_ssds) for g in plan.groups}
     assert shapes == {"aopt": (("a2-highgpu-4g", "g2-standard-48"), 0), "aopt-lssd8": (("a3-highgpu-4g",), 8)}
-    untiered = CLOUDS["gcp"].plan(tiered_args("gcp", tiers=None))
+    untiered = CLOUDS["gcp"].plan(tiered_args("gcp", tiers=None, machineTypes=MIXED_SSDS))
     assert [(g.key, g.local_ssds) for g in untiered.groups] == [("aopt", 0)]  # unchanged without tiers
+
+
+def test_the_shipped_gcp_pool_is_one_mig_whose_types_all_come_with_4_local_ssds() -> None:
+    """The prod stack's train-gcp takes a2-ultragpu-4g and a3-highgpu-2g, both with 4 Local SSDs, so the
+    tier does not split its MIG: instance flexibility keeps taking every spot type in one group."""
+    plan = CLOUDS["gcp"].plan(tiered_args("gcp", tiers=stack_raw("prod")["workloads"]["llm-finetune"]["checkpointTiers"]))
+    assert [(g.key, g.machine_types, g.local_ssds) for g in plan.groups] == [
+        ("aopt-lssd4", ("a2-ultragpu-4g", "a3-highgpu-2g"), 4)]
 
 
 def test_gcp_template_carries_the_local_ssds() -> None:
@@ -116,7 +129,7 @@ def test_the_preview_records_the_gcp_local_ssd_template() -> None:
 
     from spotgpu_pulumi.offline.mocks import RecordingMocks, RecordingMonitor
 
-    args = tiered_args("gcp")
+    args = tiered_args("gcp", machineTypes=MIXED_SSDS)
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="spotgpu", stack="test", preview=False, monitor=monitor)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "tests/economics/data/llm-finetune.yaml"
@@ -135,11 +136,17 @@ def _prod_preview() -> dict[str, Any]:
     return dict(_strict(done.stdout)["economics"])
 
 
-def test_preview_and_cost_print_the_same_total() -> None:
+def test_preview_and_cost_print_the_same_total(tmp_path: Path) -> None:
     """Defect: the same workload's spot total differed between the preview and `spotgpu cost` by rounding twice."""
     pool = _prod_preview()["pools"]["train-aws"]
-    cost = _cli("cost", "--profile", str(PROFILE), "--ladder", str(LADDER))
+    # the standalone profile is the prod workload without its checkpoint tiers: add the stack's block
+    stack = yaml.safe_load((REPO / "stacks/Pulumi.prod.yaml").read_text())["config"]
+    profile = tmp_path / "llm-finetune.yaml"
+    profile.write_text(yaml.safe_dump({**yaml.safe_load(PROFILE.read_text()),
+                                       "checkpointTiers": stack["spotgpu:workloads"]["llm-finetune"]["checkpointTiers"]}))
+    zones = str(len(stack["spotgpu:pools"][0]["subnets"]))  # train-aws's zones: peer copies across them
+    cost = _cli("cost", "--profile", str(profile), "--ladder", str(LADDER), "--zones", zones)
     line = next(x for x in cost.stdout.splitlines() if x.strip().startswith("spot total"))
     assert f"{pool['spotTotalUsd']:,.2f}" in line
-    assert _strict(_cli("cost", "--profile", str(PROFILE), "--ladder", str(LADDER), "--json").stdout)[
+    assert _strict(_cli("cost", "--profile", str(profile), "--ladder", str(LADDER), "--zones", zones, "--json").stdout)[
         "spotTotal"] == pool["spotTotalUsd"]  # fmt: skip

@@ -26,11 +26,12 @@ def _economics(project: Path, stack: str, *extra: str) -> dict[str, Any]:
 
 
 def _typed_rate(config: dict[str, Any]) -> None:
-    """The prod stack as it shipped before: a typed 0.08 interruptions per node-hour, no gang rate."""
+    """The prod stack as it shipped before: a typed 0.08 interruptions per node-hour, no gang rate, no tiers."""
     workload = config["spotgpu:workloads"]["llm-finetune"]
     workload["interruptionsPerHour"] = 0.08
     workload.pop("gangInterruptionsPerHour")
     workload.pop("sources")
+    workload.pop("checkpointTiers")
 
 
 def test_a_typed_rate_far_below_the_traces_rate_previews_as_disputed_naming_the_key(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from spotgpu.contract.tags import (
     workload_from_tag,
 )
 from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.tiers import ram_disk_gib, tier_commit_seconds, tier_load_seconds, tier_write_seconds
 from spotgpu.models.workload import WorkloadProfile
 
 
@@ -23,7 +24,15 @@ def test_round_trips(prod_raw) -> None:
         (s.kind, s.max_wait_seconds, s.cost_ceiling_per_hour, False) for s in ladder.steps
     ]
     workload = config.workload_for(config.pools[0])  # priced for the pool, as the components tag it
-    assert workload_from_tag(encode_workload(workload)) == workload.model_copy(update={"sources": {}})
+    tiers = workload.checkpoint_tiers
+    assert tiers is not None  # the prod stack keeps checkpoint tiers
+    # the link carries the tier's figures resolved (priors made explicit), so the policy pack needs no model
+    b, n = workload.checkpoint_bytes, workload.nodes
+    resolved = tiers.model_copy(update={"local": tiers.local.model_copy(update={
+        "write_seconds": tier_write_seconds(tiers, b, n)[0], "commit_seconds": tier_commit_seconds(tiers, b, n)[0],
+        "load_seconds": tier_load_seconds(tiers, b, n)[0], "ram_disk_gib": float(ram_disk_gib(tiers, b, n))})})
+    assert workload_from_tag(encode_workload(workload)) == workload.model_copy(
+        update={"sources": {}, "checkpoint_tiers": resolved})
 
 
 _FIGURES = {
