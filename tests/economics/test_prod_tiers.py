@@ -104,3 +104,13 @@ def test_the_prod_gcp_templates_request_the_local_ssds_their_types_come_with() -
     for template in templates:
         scratch = [d for d in template["inputs"]["disks"] if d.get("type") == "SCRATCH"]
         assert len(scratch) == 4 and {d["interface"] for d in scratch} == {"NVME"}, template["name"]
+
+
+def test_the_docs_show_the_prod_preview_tier_lines_as_it_prints_them() -> None:
+    """docs/economics.md quotes train-aws's verdict lines with the tiers: they are the preview's own."""
+    from doc_blocks import block_after
+
+    quoted = block_after("economics.md", "`spotgpu preview --stack prod` prints for `train-aws`", "text")
+    lines = quoted.strip("\n").splitlines()
+    assert len(lines) == 4 and "tiers: local every" in lines[1]
+    assert "\n".join(lines) in _preview()
