@@ -166,7 +166,8 @@ def test_the_preview_shows_usd_per_work_hour_for_every_type_each_rung_may_take(p
     assert h100["usdPerWorkHour"] == pytest.approx(h100["usdPerNodeHour"] / 3, abs=1e-4) and h100["withinCeiling"]
     # GCP's accelerator-optimized types share the primary MIG, so its ladder has no alternate_sku rung (an idle one)
     gcp = {r["kind"]: r for r in report["pools"]["train-gcp"]["rungs"]}
-    assert "alternate_sku" not in gcp and len(gcp["same_pool"]["types"]) == 3
+    assert "alternate_sku" not in gcp and [t["type"] for t in gcp["same_pool"]["types"]] == ["a2-ultragpu-4g",
+                                                                                           "a3-highgpu-2g"]
 
 
 def test_the_documented_per_work_example_prints_the_documented_lines(tmp_path: Path) -> None:

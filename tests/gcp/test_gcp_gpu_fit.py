@@ -19,8 +19,9 @@ def _with_gpu(gpu: dict[str, object], machine_types: list[dict[str, object]] | N
 
 
 def test_an_l4_rung_for_40_gb_shards_is_refused() -> None:
+    a100_and_l4 = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}]
     with pytest.raises(ConfigError) as err:
-        parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 40}))
+        parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 40}, a100_and_l4))
     line = str(err.value)
     assert line.startswith("spotgpu:pools[train-gcp].machineTypes[1].machineType: g2-standard-48 (4 x L4 (24 GiB each)")
     assert "16 GiB short of the 40 GiB" in line and "fix: drop g2-standard-48" in line

@@ -73,8 +73,10 @@ def test_spot_template_scheduling(prod: dict[str, list[RecordedResource]]) -> No
 
 def test_spot_template_shape_security_and_links(prod: dict[str, list[RecordedResource]]) -> None:
     t = _spot_template(prod).inputs
-    assert t["machineType"] == "a2-highgpu-4g"  # top-ranked; flexibility overrides it
+    assert t["machineType"] == "a2-ultragpu-4g"  # top-ranked; flexibility overrides it
     assert t.get("guestAccelerators", []) == []  # accelerator-optimized types carry their GPUs
+    # the workload's checkpoint tier: the 4 Local SSDs both prod types come with
+    assert [(d["type"], d["interface"]) for d in t["disks"][1:]] == [("SCRATCH", "NVME")] * 4
     assert t["shieldedInstanceConfig"] == {
         "enableSecureBoot": True,
         "enableVtpm": True,
@@ -103,17 +105,16 @@ def test_spot_template_shape_security_and_links(prod: dict[str, list[RecordedRes
 
 
 def test_spot_mig(prod: dict[str, list[RecordedResource]]) -> None:
-    (mig,) = [m for m in prod[MIG] if m.name.endswith("-spot-aopt-mig")]
+    (mig,) = [m for m in prod[MIG] if m.name.endswith("-spot-aopt-lssd4-mig")]
     m = mig.inputs
-    assert m["name"] == "train-gcp-prod-spot-aopt" and m["baseInstanceName"] == m["name"]
+    assert m["name"] == "train-gcp-prod-spot-aopt-lssd4" and m["baseInstanceName"] == m["name"]
     assert m["distributionPolicyZones"] == ["us-central1-a", "us-central1-b", "us-central1-c"]
     assert m["distributionPolicyTargetShape"] == "ANY"
     assert m["targetSize"] == 2
     selections = m["instanceFlexibilityPolicy"]["instanceSelections"]
     assert [(s["name"], s["rank"], s["machineTypes"]) for s in selections] == [
-        ("a2-highgpu-4g", 1, ["a2-highgpu-4g"]),
-        ("g2-standard-48", 2, ["g2-standard-48"]),
-        ("a3-highgpu-4g", 3, ["a3-highgpu-4g"]),
+        ("a2-ultragpu-4g", 1, ["a2-ultragpu-4g"]),
+        ("a3-highgpu-2g", 2, ["a3-highgpu-2g"]),
     ]
     assert m["updatePolicy"]["instanceRedistributionType"] == "NONE"
     assert m["instanceLifecyclePolicy"]["defaultActionOnFailure"] == "REPAIR"
@@ -173,7 +174,7 @@ def test_controller_least_privilege(prod: dict[str, list[RecordedResource]]) -> 
     binding = _by_name(prod, "gcp:projects/iAMMember:IAMMember", "-controller-migs").inputs
     expr = binding["condition"]["expression"]
     assert (
-        "instanceGroupManagers/train-gcp-prod-spot-aopt" in expr and "instanceGroupManagers/train-gcp-prod-od" in expr
+        "instanceGroupManagers/train-gcp-prod-spot-aopt-lssd4" in expr and "instanceGroupManagers/train-gcp-prod-od" in expr
     )
     sub = prod["gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember"][0].inputs
     assert sub["role"] == "roles/pubsub.subscriber" and sub["subscription"] == "train-gcp-prod-preempted-ctl"
@@ -230,14 +231,14 @@ def test_stop_action_external_ip_and_shape() -> None:
     t = _spot_template(by_type).inputs
     assert t["scheduling"]["instanceTerminationAction"] == "STOP"
     assert t["networkInterfaces"][0]["accessConfigs"] == [{}]
-    mig = _by_name(by_type, MIG, "-spot-aopt-mig").inputs
+    mig = _by_name(by_type, MIG, "-spot-aopt-lssd4-mig").inputs
     assert mig["distributionPolicyTargetShape"] == "EVEN"
     assert mig["updatePolicy"]["instanceRedistributionType"] == "PROACTIVE"
 
 
 def test_autoscaled_pool_gets_autoscaler_and_no_fixed_size() -> None:
     by_type = index(_build("prod", targetShape="BALANCED", autoscaling={"minReplicas": 1, "maxReplicas": 6}))
-    mig = _by_name(by_type, MIG, "-spot-aopt-mig")
+    mig = _by_name(by_type, MIG, "-spot-aopt-lssd4-mig")
     assert "targetSize" not in mig.inputs
     (scaler,) = by_type["gcp:compute/regionAutoscaler:RegionAutoscaler"]
     assert scaler.inputs["autoscalingPolicy"]["maxReplicas"] == 6
