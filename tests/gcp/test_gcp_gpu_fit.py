@@ -19,7 +19,7 @@ def _with_gpu(gpu: dict[str, object], machine_types: list[dict[str, object]] | N
 
 
 def test_an_l4_rung_for_40_gb_shards_is_refused() -> None:
-    a100_and_l4 = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}]
+    a100_and_l4: list[dict[str, object]] = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}]
     with pytest.raises(ConfigError) as err:
         parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 40}, a100_and_l4))
     line = str(err.value)
