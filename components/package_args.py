@@ -20,6 +20,8 @@ from pydantic.alias_generators import to_camel
 
 from spotgpu.config import ConfigError, KeyPaths, PlanError, format_error, parse_stack_config
 from spotgpu.models.base import FieldProblem
+from spotgpu.models.tiers import LocalTier
+from spotgpu.models.workload import GpuRequirement
 from spotgpu_pulumi.args import PoolArgs
 
 PACKAGE_NAME = "spotgpu"
@@ -65,6 +67,34 @@ class GpuArgs(TypedDict):
     """Measured work per hour of each GPU model against the reference type (1.0)."""
 
 
+class LocalTierArgs(TypedDict):
+    """The node-local tier (docs/configuration.md, checkpointTiers.local)."""
+
+    path: NotRequired[str]
+    """Where every VM of the pool mounts its local NVMe (or RAM disk) (default /var/lib/spotgpu/local)."""
+    keep: NotRequired[int]
+    """Committed generations each node keeps (1-16, default 2)."""
+    write_seconds: NotRequired[float]
+    """Measured seconds a periodic save blocks training with the tier on; unset: a prior."""
+    commit_seconds: NotRequired[float]
+    """Measured seconds from a save's start to its local commit with verified peer copies; unset: a prior."""
+    load_seconds: NotRequired[float]
+    """Measured seconds to restore a node's shard from its tier or a peer's; unset: a prior."""
+    ram_disk_gib: NotRequired[float]
+    """GiB of the RAM disk on a type without local NVMe (the stack key is ramDiskGiB); unset: sized from the workload."""
+
+
+class CheckpointTiersArgs(TypedDict):
+    """A node-local tier and peer copies in front of the object store (docs/configuration.md, checkpointTiers)."""
+
+    local: NotRequired[LocalTierArgs]
+    """The node-local tier."""
+    peer_copies: NotRequired[int]
+    """Other nodes holding a verified copy of each node's shard (0-3, default 1)."""
+    durable_interval_seconds: NotRequired[str]
+    """Seconds between uploads to the object store, or "auto" (default)."""
+
+
 class WorkloadArgs(TypedDict):
     """Measured figures of the work the pool runs (docs/configuration.md, spotgpu:workloads)."""
 
@@ -98,6 +128,8 @@ class WorkloadArgs(TypedDict):
     """ladder (default), fixed-wait, uniform-progress or on-demand-only."""
     gpu: NotRequired[GpuArgs]
     """What every GPU type must hold and each GPU model's speed (optional)."""
+    checkpoint_tiers: NotRequired[CheckpointTiersArgs]
+    """A node-local tier and peer copies in front of the object store (optional)."""
 
 
 class LadderStepArgs(TypedDict):
@@ -158,6 +190,10 @@ def _workload(args: WorkloadArgs) -> dict[str, Any]:
     interval = workload.get("checkpoint_interval_seconds")
     if isinstance(interval, str) and interval.isdigit():
         workload["checkpoint_interval_seconds"] = int(interval)
+    tiers = workload.get("checkpoint_tiers")
+    durable = tiers.get("durable_interval_seconds") if isinstance(tiers, dict) else None
+    if isinstance(durable, str) and durable.isdigit():  # "auto" or seconds: one string type in the schema
+        workload["checkpoint_tiers"] = {**tiers, "durable_interval_seconds": int(durable)}
     return workload
 
 
@@ -195,10 +231,20 @@ _COMMON_FIELDS = (
 )
 
 
+#: Stack keys whose spelling is not the camelCase of their Python name (``memoryPerGpuGiB``, not
+#: ``memoryPerGpuGib``): the models' own aliases say it, so the args reach the config as a stack writes them.
+_SPELLED = {
+    name: str(field.alias)
+    for model in (GpuRequirement, LocalTier)
+    for name, field in model.model_fields.items()
+    if field.alias and field.alias != to_camel(name)
+}
+
+
 def _camel_keys(value: Any) -> Any:
     """Schema-typed values arrive with Python names; errors must name the keys as the user wrote them."""
     if isinstance(value, dict):
-        return {to_camel(k): _camel_keys(v) for k, v in value.items()}
+        return {_SPELLED.get(k) or to_camel(k): _camel_keys(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_camel_keys(v) for v in value]
     return value

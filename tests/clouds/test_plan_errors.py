@@ -118,6 +118,26 @@ def test_a_packaged_pools_workload_key_is_named_as_its_args_hold_it() -> None:
     assert str(err.value).startswith("team-pool.workload.workHours: ")
 
 
+def test_a_packaged_pools_gib_keys_and_tiers_reach_the_config_as_a_stack_spells_them() -> None:
+    """Defect: the schema's ``memoryPerGpuGib`` (the camelCase of ``memory_per_gpu_gib``) was refused as an
+    unknown key, the stack's spelling being ``memoryPerGpuGiB``; and the workload had no checkpointTiers."""
+    raw = stack_raw("prod")
+    pool = next(p for p in raw["pools"] if p["cloud"] == "aws")
+    workload = _snake(raw["workloads"][pool["workload"]])
+    workload["gpu"] = {"gpus_per_node": 4, "memory_per_gpu_gib": 20}
+    workload["checkpoint_tiers"] = {"local": {"keep": 3, "ram_disk_gib": 64}, "peer_copies": 2, "durable_interval_seconds": "1800"}
+    args = {
+        "environment": "prod", "owner": "ml-platform", "workload": workload,
+        "ladder": _snake(raw["ladders"][pool["ladder"]]), "capacity": _snake(pool["capacity"]),
+        "instance_types": pool["instanceTypes"], "subnets": pool["subnets"], "image_id": pool["imageId"],
+    }  # fmt: skip
+    parsed = pool_args_from("team-pool", "aws", args).workload
+    assert parsed.gpu is not None and parsed.gpu.memory_per_gpu_gib == 20
+    tiers = parsed.checkpoint_tiers
+    assert tiers is not None
+    assert (tiers.local.keep, tiers.local.ram_disk_gib, tiers.peer_copies, tiers.durable_interval_seconds) == (3, 64, 2, 1800)
+
+
 def _rewrites(text: str) -> list[int]:
     """Lines that edit the text of an error after it was made: ``str(err).replace(...)``,
     ``format_error(...).replace(...)``, a rendered line's ``.partition``."""

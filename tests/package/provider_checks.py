@@ -96,10 +96,6 @@ def _prod_pool(cloud: str) -> tuple[dict[str, Any], dict[str, Any]]:
     raw, _ = read_stack_file(str(REPO / "stacks" / "Pulumi.prod.yaml"))
     raw = copy.deepcopy(raw)
     raw["pools"] = [p for p in raw["pools"] if p["cloud"] == cloud]
-    # The package's schema has no checkpointTiers yet (components/package_args.py WorkloadArgs): compare the
-    # trees the package can express, the prod workload without its tiers. Unfinished: the tier in the schema.
-    for workload in raw["workloads"].values():
-        workload.pop("checkpointTiers", None)
     return raw, raw["pools"][0]
 
 
@@ -116,6 +112,9 @@ def _construct_inputs(raw: dict[str, Any], pool: dict[str, Any]) -> dict[str, An
         inputs["machineTypes"] = [{"machineType": m["machineType"]} for m in pool["machineTypes"]]
     workload = {k: v for k, v in raw["workloads"][pool["workload"]].items() if k != "sources"}  # annotations only
     workload["checkpointIntervalSeconds"] = str(workload.get("checkpointIntervalSeconds", "auto"))
+    if "checkpointTiers" in workload:  # the schema types the durable interval as a string too ("auto" or seconds)
+        tiers = workload["checkpointTiers"]
+        workload["checkpointTiers"] = {**tiers, "durableIntervalSeconds": str(tiers.get("durableIntervalSeconds", "auto"))}
     # a program against the schema types the prices the stack takes from the pool and the catalogue
     priced = parse_stack_config(raw).workload_for(next(p for p in parse_stack_config(raw).pools if p.name == pool["name"]))
     workload["prices"] = {**workload["prices"], "onDemandPerHour": priced.prices.on_demand}
