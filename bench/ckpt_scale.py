@@ -85,6 +85,9 @@ class Row:
     failures: int
     #: Lease PUTs beyond the first per rank (a save longer than 5 s refreshes them).
     refreshes: int = 0
+    #: Requests of the measured generation that reached its busiest key prefix (S3's partition):
+    #: what the throttle meets first, counted, so it does not depend on how fast the box runs.
+    hottest_prefix: int = 0
 
 
 def state(rank: int, tensors: int, tensor_bytes: int) -> dict[str, np.ndarray]:
@@ -159,7 +162,8 @@ def live_round(proxy: FaultProxy, options: dict[str, Any], run_id: str, ranks: i
     wall, commit, failures = run_threads(ranks, save)
     total = proxy.total()
     refreshes = counting.total(op="put", kind="lease") - ranks if counting is not None else 0
-    return Row(ranks, case, total, total / ranks, proxy.total("throttled"), commit, wall, failures, refreshes)
+    hottest = max(proxy.partitions.values(), default=0)
+    return Row(ranks, case, total, total / ranks, proxy.total("throttled"), commit, wall, failures, refreshes, hottest)
 
 
 # ---- the coordinator alone, 10 ms per request ------------------------------------------------

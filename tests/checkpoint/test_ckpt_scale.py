@@ -6,11 +6,14 @@ of S3's published per-prefix rates: the counts are checked, not the seconds."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from spotgpu.checkpoint import layout
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +35,13 @@ def test_the_scale_bench_small(tmp_path: Path) -> None:
         assert group["requests"] == 7 * n + 2 and group["throttled"] == 0  # on the wire, through the proxy
         assert polled["requests"] > group["requests"]  # the polls, nothing else
         assert old["requests"] >= n * (5 * 8)  # 5 per tensor per rank before (3 for the multipart, 2 HEADs)
-    assert rows[(24, "old")]["throttled"] > 0, "one hot prefix per generation: the old layout is throttled"
+    # One hot prefix per generation before, 256 hash prefixes now: counted per prefix, not timed (whether the
+    # throttle answers 503 also depends on how fast a loaded box sends; the bench's 64-rank row shows that).
+    old, new = rows[(24, "old")]["hottest_prefix"], rows[(24, "new+group")]["hottest_prefix"]
+    # now the busiest key is the step's marker (every rank reads it once, the coordinator writes it) or a
+    # hash prefix's ranks (7 requests each); before, every object and poll of a generation met in one prefix
+    sharing = max(Counter(layout.rank_bucket(rank) for rank in range(24)).values())
+    assert old >= 24 * 8 * 3 and new <= max(24 + 2, 7 * sharing), (old, new, sharing)
     (coordinator,) = result["coordinator"]
     assert coordinator["new"] < coordinator["old"]
     assert "the formulas at the published rates" in proc.stdout and "1024 new" in " ".join(proc.stdout.split())
