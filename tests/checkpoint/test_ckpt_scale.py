@@ -6,9 +6,9 @@ of S3's published per-prefix rates: the counts are checked, not the seconds."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
