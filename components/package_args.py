@@ -191,9 +191,10 @@ def _workload(args: WorkloadArgs) -> dict[str, Any]:
     if isinstance(interval, str) and interval.isdigit():
         workload["checkpoint_interval_seconds"] = int(interval)
     tiers = workload.get("checkpoint_tiers")
-    durable = tiers.get("durable_interval_seconds") if isinstance(tiers, dict) else None
-    if isinstance(durable, str) and durable.isdigit():  # "auto" or seconds: one string type in the schema
-        workload["checkpoint_tiers"] = {**tiers, "durable_interval_seconds": int(durable)}
+    if isinstance(tiers, dict):  # "auto" or seconds: one string type in the schema
+        durable = tiers.get("durable_interval_seconds")
+        if isinstance(durable, str) and durable.isdigit():
+            workload["checkpoint_tiers"] = {**tiers, "durable_interval_seconds": int(durable)}
     return workload
 
 
