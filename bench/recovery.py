@@ -216,7 +216,8 @@ def traces_part(starts_every: int) -> str:
              f"  {'pool':<11}{'tiers':<7}{'T_local s':>10}{'T_store s':>10}{'lost s/int':>11}{'spot $':>9}"
              f"{'lost $':>8}{'ckpt I/O $':>11}{'restores local/peer/store':>27}"]
     for pool in config.pools:
-        plain = config.workload_for(pool)
+        # the shipped prod workload keeps tiers: "none" is it without them, "on" it with the bench's own
+        plain = config.workload_for(pool).model_copy(update={"checkpoint_tiers": None})
         for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
             d = choose_interval(workload, pool.notice, joint_loss=pool_joint_loss(workload, len(pool.zones)))
             bill = effective_cost(workload, pool.notice, config.ladder_for(pool), interval=d,
@@ -237,7 +238,7 @@ def traces_part(starts_every: int) -> str:
               f"{default_joint_loss(1, False).probability:.0%} there)",
               f"  {'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}{'cost $/job':>11}"
               f"{'restores local/peer/store':>27}"]
-    plain = config.workload_for(pool)
+    plain = config.workload_for(pool).model_copy(update={"checkpoint_tiers": None})
     for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
         d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(1, False))
         results = []

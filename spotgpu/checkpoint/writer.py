@@ -174,11 +174,17 @@ class WriteLease:
         self._last_ok = started  # counted from before the PUT: the store's mtime is no older
 
     def _run(self) -> None:
-        while not self._stop.wait(self.refresh_seconds):
+        # One refresh every refresh_seconds counted from the start of the last, not from its end: a
+        # store slow to answer (a big upload beside it, throttling, retries) must not stretch the
+        # gap to the PUT's time plus the period, which check() would count against the save.
+        next_at = time.monotonic() + self.refresh_seconds
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            started = time.monotonic()
             try:
                 self.refresh()
             except Exception as err:  # a store hiccup; check() decides whether it mattered
                 self._error = err
+            next_at = started + self.refresh_seconds
 
     def check(self) -> None:
         """Raise :class:`LeaseLostError` unless the lease was refreshed within half its TTL."""

@@ -8,6 +8,7 @@ writer committed anyway, and the committed generation failed ``verify``.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -160,6 +161,31 @@ def test_the_lease_is_refreshed_while_a_save_runs(tmp_path: Path) -> None:
     ended = (tmp_path / lease.path).read_bytes()
     time.sleep(0.3)
     assert (tmp_path / lease.path).read_bytes() == ended, "refreshed after the save ended"
+
+
+def test_a_slow_store_does_not_stretch_the_lease_period(tmp_path: Path) -> None:
+    """Found by bench/recovery.py after issue 32 (two ranks saving 1 GiB each to moto on 2 cores):
+    each lease PUT took seconds behind the uploads, the loop waited its period *after* each PUT, and
+    the gap between refreshes grew to the PUT's time plus the period, so the commit's check found
+    the lease 16.6 s old and the save failed. Refreshes now start every period from the last start."""
+    from spotgpu.storage.store import open_store
+
+    inner = open_store(tmp_path.as_uri())
+    starts: list[float] = []
+
+    class SlowLeaseStore:
+        def __getattr__(self, name: str) -> object:
+            return getattr(inner, name)
+
+        def put(self, path: str, data: bytes, **kwargs: object) -> object:
+            starts.append(time.monotonic())
+            time.sleep(0.3)  # as long as the period: back to back now, 0.6 s apart before
+            return inner.put(path, data, **kwargs)
+
+    with writer_mod.WriteLease(SlowLeaseStore(), GEN, 0, refresh_seconds=0.3):  # type: ignore[arg-type]
+        time.sleep(3.0)
+    # before: a refresh every 0.6 s (the PUT, then the period), 5 or 6 in 3 s; now about 10
+    assert len(starts) >= 8, [round(b - a, 2) for a, b in itertools.pairwise(starts)]
 
 
 def test_a_commit_marker_being_written_is_not_debris_at_grace_zero() -> None:
