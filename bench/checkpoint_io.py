@@ -82,6 +82,17 @@ def fsync_tree(path: Path) -> None:
             os.close(fd)
 
 
+def write_fsynced(path: Path, state: dict[str, np.ndarray]) -> None:
+    """The raw baseline: the state's bytes written in 32 MiB slices to one file, then one fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for v in state.values():
+        view = v.reshape(-1).view(np.uint8).data
+        for off in range(0, len(view), 32 << 20):
+            os.write(fd, view[off : off + (32 << 20)])
+    os.fsync(fd)
+    os.close(fd)
+
+
 def settle() -> None:
     """Flush other writes (and deletions of earlier runs) so each run starts from a quiet disk."""
     os.sync()
@@ -152,13 +163,7 @@ def bench_size(
             path.unlink(missing_ok=True)
 
     def raw_write() -> None:
-        fd = os.open(raw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        for v in state.values():
-            view = v.reshape(-1).view(np.uint8).data
-            for off in range(0, len(view), 32 << 20):
-                os.write(fd, view[off : off + (32 << 20)])
-        os.fsync(fd)
-        os.close(fd)
+        write_fsynced(raw_file, state)
 
     def torch_save() -> None:
         with open(torch_file, "wb") as f:
@@ -428,13 +433,7 @@ def paired_saves(total: int, tensors: int, root: Path, rounds: int, moto: bool) 
     else:
 
         def raw() -> None:
-            fd = os.open(raw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            for v in state.values():
-                view = v.reshape(-1).view(np.uint8).data
-                for off in range(0, len(view), 32 << 20):
-                    os.write(fd, view[off : off + (32 << 20)])
-            os.fsync(fd)
-            os.close(fd)
+            write_fsynced(raw_file, state)
 
         def lib() -> None:
             CheckpointManager(lib_dir.as_uri()).save(next(steps), state)

@@ -17,14 +17,12 @@ from spotgpu.economics.interval import choose_interval
 from spotgpu.economics.measured import fit_files, measured_profile
 from spotgpu.economics.profile_cli import add_telemetry_args, telemetry_sources
 from spotgpu.economics.report import (
-    FIGURES,
-    dotted,
+    figure_origins,
     load_stack,
     render_economics,
     render_figures,
     render_hours,
     render_terms,
-    source_kind,
     stack_economics,
 )
 from spotgpu.economics.tiers import pool_joint_loss
@@ -120,24 +118,7 @@ def profile_figures(profile: WorkloadProfile, path: str, measured: dict[str, str
     """Every figure ``cost --profile`` prices with and where it came from: the telemetry that measured it
     (``measured``: files and samples), a ``sources`` entry the file carries (a measured or fitted profile),
     the profile file's key (typed), or the model's default."""
-    doc = profile.model_dump(by_alias=True)
-    typed = {*profile.model_fields_set, *(f"prices.{k}" for k in profile.prices.model_fields_set)}
-    names = {f.alias or k: k for k, f in type(profile).model_fields.items()}
-    names |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(profile.prices).model_fields.items()}
-    out: dict[str, dict[str, Any]] = {}
-    for key in FIGURES:
-        value = dotted(doc, key)
-        if value is None:
-            continue
-        origin = measured.get(key) or profile.sources.get(key)
-        if origin is not None:
-            kind, where = source_kind(origin), origin
-        elif names.get(key, key) in typed:
-            kind, where = "typed", f"{path}: {key}"
-        else:
-            kind, where = "default", f"{path}: {key} not set: the model's default"
-        out[key] = {"value": value, "kind": kind, "from": where}
-    return nest(out)
+    return nest(figure_origins(profile, lambda key: f"{path}: {key}", {**profile.sources, **measured}))
 
 
 def register(subparsers: Any) -> None:

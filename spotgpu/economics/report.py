@@ -8,7 +8,7 @@ which term dominates, and whether the pool is spot-eligible at all.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,31 +115,42 @@ def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, Any]:
     its source) or ``default`` (the model's default, no key set)."""
     name = pool.workload
     workload = config.workloads[name]
-    doc = workload.model_dump(by_alias=True)
-    typed = {*workload.model_fields_set, *(f"prices.{k}" for k in workload.prices.model_fields_set)}
-    aliases = {f.alias or k: k for k, f in type(workload).model_fields.items()}
-    aliases |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(workload.prices).model_fields.items()}
+    out = figure_origins(workload, lambda key: f"workloads.{name}.{key}", workload.sources)
+    if pool.spot_per_hour is not None and "prices.spotPerHour" in out:
+        out["prices.spotPerHour"] = {"value": pool.spot_per_hour, "kind": "typed", "from": f"pools[{pool.name}].spotPerHour"}
+    quote = config.bill_quote(pool)  # the pool's on-demand price, typed or the catalogue's, always shown
+    out["prices.onDemandPerHour"] = {
+        "value": quote.usd_per_hour if quote else None,
+        "kind": "typed" if workload.prices.on_demand_per_hour is not None else "catalogue",
+        "from": quote.source if quote else "no price",
+    }
+    return nest({key: out[key] for key in FIGURES if key in out})
+
+
+def figure_origins(profile: WorkloadProfile, key_at: Callable[[str], str], origins: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Each of :data:`FIGURES` the profile holds, flat by key: its value, its kind and where it came from.
+
+    ``origins`` (a ``sources`` entry, or the telemetry that measured it) wins; else a key the profile set
+    is ``typed`` at ``key_at(key)``; else it is the model's ``default``. The stack and ``cost --profile``
+    both call it, so a figure is classified one way."""
+    doc = profile.model_dump(by_alias=True)
+    typed = {*profile.model_fields_set, *(f"prices.{k}" for k in profile.prices.model_fields_set)}
+    aliases = {f.alias or k: k for k, f in type(profile).model_fields.items()}
+    aliases |= {f"prices.{f.alias or k}": f"prices.{k}" for k, f in type(profile.prices).model_fields.items()}
     out: dict[str, dict[str, Any]] = {}
     for key in FIGURES:
         value = dotted(doc, key)
-        if value is None and key not in ("prices.onDemandPerHour",):
+        if value is None:
             continue
-        origin = workload.sources.get(key)
-        if key == "prices.spotPerHour" and pool.spot_per_hour is not None:
-            value, kind, where = pool.spot_per_hour, "typed", f"pools[{pool.name}].spotPerHour"
-        elif key == "prices.onDemandPerHour":
-            quote = config.bill_quote(pool)
-            value = quote.usd_per_hour if quote else None
-            kind = "typed" if workload.prices.on_demand_per_hour is not None else "catalogue"
-            where = quote.source if quote else "no price"
-        elif origin is not None:
+        origin = origins.get(key)
+        if origin is not None:
             kind, where = source_kind(origin), origin
         elif aliases.get(key, key) in typed:
-            kind, where = "typed", f"workloads.{name}.{key}"
+            kind, where = "typed", key_at(key)
         else:
-            kind, where = "default", f"workloads.{name}.{key} not set: the model's default"
+            kind, where = "default", f"{key_at(key)} not set: the model's default"
         out[key] = {"value": value, "kind": kind, "from": where}
-    return nest(out)
+    return out
 
 
 def _measured_figures(config: StackConfig, pool: PoolSpec, workload: WorkloadProfile) -> dict[str, Any]:
