@@ -15,7 +15,7 @@ cloud never imports the other providers' SDKs.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -68,6 +68,9 @@ class Cloud(Generic[Plan]):
     """Pure: decides the whole pool, registers nothing; raises :class:`~spotgpu.config.PlanError` on bad input."""
     component: Callable[[str, Plan, pulumi.ResourceOptions | None], PoolComponent]
     """The ``GpuPool`` class: builds what the plan decided."""
+    link: Callable[[Plan, Sequence[PoolComponent]], Plan] | None = None
+    """Pure: the plan with what it shares with pools built before it in the same program (Azure: the
+    subscription's one Scheduled Events topic); None when a cloud's pools share nothing."""
 
 
 class CloudRegistry(MutableMapping[str, "Cloud[Any]"]):

@@ -44,4 +44,9 @@ def deploy(stack: StackPlan, opts: pulumi.ResourceOptions | None = None) -> dict
     ``stack`` is :func:`load_config`'s, or :func:`spotgpu_pulumi.clouds.plan_stack` of a config
     built in the program: every pool was planned before the first one registers anything.
     """
-    return {plan.pool: CLOUDS[plan.args.spec.cloud].component(plan.pool, plan, opts) for plan in stack.pools}
+    built: dict[str, Any] = {}
+    for plan in stack.pools:  # in order: a pool may share what an earlier one built (Cloud.link)
+        cloud = CLOUDS[plan.args.spec.cloud]
+        linked = cloud.link(plan, list(built.values())) if cloud.link is not None else plan
+        built[plan.pool] = cloud.component(plan.pool, linked, opts)
+    return built

@@ -15,8 +15,9 @@ component gives that a reader, the way the AWS pool routes EventBridge into SQS:
 The controller (``eventsQueueUrl`` in its config) reads the queue with Storage Queue Data
 Message Processor, granted by :class:`~spotgpu_pulumi.azure.controller.ControllerIdentity`.
 The event type and queue settings are the contract's (:mod:`spotgpu.contract.sources`),
-which the controller parses. Azure allows one system topic per source and type: one Azure pool
-per subscription can route its events this way (docs/azure.md).
+which the controller parses. Azure allows one system topic per source and type, so one pool
+creates it (``topic``) and every other pool in the subscription subscribes to it: those of the
+same stack by themselves (``share_topic``), another stack's through ``scheduledEventsTopic``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pulumi_azure_native.storage as storage
 from spotgpu.contract.sources import AZURE_QUEUE, AZURE_ROUTED, AZURE_SYSTEM_TOPIC_TYPE
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi.azure.assign import assign_role
-from spotgpu_pulumi.azure.plan import EventsPlan
+from spotgpu_pulumi.azure.plan import EventsPlan, EventsTopic
 from spotgpu_pulumi.azure.roles import Grant
 from spotgpu_pulumi.inputs import as_input
 
@@ -70,29 +71,38 @@ class ScheduledEventsRoute(pulumi.ComponentResource):
         queue = storage.Queue(
             f"{name}-queue", account_name=args.account_name, resource_group_name=group, queue_name=plan.queue, opts=child
         )
-        topic = eventgrid.SystemTopic(
-            f"{name}-topic",
-            system_topic_name=plan.system_topic,
-            resource_group_name=group,
-            location="global",
-            source=args.subscription_id.apply(lambda sub: f"/subscriptions/{sub}"),
-            topic_type=AZURE_SYSTEM_TOPIC_TYPE,
-            identity=eventgrid.IdentityInfoArgs(type=eventgrid.IdentityType.SYSTEM_ASSIGNED),
-            tags=args.tags,
-            opts=child,
-        )
+        self.topic: EventsTopic | None = None
+        if plan.creates_topic:
+            topic = eventgrid.SystemTopic(
+                f"{name}-topic",
+                system_topic_name=plan.system_topic,
+                resource_group_name=group,
+                location="global",
+                source=args.subscription_id.apply(lambda sub: f"/subscriptions/{sub}"),
+                topic_type=AZURE_SYSTEM_TOPIC_TYPE,
+                identity=eventgrid.IdentityInfoArgs(type=eventgrid.IdentityType.SYSTEM_ASSIGNED),
+                tags=args.tags,
+                opts=child,
+            )
+            own_principal = topic.identity.apply(lambda identity: (identity.principal_id or "") if identity else "")
+            self.topic = EventsTopic(args.resource_group, plan.system_topic, own_principal)
+            principal: pulumi.Input[str] = own_principal
+            topic_name: pulumi.Input[str] = topic.name
+        else:  # another pool's topic (scheduledEventsTopic, or shared within the stack): subscribe to it
+            principal, topic_name = as_input(plan.topic_principal or ""), plan.system_topic
         sender = assign_role(
             f"{name}-{args.sender_grant.key}",
             args.sender_grant,
-            principal_id=topic.identity.apply(lambda identity: (identity.principal_id or "") if identity else ""),
+            principal_id=principal,
             subscription_id=args.subscription_id,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[queue]),
         )
         eventgrid.SystemTopicEventSubscription(
             f"{name}-subscription",
             event_subscription_name=plan.subscription,
-            system_topic_name=topic.name,
-            resource_group_name=group,
+            system_topic_name=topic_name,
+            # the topic's group: the subscription is a child of the topic
+            resource_group_name=as_input(plan.topic_resource_group or args.resource_group),
             event_delivery_schema=eventgrid.EventDeliverySchema.EVENT_GRID_SCHEMA,
             filter=eventgrid.EventSubscriptionFilterArgs(
                 included_event_types=list(AZURE_ROUTED),

@@ -24,7 +24,7 @@ agent config) comes from :mod:`spotgpu_pulumi.planning`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
@@ -195,6 +195,15 @@ class EventsPlan:
     queue_url: str
     system_topic: str
     subscription: str
+    #: the topic's resource group (the pool's own when it creates the topic)
+    topic_resource_group: Ref = ""
+    #: None: this pool creates the topic. Else the existing topic's identity (a principal id), which
+    #: gets this pool's queue: named in ``scheduledEventsTopic``, or an earlier pool's of the stack (:func:`share_topic`)
+    topic_principal: Ref | None = None
+
+    @property
+    def creates_topic(self) -> bool:
+        return self.topic_principal is None
 
 
 @dataclass(frozen=True)
@@ -324,7 +333,16 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
     events = None
     if spec.publish_events_to_event_grid:
         topic, subscription = naming.events_names(pool, env)
-        events = EventsPlan(naming.EVENTS_QUEUE, naming.events_queue_url(account), topic, subscription)
+        events = EventsPlan(
+            naming.EVENTS_QUEUE, naming.events_queue_url(account), topic, subscription, spec.resource_group_name
+        )
+        if (shared := spec.scheduled_events_topic) is not None:
+            events = replace(
+                events,
+                system_topic=shared.name,
+                topic_resource_group=shared.resource_group,
+                topic_principal=shared.principal_id,
+            )
     return AzurePoolPlan(
         args=args,
         spec=spec,
@@ -356,3 +374,28 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
         rendezvous=rendezvous,
         events=events,
     )
+
+
+@dataclass(frozen=True)
+class EventsTopic:
+    """A Scheduled Events system topic a pool of this program created: what another pool subscribes with."""
+
+    resource_group: Ref
+    name: str
+    #: the topic's system identity (an Output once built)
+    principal_id: Ref
+
+
+def share_topic(plan: AzurePoolPlan, topic: EventsTopic | None) -> AzurePoolPlan:
+    """``plan`` on ``topic`` when it would otherwise create a second one: Azure allows one
+    ``MaintenanceResources`` system topic per subscription, and a stack's pools share one."""
+    if plan.events is None or not plan.events.creates_topic or topic is None:
+        return plan
+    events = replace(
+        plan.events,
+        system_topic=topic.name,
+        topic_resource_group=topic.resource_group,
+        topic_principal=topic.principal_id,
+    )
+    return replace(plan, events=events)
+

@@ -123,6 +123,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[checkpoints]),
             )
+        #: the Scheduled Events topic this pool created (the stack's other pools share it); else None
+        self.events_topic = route.topic if route is not None else None
         controller = ControllerIdentity(
             f"{name}-controller",
             ControllerIdentityArgs(
@@ -190,4 +192,11 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             self.exports |= {"controllerJob": job.job_name, "controllerConfig": job.controller_config}
         if host is not None:
             self.exports |= {"rendezvousAddress": host.address, "rendezvousVm": host.vm_name}
+        if self.events_topic is not None:  # what another stack's pools name in scheduledEventsTopic
+            topic = self.events_topic
+            self.exports["eventsTopic"] = {
+                "resourceGroup": as_input(topic.resource_group),
+                "name": topic.name,
+                "principalId": as_input(topic.principal_id),
+            }
         self.register_outputs(self.exports)

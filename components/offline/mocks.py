@@ -65,6 +65,10 @@ def fake_outputs(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict
             out.setdefault("clientId", _fake_uuid(name + "c"))
             out.setdefault("tenantId", _fake_uuid("tenant"))
         identity = out.get("identity")
+        if isinstance(identity, dict) and "SystemAssigned" in str(identity.get("type", "")):
+            # Azure makes a system identity with the resource and returns its ids (an Event Grid topic's).
+            out["identity"] = {**identity, "principalId": _fake_uuid(name + "s"), "tenantId": _fake_uuid("tenant")}
+            identity = out["identity"]
         if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
             # The engine returns a map keyed by identity id; echoing the input list
             # back crashes the SDK ("Expected 'list' got Mapping").

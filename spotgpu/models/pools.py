@@ -518,6 +518,34 @@ class AzurePriorityMix(SpotModel):
     )
 
 
+#: An Azure AD object id (a managed identity's principal): a GUID.
+AzurePrincipalIdRef = Annotated[
+    Ref, ref_check(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"), REF_SERIALIZER
+]
+
+
+class AzureEventsTopic(SpotModel):
+    """An existing Scheduled Events system topic for ``publishEventsToEventGrid`` to subscribe to.
+
+    Azure allows one ``MaintenanceResources`` system topic per subscription. Within one stack
+    the first such pool creates it and the others share it by themselves; a pool in another
+    stack (or a topic the platform team made) is named here: the topic's resource group, its
+    name, and its system identity's principal id, which this pool grants its queue to. A pool
+    that creates the topic exports all three as ``eventsTopic``.
+    """
+
+    resource_group: AzureResourceGroupRef = Field(json_schema_extra=fix_hint(AZURE_RESOURCE_GROUP_FIX))
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9-]{3,128}$",
+        json_schema_extra=fix_hint("give the system topic's name: 3-128 letters, digits and '-'"),
+    )
+    principal_id: AzurePrincipalIdRef = Field(
+        json_schema_extra=fix_hint(
+            "give the topic's system identity principal id (a GUID: the owning pool's eventsTopic.principalId export)"
+        ),
+    )
+
+
 class AzurePoolSpec(_PoolBase):
     cloud: Literal["azure"] = "azure"
     resource_group_name: AzureResourceGroupRef = Field(
@@ -562,6 +590,11 @@ class AzurePoolSpec(_PoolBase):
         json_schema_extra=fix_hint("use an ISO 8601 duration like PT1H"),
     )
     publish_events_to_event_grid: bool = False
+    scheduled_events_topic: AzureEventsTopic | None = Field(
+        default=None,
+        description="With publishEventsToEventGrid: subscribe to this existing system topic instead of creating "
+        "one (Azure allows one per subscription; pools of one stack share theirs by themselves).",
+    )
     storage_account_name: str = Field(
         pattern=r"^[a-z0-9]{3,24}$",
         json_schema_extra=fix_hint("use 3-24 lowercase letters and digits (Azure storage account rule)"),
@@ -619,6 +652,12 @@ class AzurePoolSpec(_PoolBase):
         if self.fallback_vm_size is not None:
             catalogue_checks.azure_sizes((self.fallback_vm_size,), "fallbackVmSize", self.opt_out.catalogue)
         self._diversity(len(self.zones), len(self.vm_sizes), "zones", "vmSizes", list(self.zones), list(self.vm_sizes))
+        if self.scheduled_events_topic is not None and not self.publish_events_to_event_grid:
+            raise FieldProblem(
+                "names a topic, but the pool publishes no Scheduled Events to Event Grid",
+                at="scheduledEventsTopic", value=self.scheduled_events_topic.name,
+                fix="set publishEventsToEventGrid: true, or remove scheduledEventsTopic",
+            )  # fmt: skip
         return self
 
 
