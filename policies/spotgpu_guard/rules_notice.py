@@ -10,6 +10,10 @@ drain); AWS launch templates require IMDSv2, the only metadata path the agent us
 the measured final checkpoint cannot fit the provider's usable notice, the
 interval alone must keep expected lost work (interval/2 + write time) within the
 workload's bound.
+
+``azure-one-scheduled-events-topic``: Azure allows one ``MaintenanceResources`` system topic per
+subscription, so a second one (two pools that each route their Scheduled Events) fails at
+``pulumi up``: the second must subscribe to the first.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel
 
+from spotgpu.contract.sources import AZURE_SYSTEM_TOPIC_TYPE
 from spotgpu.contract.tags import AGENT_MARKER
 from spotgpu_guard.catalog import Catalog
 from spotgpu_guard.links import CHECKPOINT_INTERVAL, NOTICE, POOL, WORKLOAD, describe_missing, read_workload
@@ -132,6 +137,26 @@ def check_periodic_checkpoint(catalog: Catalog, _config: Mapping[str, Any]) -> I
             yield Finding(pool.res.urn, f"{pool.describe()}: {problem}")
 
 
+SYSTEM_TOPIC = "azure-native:eventgrid:SystemTopic"
+
+
+def check_one_events_topic(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
+    """A second Scheduled Events system topic of one subscription (an unknown source counts as the stack's own)."""
+    first: dict[str, str] = {}
+    for res in catalog.inv.of_type(SYSTEM_TOPIC):
+        if res.get("topicType") != AZURE_SYSTEM_TOPIC_TYPE:
+            continue
+        source = res.get("source")
+        key = source if isinstance(source, str) else "the stack's subscription"
+        if key not in first:
+            first[key] = res.name
+            continue
+        yield Finding(res.urn, f"{res.label()} is a second {AZURE_SYSTEM_TOPIC_TYPE} system topic of {key} (the first "
+                      f"is '{first[key]}'); Azure allows one per subscription, so `pulumi up` fails here; fix: drop it "
+                      f"and point this pool's SystemTopicEventSubscription at '{first[key]}' (spotgpu pools of one "
+                      "stack share it by themselves; another stack's pool names it in scheduledEventsTopic)")  # fmt: skip
+
+
 RULES = [
     stack_rule(
         "notice-handled",
@@ -156,5 +181,13 @@ RULES = [
         EnforcementLevel.MANDATORY,
         check_periodic_checkpoint,
         remediation="Set spotgpu-checkpoint-interval (and spotgpu-workload) from the measured figures",
+    ),
+    stack_rule(
+        "azure-one-scheduled-events-topic",
+        "At most one Scheduled Events (MaintenanceResources) system topic per Azure subscription: Azure refuses a "
+        "second, and every pool that routes its events subscribes to the one.",
+        EnforcementLevel.MANDATORY,
+        check_one_events_topic,
+        remediation="Subscribe every pool to the subscription's one Scheduled Events system topic",
     ),
 ]

@@ -37,6 +37,7 @@ EXPECTED_DEFAULTS = {
     "gpu-type-holds-workload": "mandatory",
     "boot-data-has-no-credentials": "mandatory",
     "checkpoint-tier-has-disk": "advisory",
+    "azure-one-scheduled-events-topic": "mandatory",
 }
 RAW_PROGRAM = Path(__file__).resolve().parent / "programs" / "raw"
 
