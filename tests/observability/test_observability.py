@@ -63,7 +63,7 @@ def series_labels() -> dict[str, set[str]]:
         for metric in vars(telemetry).values():
             if not isinstance(metric, MetricWrapperBase):
                 continue
-            name, kind = metric.describe()[0].name, metric._type
+            name, kind = next(iter(metric.describe())).name, metric._type
             own = {"instance", "job", *metric._labelnames}
             if kind == "info":
                 labels[name + "_info"] = own | {f.name for f in dataclasses.fields(Identity)}
@@ -139,7 +139,7 @@ def test_dashboard_and_alerts_group_only_by_labels_their_metrics_carry() -> None
 def test_dropped_events_panel_and_alert_read_the_controllers_counter() -> None:
     """Issue 36: the counter of dropped controller events has a panel and an alert, by its exported name."""
     counter = ControllerTelemetry().events_dropped
-    exported = counter.describe()[0].name + "_total"  # a Counter's samples: the name given it, plus _total
+    exported = next(iter(counter.describe())).name + "_total"  # a Counter's samples: the name given it, plus _total
     [panel] = [expr for title, expr in dashboard_expressions() if title == "Controller events dropped"]
     rule = next(r for g in yaml.safe_load(alerts_text())["groups"] for r in g["rules"]
                 if r["alert"] == "SpotgpuControllerEventsDropped")  # fmt: skip
