@@ -2,9 +2,10 @@
 
 The lines are what a fleet writes: per VM an agent events log (``started``, ``identity``, the
 agent's ``ready``, periodic ``commit-reported``, a preempt ``notice``, ``workload-notified``,
-``final-checkpoint``, ``drained``), written as the agent writes them (``spotgpu.agent.telemetry``'s
-record shape), and the controller's events for the pool (interruptions, reacquisitions, launch
-failures, fallback usage). Both go through the same fit:
+``final-checkpoint``, ``drained``), and the controller's events for the pool (interruptions,
+reacquisitions, launch failures), each built through the contract's record types
+(``spotgpu.contract.agent_records``, ``spotgpu.contract.controller_events``) and written as their
+producers write them. Both go through the same fit:
 
 * **streaming** (``spotgpu.economics.fit``): ``read_files`` streams each line through the
   normalizer into :class:`FitAccumulator`, whose state grows with VMs, not lines;
@@ -30,16 +31,38 @@ import tempfile
 import time
 from pathlib import Path
 
+from spotgpu.contract.agent_records import (
+    AgentRecord,
+    CommitReported,
+    Drained,
+    FinalCheckpoint,
+    Identity,
+    Notice,
+    Ready,
+    Started,
+    WorkloadNotified,
+    agent_line,
+)
+from spotgpu.contract.controller_events import Event, Interruption, LaunchFailure, Reacquired
+from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.telemetry import FailureReason
+
 COMMITS_PER_VM = 40
 
 
 def write_fleet(path_agents: Path, path_controller: Path, lines: int, seed: int = 7) -> tuple[int, int]:
-    """About ``lines`` lines: agents' logs in one file (one VM after another), the controller's in another."""
+    """About ``lines`` lines: agents' logs in one file (one VM after another), the controller's in another.
+
+    Every line is built through :mod:`spotgpu.contract` as its producer builds it (the agent's
+    records through ``agent_line``, the controller's events through ``Event.to_json``) and dumped as
+    the producer dumps it: a renamed or retyped field breaks this bench at once.
+    """
     rng = random.Random(seed)
     per_vm = COMMITS_PER_VM + 8
     vms = max(1, int(lines * 0.97) // per_vm)
     t0 = 1_796_000_000.0
     n_agent = n_ctl = 0
+    pool = "train-aws"
     with path_agents.open("w", encoding="utf-8") as a, path_controller.open("w", encoding="utf-8") as c:
         for i in range(vms):
             start = t0 + i * 90.0
@@ -47,40 +70,41 @@ def write_fleet(path_agents: Path, path_controller: Path, lines: int, seed: int 
             vm = f"i-{i:012x}"
             zone = f"us-east-1{'abc'[i % 3]}"
             sku = ("g5.12xlarge", "g6.12xlarge", "g6e.12xlarge")[i % 3]
-            recs = [
-                {"ts": start, "record": "started", "pool": "train-aws", "provider": "aws", "control": "127.0.0.1:1",
-                 "telemetryPort": None, "notice": {"provider": "aws"}},
-                {"ts": start + 0.1, "record": "ready", "stage": "agent", "bootToReadySeconds": 40.0},
-                {"ts": start + 0.2, "record": "identity", "capacity": "spot", "instance_id": vm, "instance_type": sku,
-                 "name": "", "pool": "train-aws", "provider": "aws", "region": "us-east-1", "zone": zone},
+            recs: list[tuple[float, AgentRecord]] = [
+                (start, Started(provider="aws", pool=pool, control="127.0.0.1:1", notice={"provider": "aws"})),
+                (start + 0.1, Ready(stage="agent", boot_to_ready_seconds=40.0)),
+                (start + 0.2, Identity(provider="aws", instance_id=vm, instance_type=sku, zone=zone, region="us-east-1",
+                                       capacity="spot", name="", pool=pool)),
             ]  # fmt: skip
             for k in range(COMMITS_PER_VM):
                 at = start + (k + 1) * life / (COMMITS_PER_VM + 1)
-                recs.append({"ts": at, "record": "commit-reported", "result": "ok", "lastCommittedAt": at,
-                             "vmId": vm, "error": None})  # fmt: skip
+                recs.append((at, CommitReported(result="ok", last_committed_at=at, vm_id=vm)))
             end = start + life
+            event_id = f"terminate@{i}"
+            preempt = InterruptionKind.PREEMPT
             recs += [
-                {"ts": end - 120, "record": "notice", "kind": "preempt", "source": "aws/spot-instance-action",
-                 "eventId": f"terminate@{i}", "detectedAt": end - 120, "deadline": end, "deadlineBasis": "cloud",
-                 "leadSeconds": 119.5, "detectionLatencySeconds": 0.2, "raw": {"action": "terminate"}},
-                {"ts": end - 119.9, "record": "workload-notified", "phase": "final-checkpoint", "kind": "preempt"},
-                {"ts": end - 40, "record": "final-checkpoint", "outcome": "committed", "seconds": 70 + rng.random() * 20,
-                 "eventId": f"terminate@{i}"},
-                {"ts": end - 39, "record": "drained", "hookExit": 0},
+                (end - 120, Notice(kind=preempt, source="aws/spot-instance-action", event_id=event_id,
+                                   detected_at=end - 120, deadline=end, deadline_basis="cloud", lead_seconds=119.5,
+                                   detection_latency_seconds=0.2, raw={"action": "terminate"})),
+                (end - 119.9, WorkloadNotified(phase="final-checkpoint", kind=preempt, event_id=event_id,
+                                               source="aws/spot-instance-action", detected_at=end - 120,
+                                               deadline=end)),
+                (end - 40, FinalCheckpoint(outcome="committed", seconds=70 + rng.random() * 20, event_id=event_id)),
+                (end - 39, Drained(hook_exit=0)),
             ]  # fmt: skip
-            for r in recs:
-                a.write(json.dumps(r, sort_keys=True) + "\n")
+            for ts, record in recs:
+                a.write(json.dumps(agent_line(record, ts), default=str, sort_keys=True) + "\n")
             n_agent += len(recs)
             events = [
-                {"kind": "interruption", "pool": "train-aws", "at": end, "type": "interruption", "vm": vm, "stale": False},
-                {"kind": "reacquired", "pool": "train-aws", "at": end + 600, "latencySeconds": 600 + rng.random() * 300,
-                 "step": "same_pool", "secondsOnStep": 600.0},
+                Event.of(pool, end, Interruption(type=InterruptionKind.INTERRUPTION, vm=vm)),
+                Event.of(pool, end + 600, Reacquired(latency_seconds=600 + rng.random() * 300, step="same_pool",
+                                                     seconds_on_step=600.0)),
             ]  # fmt: skip
             if i % 4 == 0:
-                events.append({"kind": "launch_failure", "pool": "train-aws", "at": end + 60, "group": "spot-a",
-                               "reason": ("capacity", "quota")[i % 8 == 0], "code": "x", "zone": zone})  # fmt: skip
+                reason = (FailureReason.CAPACITY, FailureReason.QUOTA)[i % 8 == 0]
+                events.append(Event.of(pool, end + 60, LaunchFailure(group="spot-a", reason=reason, code="x", zone=zone)))
             for e in events:
-                c.write(json.dumps(e, sort_keys=True) + "\n")
+                c.write(json.dumps(e.to_json(), sort_keys=True, default=str) + "\n")
             n_ctl += len(events)
     return n_agent, n_ctl
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -124,9 +126,34 @@ class StackPlan:
     pools: tuple[CloudPoolPlan, ...]
 
 
+#: A stack already planned this run (:func:`reuse_plans`), which :func:`plan_stack` returns for an equal config.
+_PLANNED: ContextVar[StackPlan | None] = ContextVar("spotgpu_planned", default=None)
+
+
+@contextmanager
+def reuse_plans(stack: StackPlan | None) -> Iterator[None]:
+    """Inside, :func:`plan_stack` of a config equal to ``stack.config`` returns ``stack``: its pools are not
+    planned again.
+
+    ``spotgpu preview`` validates the stack by planning every pool before Pulumi's machinery runs, then
+    runs the stack program, whose ``load_config()`` reads the same config from the engine: the program
+    builds from the validation's plans (issue 34: one plan per pool per run). The planners are pure, so an
+    equal config has equal plans; a program that builds another config is planned as usual.
+    """
+    token = _PLANNED.set(stack)
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
+
+
 def plan_stack(config: StackConfig, namespace: str = "spotgpu") -> StackPlan:
     """Plan every pool once, with its cloud's planner; the first refusal is one ConfigError line,
-    its keys named under ``namespace`` as the stack file writes them."""
+    its keys named under ``namespace`` as the stack file writes them. Inside :func:`reuse_plans`, an equal
+    config's plans are returned as they are."""
+    done = _PLANNED.get()
+    if done is not None and done.config == config:
+        return done
     plans = []
     for spec in config.pools:
         try:

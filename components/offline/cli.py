@@ -7,11 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pulumi  # noqa: F401  # the [pulumi] extra: without it `spotgpu preview` says which extra to install
 
 from spotgpu.cliutil import STACK, Progress
 from spotgpu_pulumi.offline.pack import default_policy_pack
+
+if TYPE_CHECKING:
+    from spotgpu_pulumi.clouds import StackPlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,12 +50,13 @@ def default_program(cwd: Path | None = None) -> Path:
     return (cwd or Path.cwd()).resolve()
 
 
-def check_config(program: Path, stack: str) -> None:
-    """Validate and plan the stack's spotgpu config before any Pulumi machinery runs.
+def check_config(program: Path, stack: str) -> StackPlan | None:
+    """Validate and plan the stack's spotgpu config before any Pulumi machinery runs; the plans, which
+    the program then builds from (:func:`~spotgpu_pulumi.clouds.reuse_plans`).
 
     Raises :class:`~spotgpu.config.ConfigError` (one line) for every YAML, config,
     model or plan problem. Projects that carry no ``spotgpu:`` keys (a raw program
-    under another namespace) are left to the program itself.
+    under another namespace) are left to the program itself (None).
     """
     from spotgpu_pulumi.offline.program import engine_config, load_project
     from spotgpu_pulumi.offline.validate import plan_engine_config
@@ -60,7 +65,8 @@ def check_config(program: Path, stack: str) -> None:
     engine = engine_config(project, stack)
     namespace = "spotgpu"
     if project.name == namespace or any(k.startswith(f"{namespace}:") for k in engine):
-        plan_engine_config(engine, namespace, str(program))
+        return plan_engine_config(engine, namespace, str(program))
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
     if policy_config is None and (program / "policy-config.json").exists():
         policy_config = program / "policy-config.json"
     try:
-        check_config(program, args.stack)
+        stack_plan = check_config(program, args.stack)
         with Progress(f"previewing {args.stack}"):  # stderr, terminal only: the mock run takes seconds
-            result = run_preview(program, args.stack, policy_pack, policy_config)
+            result = run_preview(program, args.stack, policy_pack, policy_config, stack_plan)
     except (ProgramError, ConfigError) as err:
         print(f"spotgpu preview: {_one_line(err)}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from typing import Any
 from spotgpu.catalogue import CLOUDS
 from spotgpu.cliutil import camel_keys
 from spotgpu.models import StackConfig
+from spotgpu_pulumi.clouds import StackPlan, reuse_plans
 from spotgpu_pulumi.offline.mocks import UNKNOWN, RecordedResource
 from spotgpu_pulumi.offline.program import Recording, engine_config, load_project, run_program
 from spotgpu_pulumi.offline.waivers import Waiver, waivers_in_force
@@ -64,8 +65,12 @@ def run_preview(
     stack: str,
     policy_pack: Path | None = None,
     policy_config: Path | None = None,
+    stack_plan: StackPlan | None = None,
 ) -> PreviewResult:
-    recording = run_program(project_dir, stack)
+    """Run the program and judge it; ``stack_plan`` is the stack as already validated and planned
+    (``check_config``): the program builds from those plans instead of planning each pool again."""
+    with reuse_plans(stack_plan):
+        recording = run_program(project_dir, stack)
     result = PreviewResult(recording)
     resolved = None
     if policy_pack is not None:

@@ -88,8 +88,9 @@ class ControllerTelemetry:
         )
         self.events_dropped = Counter(
             "spotgpu_controller_events_dropped",
-            "Received event messages that became no observation, by pool and reason (each logged once).",
-            ["pool", "reason"],
+            "Received event messages that became no observation, by pool, source (sqs, pubsub, eventgrid) and "
+            "reason (each logged once).",
+            ["pool", "source", "reason"],
             registry=r,
         )
         self.actions = Counter("spotgpu_controller_actions", "Actions issued.", ["pool", "action"], registry=r)
@@ -104,8 +105,8 @@ class ControllerTelemetry:
                 self.launch_failures.labels(pool, group, reason.value).inc()
             case Interruption(type=kind):
                 self.interruptions.labels(pool, kind.value).inc()
-            case EventDropped(reason=reason):
-                self.events_dropped.labels(pool, reason).inc()
+            case EventDropped(source=source, reason=reason):
+                self.events_dropped.labels(pool, source, reason).inc()
             case Reacquired(latency_seconds=latency, step=step, seconds_on_step=on_step):
                 self.reacquisition.labels(pool).observe(latency)
                 self.step_seconds.labels(pool, step).observe(on_step)

@@ -158,7 +158,7 @@ def test_aws_every_message_counted_and_logged_once_through_a_tick(aws: dict[str,
     dropped = Counter(r["reason"] for r in records if r["kind"] == "event_dropped")
     assert dropped == {"test-notification": 1, "not-json": 1}
     for reason, count in dropped.items():
-        assert registry.get_sample_value("spotgpu_controller_events_dropped_total", {"pool": "pool-a", "reason": reason}) == count
+        assert registry.get_sample_value("spotgpu_controller_events_dropped_total", {"pool": "pool-a", "source": "sqs", "reason": reason}) == count
     interruptions = [r for r in records if r["kind"] == "interruption"]
     assert {(r["vm"], r["type"], r["zone"], r["timeBasis"]) for r in interruptions} >= {
         ("i-1234567890abcdef0", "interruption", "us-east-2a", "received"),

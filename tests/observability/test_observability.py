@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,10 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.metrics import MetricWrapperBase
 
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.telemetry import AgentTelemetry
 from spotgpu.catalogue import CLOUDS
+from spotgpu.contract.agent_records import Identity
+from spotgpu.contract.sources import EXPECTED_DROPS, DropReason
 from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.models.ladder import StepKind
 from spotgpu.observability import alerts_text, dashboard, dashboard_expressions
@@ -48,13 +52,41 @@ def referenced(expr: str) -> set[str]:
     return set(re.findall(r"\bspotgpu_[a-z_]+", expr))
 
 
+def series_labels() -> dict[str, set[str]]:
+    """Every sample name the registries expose -> the labels its samples carry, a scrape's own included.
+
+    prometheus_client keeps a metric's label names in ``_labelnames`` (no public accessor); an Info
+    metric's labels are its value's keys, the VM identity's (``contract.agent_records.Identity``).
+    """
+    labels: dict[str, set[str]] = {}
+    for telemetry in (AgentTelemetry(None), ControllerTelemetry()):
+        for metric in vars(telemetry).values():
+            if not isinstance(metric, MetricWrapperBase):
+                continue
+            name, kind = next(iter(metric.describe())).name, metric._type
+            own = {"instance", "job", *metric._labelnames}
+            if kind == "info":
+                labels[name + "_info"] = own | {f.name for f in dataclasses.fields(Identity)}
+            for suffix in ("", "_total", "_count", "_sum", "_created"):
+                labels[name + suffix] = own
+            if kind == "histogram":
+                labels[name + "_bucket"] = own | {"le"}
+    return labels
+
+
+def grouped_by(expr: str) -> set[str]:
+    """The labels an expression's ``by (...)``, ``on (...)`` and ``group_left (...)`` clauses name."""
+    return {label.strip() for clause in re.findall(r"\b(?:by|on|group_left)\s*\(([^)]*)\)", expr)
+            for label in clause.split(",") if label.strip()}  # fmt: skip
+
+
 @needs_promtool
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     rules = tmp_path / "alerts.yaml"
     rules.write_text(alerts_text())
     run = promtool("check", "rules", str(rules))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "SUCCESS: 14 rules found" in run.stdout
+    assert "SUCCESS: 15 rules found" in run.stdout
 
 
 @needs_promtool
@@ -90,10 +122,45 @@ def test_dashboard_and_alerts_name_only_metrics_that_exist() -> None:
     assert unknown == []
 
 
+def test_dashboard_and_alerts_group_only_by_labels_their_metrics_carry() -> None:
+    """A panel ``sum by (pool, source, reason)`` over a counter without ``source`` draws one bar per pool,
+    silently; an alert over it fires without the label its summary names."""
+    labels = series_labels()
+    exprs = [(title, expr) for title, expr in dashboard_expressions()]
+    exprs += [(rule["alert"], rule["expr"]) for group in yaml.safe_load(alerts_text())["groups"] for rule in group["rules"]]
+    wrong = []
+    for where, expr in exprs:
+        carried = set().union(*(labels[name] for name in referenced(expr)))
+        if grouped_by(expr) - carried:
+            wrong.append(f"{where}: {sorted(grouped_by(expr) - carried)} not on {sorted(referenced(expr))}")
+    assert wrong == []
+
+
+def test_dropped_events_panel_and_alert_read_the_controllers_counter() -> None:
+    """Issue 36: the counter of dropped controller events has a panel and an alert, by its exported name."""
+    counter = ControllerTelemetry().events_dropped
+    exported = next(iter(counter.describe())).name + "_total"  # a Counter's samples: the name given it, plus _total
+    [panel] = [expr for title, expr in dashboard_expressions() if title == "Controller events dropped"]
+    rule = next(r for g in yaml.safe_load(alerts_text())["groups"] for r in g["rules"]
+                if r["alert"] == "SpotgpuControllerEventsDropped")  # fmt: skip
+    for expr in (panel, rule["expr"]):
+        assert referenced(expr) == {exported}
+        assert grouped_by(expr) == set(counter._labelnames)  # by pool, source and reason, as counted
+
+
+def test_dropped_events_alert_ignores_exactly_the_expected_drops() -> None:
+    """The alert's reason filter is the contract's set of drops that are the sources working as designed."""
+    rule = next(r for g in yaml.safe_load(alerts_text())["groups"] for r in g["rules"]
+                if r["alert"] == "SpotgpuControllerEventsDropped")  # fmt: skip
+    [ignored] = re.findall(r'reason!~"([^"]*)"', rule["expr"])
+    assert set(ignored.split("|")) == {reason.value for reason in EXPECTED_DROPS}
+    assert set(DropReason) > EXPECTED_DROPS  # some drops do alert
+
+
 def test_dashboard_covers_what_issue_25_asks_for() -> None:
     titles = " | ".join(title for title, _ in dashboard_expressions()).lower()
     for topic in ("notice lead time", "final checkpoint outcomes", "reacquisition latency", "apart from quota",
-                  "time on each rung", "deadline at risk", "progress unreported"):  # fmt: skip
+                  "time on each rung", "deadline at risk", "progress unreported", "controller events dropped"):  # fmt: skip
         assert topic in titles, topic
     doc = dashboard()
     assert doc["uid"] == "spotgpu-overview" and {v["name"] for v in doc["templating"]["list"]} == {"datasource", "pool"}
@@ -155,6 +222,15 @@ ALERT_CASES = [
      "3m", {"pool": "p", "group": "g", "severity": "warning"}),
     ("SpotgpuQuotaLaunchFailures", {'spotgpu_launch_failures_total{pool="p",group="g",reason="capacity",job="spotgpu-controller",instance="c:9108"}': "0 0 9 9"},
      "3m", None),
+    # issue 36: one unreadable message a minute for 45 minutes: a sustained rate, labelled as counted
+    ("SpotgpuControllerEventsDropped", {'spotgpu_controller_events_dropped_total{pool="p",source="sqs",reason="unknown-shape",job="spotgpu-controller",instance="c:9108"}': "0+1x60"},
+     "45m", {"pool": "p", "source": "sqs", "reason": "unknown-shape", "severity": "warning"}),
+    # one burst of unreadable messages at 2m, then none: the rate stays nonzero until 17m, not for 30m
+    ("SpotgpuControllerEventsDropped", {'spotgpu_controller_events_dropped_total{pool="p",source="pubsub",reason="malformed",job="spotgpu-controller",instance="c:9108"}': "0 0 5x60"},
+     "16m", None),
+    # another pool's VMs on an account-wide rule, all day: the sources working, never an alert
+    ("SpotgpuControllerEventsDropped", {'spotgpu_controller_events_dropped_total{pool="p",source="sqs",reason="other-pool",job="spotgpu-controller",instance="c:9108"}': "0+1x60"},
+     "45m", None),
 ]  # fmt: skip
 
 

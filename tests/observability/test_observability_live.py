@@ -11,6 +11,7 @@ pool on the digital twin's cloud (a replayed availability trace), its registry s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -34,8 +35,10 @@ import yaml
 from spotgpu.agent.client import AgentClient
 from spotgpu.agent.config import AgentConfig, AgentRuntime
 from spotgpu.agent.fakes import FakeAzureImds
+from spotgpu.contract.sources import DropReason
 from spotgpu.contract.state_store import MemoryJsonStore
 from spotgpu.controller.config import ControllerConfig
+from spotgpu.controller.observe import Dropped
 from spotgpu.controller.runner import Controller, build_plans
 from spotgpu.controller.telemetry import ControllerTelemetry
 from spotgpu.observability import AGENT_JOB, CONTROLLER_JOB, alerts_text, dashboard_expressions
@@ -114,6 +117,11 @@ def controller_config() -> ControllerConfig:
     })  # fmt: skip
 
 
+#: Ticks whose queue also held a message no parser reads (a real adapter's drop, as the SQS one counts it);
+#: more than one, spread over scrapes, so increase() sees the counter change after it first appears.
+GARBLED_TICKS = (150, 450, 750)
+
+
 class TwinAdapter:
     """The twin's cloud as the controller's adapter (observe, apply, ack)."""
 
@@ -122,7 +130,10 @@ class TwinAdapter:
 
     def observe(self, now: float) -> Any:
         self.now = now
-        return self.sim.observe(now)
+        obs = self.sim.observe(now)
+        if round(now / 60.0) in GARBLED_TICKS:
+            obs = dataclasses.replace(obs, dropped=(Dropped(DropReason.NOT_JSON, "sqs", "not json at all"),))
+        return obs
 
     def apply(self, action: Any) -> None:
         self.sim.apply(action, self.now)
