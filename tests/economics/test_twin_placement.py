@@ -101,3 +101,16 @@ def test_the_old_one_zone_primary_lost_the_whole_gang_to_the_same_reclaim() -> N
     """The baseline the fix is judged against: the gang in its home zone, its copies with it."""
     result, _ = _twin(3, _reclaim_a(3), regional=False)
     assert result.interruptions == 3 and result.restores["peer"] == 0 and result.restores["store"] == 3
+
+
+def test_the_ladder_replay_can_run_the_pool_as_deployed() -> None:
+    from spotgpu.simulation.ladder import ControllerLadder
+    from spotgpu.simulation.replay import Job
+
+    job = Job(work_hours=2.0, deadline_hours=20.0, interval_seconds=600.0, checkpoint_write_seconds=10.0,
+              restart_seconds=300.0, load_seconds=60.0, spot_per_hour=2.0, on_demand_per_hour=6.0, nodes=3)  # fmt: skip
+    counts = np.stack([_reclaim_a(3)[z] for z in ZONES])
+    spread_runs = ControllerLadder(LADDER, regional=True).run(job, counts, 60.0, [0], [0], ZONES)
+    one_zone = ControllerLadder(LADDER).run(job, counts, 60.0, [0], [0], ZONES)
+    assert spread_runs[0].interruptions == 1 and one_zone[0].interruptions == 3  # zone a's share only
+    assert spread_runs[0].gangs[0] == ("spot", "spot", "spot")
