@@ -357,7 +357,7 @@ class TwinCloud:
                 for zone, (_, changes, trace) in g.zones.items():
                     held = sum(1 for v in vms.values() if v.zone == zone)
                     if g.desired > len(vms):
-                        zn: list[int] | None = changes  # a request is open: any zone's change retries it
+                        zn: list[int] = changes  # a request is open: any zone's change retries it
                     elif held:
                         zn = _next_below_cached(trace, held)  # met: only a drop below what the zone holds
                     else:
