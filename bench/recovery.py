@@ -18,8 +18,9 @@ Three tables, each with its baseline in the same run:
    background), with its steps, and by the store-only ``CheckpointManager.save`` to moto.
 3. **Lost work and effective cost on the shipped traces**, prod workload (``stacks/Pulumi.prod.yaml``)
    with and without tiers: the cost model per prod pool (its zones: peers across them), and the
-   digital twin replaying the AWS pool's ladder on the 16-node traces (a gang in one zone, as the
-   twin's primary group is: peers in the same zone, the case the traces make hard).
+   digital twin replaying the AWS pool's ladder on the 16-node traces, twice: a spot group per zone (the
+   gang in its home zone, peers in the same zone: the case the traces make hard) and the pool as deployed
+   (one spot group over its zones: the gang and its peers spread across them).
 
 Nothing here asserts timings; the numbers and the commands go to bench/README.md.
 """
@@ -206,7 +207,7 @@ def traces_part(starts_every: int) -> str:
     from spotgpu.economics.tiers import default_joint_loss, pool_joint_loss
     from spotgpu.models.tiers import CheckpointTiers
     from spotgpu.project import load_stack
-    from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan, zone_groups
+    from spotgpu.simulation.twin import TwinCloud, regional_groups, run_twin, twin_job_for, twin_plan, zone_groups
     from spotgpu.traces import load_group
 
     config = load_stack("prod", ROOT)
@@ -234,27 +235,34 @@ def traces_part(starts_every: int) -> str:
     zones, gap = [t.zone for t in traces], traces[0].gap_seconds
     ticks = min(len(t.data) for t in traces)
     lines += ["", f"Twin: {pool.name}'s ladder on 16-node/aws-08-27-2023 (a start every {starts_every} ticks in each "
-              "zone; the gang in its home zone, so its peer copies too: q "
-              f"{default_joint_loss(1, False).probability:.0%} there)",
-              f"  {'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}{'cost $/job':>11}"
-              f"{'restores local/peer/store':>27}"]
+              "zone). one zone: a spot group per zone, the gang in its home zone, so its peer copies too (q "
+              f"{default_joint_loss(1, False).probability:.0%} there); regional: the pool as deployed, one spot group "
+              "over the zones, the gang spread over them, peers across them",
+              f"  {'placement':<10}{'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}"
+              f"{'cost $/job':>11}{'restores local/peer/store':>27}"]
     plain = config.workload_for(pool).model_copy(update={"checkpoint_tiers": None})
-    for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
-        d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(1, False))
-        results = []
-        for start in range(0, ticks - 200, starts_every):
-            for home in range(len(zones)):
-                groups, index = zone_groups(zones, home, workload.nodes)
-                plan = twin_plan(workload, config.ladder_for(pool), groups, start=start * gap, interval_seconds=d.seconds)
-                cloud = TwinCloud(plan, twin_job_for(workload, d.seconds, d.tiers),
-                                  {n: traces[i].data for n, i in index.items()}, gap, start * gap)  # fmt: skip
-                results.append(run_twin(plan, cloud, horizon_seconds=3 * workload.work_hours * 3600))
-        losses = sum(r.gang_losses for r in results)
-        lost = sum(r.lost_work_hours for r in results)
-        restores = {k: sum(r.restores.get(k, 0) for r in results) for k in ("local", "peer", "store")}
-        mix = "-" if not any(restores.values()) else "/".join(str(restores[k]) for k in ("local", "peer", "store"))
-        lines.append(f"  {label:<7}{len(results):>5}{losses:>12}{lost / len(results):>11.3f}"
-                     f"{lost * 3600 / max(losses, 1):>12.0f}{np.mean([r.cost_usd for r in results]):>11.2f}{mix:>27}")  # fmt: skip
+    for placement in ("one zone", "regional"):
+        across = placement == "regional"
+        for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
+            d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(1, across))
+            results = []
+            for start in range(0, ticks - 200, starts_every):
+                for home in range(len(zones)):
+                    if across:
+                        groups, by_zone = regional_groups(zones, home)
+                        given: dict[str, Any] = {g: {z: traces[i].data for z, i in zi.items()} for g, zi in by_zone.items()}
+                    else:
+                        groups, index = zone_groups(zones, home, workload.nodes)
+                        given = {n: traces[i].data for n, i in index.items()}
+                    plan = twin_plan(workload, config.ladder_for(pool), groups, start=start * gap, interval_seconds=d.seconds)
+                    cloud = TwinCloud(plan, twin_job_for(workload, d.seconds, d.tiers), given, gap, start * gap)
+                    results.append(run_twin(plan, cloud, horizon_seconds=3 * workload.work_hours * 3600))
+            losses = sum(r.gang_losses for r in results)
+            lost = sum(r.lost_work_hours for r in results)
+            restores = {k: sum(r.restores.get(k, 0) for r in results) for k in ("local", "peer", "store")}
+            mix = "-" if not any(restores.values()) else "/".join(str(restores[k]) for k in ("local", "peer", "store"))
+            lines.append(f"  {placement:<10}{label:<7}{len(results):>5}{losses:>12}{lost / len(results):>11.3f}"
+                         f"{lost * 3600 / max(losses, 1):>12.0f}{np.mean([r.cost_usd for r in results]):>11.2f}{mix:>27}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "ckpt": Command("spotgpu.checkpoint.cli", "list, verify and garbage-collect checkpoint generations"),
     "agent": Command("spotgpu.agent.cli", "the node agent: interruption notices, final checkpoint, drain, telemetry"),
-    "cost": Command("spotgpu.economics.cli", "effective spot cost of a workload profile, term by term"),
+    "cost": Command("spotgpu.simulation.cost_cli", "effective spot cost of a workload profile, term by term"),
     "simulate": Command("spotgpu.simulation.cli", "replay spot traces for a job under several policies"),
     "profile": Command("spotgpu.economics.profile_cli", "measure a workload profile from the fleet's telemetry"),
     "controller": Command("spotgpu.controller.cli", "run the fallback controller (the replacement ladder)"),

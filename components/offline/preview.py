@@ -112,12 +112,9 @@ def _economics(config: StackConfig | None) -> dict[str, Any]:
     """Per-pool cost and spot eligibility, for stacks that carry spotgpu config."""
     if config is None:
         return {}
-    from spotgpu.economics.report import stack_economics
-    from spotgpu.simulation.check import check_stack
+    from spotgpu.simulation.check import checked_economics
 
-    report = stack_economics(config)
-    for name, check in check_stack(config).items():  # the model's verdict held up against the replay
-        report["pools"][name]["replay"] = check.to_dict()
+    report, _seconds = checked_economics(config)  # the model's verdict held up against the replay (cost --stack's too)
     return report
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from spotgpu.economics.cost import MAX_DEADLINE_MISS_PROBABILITY, CostBreakdown, effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, gang_traces, probe_size
 from spotgpu.economics.interval import AnyNotice, choose_interval
-from spotgpu.economics.report import figure_sources, flat_figures, pool_bill
+from spotgpu.economics.report import figure_sources, flat_figures, pool_bill, stack_economics
 from spotgpu.economics.tiers import TierDecision
 from spotgpu.economics.topology import map_pool_zones, region_of
 from spotgpu.economics.trace_fit import TraceFit, fit_group
@@ -226,6 +226,7 @@ class ModelVsReplay:
     ratio: float | None = None
     driver: Driver | None = None
     drivers: tuple[Driver, ...] = field(default=())
+    ladder_name: str | None = None
 
     @property
     def pessimistic_eligible(self) -> bool:
@@ -244,9 +245,29 @@ class ModelVsReplay:
                     "replayToModel": None if self.ratio is None or not math.isfinite(self.ratio) else round(self.ratio, 4),
                     "jobs": r.jobs, "groups": [g.to_dict() for g in r.groups],
                     "startEveryHours": START_EVERY_HOURS}  # fmt: skip
+        out["figures"] = self.figures()
         if self.drivers:
             out["drivers"] = [{"key": d.key, "value": d.value, "source": d.source, "tracesValue": round(d.traces_value, 4),
                                "modelSpotUsdWithTraces": round(d.model_usd_with_traces, 2)} for d in self.drivers]  # fmt: skip
+        return out
+
+
+    def figures(self) -> dict[str, dict[str, Any]]:
+        """The check's dollar figures as ``cost``'s figures are shown: ``{value, kind, from}``; ``model`` is the
+        cost model's spot total, ``replayed`` a mean over the replayed jobs (which traces, zones and starts)."""
+        out: dict[str, dict[str, Any]] = {"modelSpotUsd": {
+            "value": None if self.model_usd is None else round(self.model_usd, 2), "kind": "model",
+            "from": "the cost model: effectiveCost.spotTotal"}}  # fmt: skip
+        r = self.replay
+        if r is None or not r.groups:
+            return out
+        on = "; ".join(f"{g.group} ({', '.join(g.trace_zones)})" for g in r.groups)
+        how = f"mean of {r.jobs} jobs on {on}, one start every {START_EVERY_HOURS:g} h in each pool zone"
+        ladder = f"ladder {self.ladder_name}" if self.ladder_name else "the pool's ladder"
+        out["replaySpotUsd"] = {"value": round(r.mean("ladder_usd"), 2), "kind": "replayed",
+                                "from": f"{ladder} through the twin, {how}"}  # fmt: skip
+        out["replayOnDemandUsd"] = {"value": round(r.mean("on_demand_usd"), 2), "kind": "replayed",
+                                    "from": f"on-demand only, {how}"}  # fmt: skip
         return out
 
 
@@ -255,13 +276,16 @@ def _pct(x: float) -> str:
 
 
 def compare(model: CostBreakdown, workload: WorkloadProfile, notice: AnyNotice, ladder: FallbackLadder,
-            replayed: PoolReplay | None, sources: dict[str, str], cloud: str, keep_generations: int = 5) -> ModelVsReplay:
-    """The model's verdict against the replay's (None: the cloud has no traces)."""
+            replayed: PoolReplay | None, sources: dict[str, str], cloud: str, keep_generations: int = 5,
+            ladder_name: str | None = None) -> ModelVsReplay:
+    """The model's verdict against the replay's (None: the cloud has no traces); ``ladder_name`` is the stack's
+    name for ``ladder``, said where the replay's figures came from."""
     model_usd = model.spot_total if math.isfinite(model.spot_total) else None
     saves = model.savings_fraction if math.isfinite(model.savings_fraction) else None
     if replayed is None or not replayed.groups:
         why = "no traces for this cloud" if cloud not in clouds_with_traces() else "no traces for this pool's region"
-        return ModelVsReplay("model only", f"model only, {why}", model_usd, model.spot_eligible, saves, replayed)
+        return ModelVsReplay("model only", f"model only, {why}", model_usd, model.spot_eligible, saves, replayed,
+                             ladder_name=ladder_name)  # fmt: skip
     ladder_usd = replayed.mean("ladder_usd")
     ratio = ladder_usd / model.spot_total if model_usd else math.inf
     groups = replayed.groups
@@ -278,7 +302,7 @@ def compare(model: CostBreakdown, workload: WorkloadProfile, notice: AnyNotice, 
                f" ({ratio:.2f}x; {replayed.jobs} jobs on {where})")  # fmt: skip
     if agree_verdict and within:
         line = f"agrees within {TOLERANCE:.0%}: {summary}; {model_text}, the replay {span}"
-        return ModelVsReplay("agrees", line, model_usd, model.spot_eligible, saves, replayed, ratio)
+        return ModelVsReplay("agrees", line, model_usd, model.spot_eligible, saves, replayed, ratio, ladder_name=ladder_name)
     drivers = _drivers(model_usd, workload, notice, ladder, groups[0].fit, ladder_usd, sources, keep_generations)
     driver = drivers[0] if drivers else None
     verdicts = "" if agree_verdict else (
@@ -291,7 +315,7 @@ def compare(model: CostBreakdown, workload: WorkloadProfile, notice: AnyNotice, 
     else:
         line += "; no single figure explains it: the model's simplifications (docs/economics.md, Limits)"
     return ModelVsReplay("disputed", line, model_usd, model.spot_eligible, saves, replayed, ratio, driver,
-                         tuple(drivers))
+                         tuple(drivers), ladder_name)
 
 
 def _drivers(model_usd: float | None, workload: WorkloadProfile, notice: AnyNotice, ladder: FallbackLadder,
@@ -350,7 +374,7 @@ def check_pool(config: StackConfig, pool: PoolSpec) -> ModelVsReplay:
         job = job_for(bill.priced, bill.decision.seconds, bill.decision.tiers)
         replayed = replay_pool(job, bill.ladder, bill.priced.fallback_policy, pool.cloud, pool_region(pool), pool.zones)
     return compare(bill.breakdown, bill.priced, pool.notice, bill.ladder, replayed, sources, pool.cloud,
-                   pool.checkpoint.keep_generations)  # fmt: skip
+                   pool.checkpoint.keep_generations, pool.ladder)  # fmt: skip
 
 
 def check_stack(config: StackConfig, only: str | None = None) -> dict[str, ModelVsReplay]:
@@ -358,5 +382,22 @@ def check_stack(config: StackConfig, only: str | None = None) -> dict[str, Model
     return {p.name: check_pool(config, p) for p in config.pools if only is None or p.name == only}
 
 
-__all__ = ["TOLERANCE", "ModelVsReplay", "PoolReplay", "check_pool", "check_stack", "compare", "groups_for", "job_for",
-           "replay_pool", "trace_cloud"]
+#: What a pool's ``replay`` block says when ``cost --stack --no-replay`` skipped it.
+NOT_RUN = {"status": "not run", "line": "not run (--no-replay): the model alone"}
+
+
+def checked_economics(config: StackConfig, only: str | None = None, replay: bool = True) -> tuple[dict[str, Any], float]:
+    """The stack's economics (``report.stack_economics``) with each pool's model-vs-replay check under
+    ``replay``, and the seconds the checks took: the one document the preview and ``cost --stack`` print
+    (``replay=False``: the check is skipped and the block says so). The time is returned beside the
+    document, never in it, so the document stays byte-stable."""
+    report = stack_economics(config, only=only)
+    started = time.perf_counter()
+    checks = check_stack(config, only) if replay else {}
+    for name, pool in report["pools"].items():
+        pool["replay"] = checks[name].to_dict() if replay else dict(NOT_RUN)
+    return report, time.perf_counter() - started
+
+
+__all__ = ["NOT_RUN", "TOLERANCE", "ModelVsReplay", "PoolReplay", "check_pool", "check_stack", "checked_economics", "compare",
+           "groups_for", "job_for", "replay_pool", "trace_cloud"]

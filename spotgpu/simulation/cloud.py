@@ -1,8 +1,12 @@
 """The simulated cloud: one pool's groups, driven by availability traces (a ``CloudAdapter``).
 
 * one group per trace (``data[i]`` VMs can be held during tick ``i``) plus an
-  unlimited on-demand group; VMs above what the trace allows are interrupted,
-  newest first, and an :class:`Interruption` event is delivered (optionally a
+  unlimited on-demand group; or a *regional* group given one trace per zone (a GCP
+  regional MIG, an AWS Auto Scaling group over several zones' subnets, an Azure zonal
+  scale set), which launches each VM where a zone has room, the zone holding the fewest
+  of its VMs first (:func:`~spotgpu.simulation.placement.next_zone`), so a gang spreads
+  over the zones and a zone's reclaim takes that zone's VMs only; VMs above what a
+  zone's trace allows are interrupted, newest first, and an :class:`Interruption` event is delivered (optionally a
   notice ``notice_seconds`` earlier, in which the agent writes a final checkpoint
   when it fits);
 * a launch asks the group; what the trace (or a group's ``quota``) cannot give
@@ -21,7 +25,7 @@ order, and :meth:`TwinCloud.next_change` says when the next observation could di
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -42,6 +46,7 @@ from spotgpu.controller.observe import (
 from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.models.ladder import StepKind
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob
+from spotgpu.simulation.placement import next_zone
 
 _EPS = 1e-9
 
@@ -56,6 +61,7 @@ class TwinVm:
     drain_at: float | None = None
     units: float = 1.0  # primary nodes' worth of GPUs (a 4-GPU node standing in for 8-GPU ones: 0.5)
     speed: float = 1.0  # its GPUs' work per hour against the reference type (gpu.relativeThroughput)
+    zone: str = ""  # where it runs: its zone in a regional group, else its group's name (a group is one zone)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,12 @@ class TwinGroup:
     seen: tuple[int, float, GroupObservation] | None = None
     units: float = 1.0  # one node, in primary nodes' worth of GPUs (PoolPlan.units)
     speed: float = 1.0  # work per hour of its GPU model against the reference type (PoolPlan.speed)
+    #: a regional group: zone -> (VMs the zone's trace allows per tick, next change, the trace), in the
+    #: group's zone order (its first zone first); None: a group in one zone
+    zones: dict[str, tuple[list[int], list[int], np.ndarray]] | None = None
+
+    def held_in(self, zone: str) -> int:
+        return sum(1 for v in self.vms.values() if v.zone == zone)
 
     def next_below(self, held: int) -> list[int] | None:
         """For each tick i, the first tick j > i whose availability is below ``held`` (None: on-demand)."""
@@ -152,7 +164,7 @@ class TwinCloud:
         self,
         plan: PoolPlan,
         job: TwinJob,
-        traces: dict[str, np.ndarray],
+        traces: Mapping[str, np.ndarray | Mapping[str, np.ndarray]],
         gap_seconds: float,
         start: float,
         *,
@@ -171,9 +183,14 @@ class TwinCloud:
         self.run.start_idle(start)  # no gang until the first one forms
         self.groups: dict[str, TwinGroup] = {}
         for g in plan.groups:
-            avail = traces.get(g.name)
-            if avail is None and g.role is not StepKind.ON_DEMAND:
-                raise ValueError(f"group {g.name} has no trace; give one per spot group")
+            given = traces.get(g.name)
+            if given is None and g.role is not StepKind.ON_DEMAND:
+                raise ValueError(f"group {g.name} has no trace; give one per spot group (a regional one: one per zone)")
+            zones = None
+            if isinstance(given, Mapping):  # a regional group: one trace per zone
+                zones = {z: (*_trace_lists_cached(a), a) for z, a in given.items()}
+                given = None
+            avail = given
             lists = None if avail is None else _trace_lists_cached(avail)
             self.groups[g.name] = TwinGroup(
                 g.name, g.role, plan.price(g), None if lists is None else lists[0], None if lists is None else lists[1],
@@ -181,6 +198,7 @@ class TwinCloud:
                 trace=avail,
                 units=plan.units(g.name),
                 speed=plan.speed(g.name),
+                zones=zones,
             )
         self.t = start
         self._seq = 0
@@ -226,17 +244,39 @@ class TwinCloud:
 
     # --- capacity ----------------------------------------------------------
     def capacity(self, group: TwinGroup, t: float) -> int:
+        if group.zones is not None:
+            return sum(self.zone_capacity(group, z, t) for z in group.zones)
         if group.availability is None:
             return 10**6
         i = int((t + _EPS) // self.gap)
         return group.availability[i] if 0 <= i < len(group.availability) else 0
 
-    def _launch(self, group: TwinGroup, t: float) -> None:
+    def zone_capacity(self, group: TwinGroup, zone: str, t: float) -> int:
+        """VMs a regional group's ``zone`` allows at ``t``."""
+        assert group.zones is not None
+        avail = group.zones[zone][0]
+        i = int((t + _EPS) // self.gap)
+        return avail[i] if 0 <= i < len(avail) else 0
+
+    def _launch(self, group: TwinGroup, t: float, zone: str | None = None) -> None:
         self._seq += 1
         vm = TwinVm(f"{group.name}-{self._seq}", group.name, group.price, t, t + self.job.boot_seconds,
-                    units=group.units, speed=group.speed)
+                    units=group.units, speed=group.speed, zone=zone or group.name)
         group.vms[vm.id] = vm
         self._changed(group)
+
+    def _launch_regional(self, group: TwinGroup, n: int, t: float) -> None:
+        """``n`` launches of a regional group, each where :func:`next_zone` puts it."""
+        assert group.zones is not None
+        zones = list(group.zones)
+        held = {z: group.held_in(z) for z in zones}
+        room = {z: self.zone_capacity(group, z, t) - held[z] for z in zones}
+        for _ in range(n):
+            zone = next_zone(zones, held, room)
+            assert zone is not None  # n is within the group's total room
+            self._launch(group, t, zone)
+            held[zone] += 1
+            room[zone] -= 1
 
     def _fill(self, group: TwinGroup, t: float, *, quiet: bool = False) -> None:
         """Launch toward desired as far as capacity and quota allow; a shortfall is a launch failure."""
@@ -247,8 +287,12 @@ class TwinCloud:
         group.last_cap = cap
         room = cap - len(group.vms)
         quota_room = math.inf if group.quota is None else group.quota - len(group.vms)
+        if group.zones is not None:  # only the zones' own room: a zone over its trace has none to give
+            room = sum(max(0, self.zone_capacity(group, z, t) - group.held_in(z)) for z in group.zones)
         n = int(max(0, min(want, room, quota_room)))
-        for _ in range(n):
+        if group.zones is not None:
+            self._launch_regional(group, n, t)
+        for _ in range(n if group.zones is None else 0):
             self._launch(group, t)
         if n < want and not quiet:
             reason = FailureReason.QUOTA if quota_room < min(want, room) else FailureReason.CAPACITY
@@ -309,6 +353,20 @@ class TwinCloud:
             for v in vms.values():
                 if lo < v.ready_at < best:
                     best = v.ready_at
+            if g.zones is not None:
+                for zone, (_, changes, trace) in g.zones.items():
+                    held = sum(1 for v in vms.values() if v.zone == zone)
+                    if g.desired > len(vms):
+                        zn: list[int] = changes  # a request is open: any zone's change retries it
+                    elif held:
+                        zn = _next_below_cached(trace, held)  # met: only a drop below what the zone holds
+                    else:
+                        continue
+                    if 0 <= i < len(zn):
+                        t = float(zn[i]) * gap
+                        if lo < t < best:
+                            best = t
+                continue
             if g.desired > len(vms):
                 nxt = g.next_change  # a request is open: any change of capacity retries it
             elif vms:
@@ -340,7 +398,16 @@ class TwinCloud:
         for g in list(self._active()):  # a copy: taking a VM may change which groups are active
             cap = self.capacity(g, t)
             extra = len(g.vms) - cap
-            if extra > 0:
+            if g.zones is not None:  # a zone takes its own VMs only
+                extra = 0
+                for zone in g.zones:
+                    over = g.held_in(zone) - self.zone_capacity(g, zone, t)
+                    if over > 0:
+                        extra += over
+                        in_zone = [v for v in g.vms.values() if v.zone == zone]
+                        for vm in sorted(in_zone, key=lambda v: (-v.launched_at, v.id))[:over]:
+                            self._interrupt(g, vm, t)
+            elif extra > 0:
                 for vm in sorted(g.vms.values(), key=lambda v: (-v.launched_at, v.id))[:extra]:
                     self._interrupt(g, vm, t)
             if g.desired > len(g.vms):

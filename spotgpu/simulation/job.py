@@ -19,7 +19,8 @@ and report it ``write_seconds`` later.
 With checkpoint tiers (:class:`TwinTiers`, ``spotgpu.economics.tiers``) each commit is a local
 one (``write_seconds`` the local write), every ``durable_every``-th reaches the object store
 ``upload_seconds`` later, and each gang VM's shard has copies on ``peer_copies`` other gang
-VMs (a ring over the gang, alternating its groups, i.e. zones). Every VM that goes (taken,
+VMs (the checkpoint library's ring over the gang, alternating its VMs' zones:
+:func:`spotgpu.simulation.placement.holders`). Every VM that goes (taken,
 removed) takes its tier with it. When the next gang forms, it resumes from the newest local
 commit if every shard of it is still held by a member of the new gang (a member's own tier:
 ``local``; a copy another member holds: ``peer``), else from the newest durable one (the
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spotgpu.contract.drain import DrainChannel
+from spotgpu.simulation.placement import holders
 
 _EPS = 1e-9
 
@@ -80,6 +82,7 @@ class GangNode(Protocol):
     units: float
     speed: float
     ready_at: float
+    zone: str
 
 
 @dataclass
@@ -235,17 +238,8 @@ class JobRun:
                 sources = ["local" if v.id in held else "store" for v in gang] if self.durable > 0 else []
             for source in sources:
                 self.restores[source] += 1
-        # partners alternate groups (zones), so a zone reclaim rarely takes a shard with all its copies
-        by_group: dict[str, list[str]] = {}
-        for v in sorted(gang, key=lambda v: (v.group, v.id)):
-            by_group.setdefault(v.group, []).append(v.id)
-        ring: list[str] = []
-        while any(by_group.values()):
-            for ids in by_group.values():
-                if ids:
-                    ring.append(ids.pop(0))
-        n, c = len(ring), min(tiers.peer_copies, len(ring) - 1)
-        self.holders = {vm: {vm, *(ring[(i + j) % n] for j in range(1, c + 1))} for i, vm in enumerate(ring)}
+        # partners alternate zones, so a zone reclaim rarely takes a shard with all its copies
+        self.holders = holders([(v.id, v.zone) for v in gang], tiers.peer_copies)
         return tiers.tier_load_seconds if sources and "store" not in sources else self.job.load_seconds
 
     def vm_gone(self, vm_id: str) -> None:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spotgpu.models.ladder import FallbackLadder
+from spotgpu.models.ladder import FallbackLadder, StepKind
 from spotgpu.models.workload import Prices, WorkloadProfile
 from spotgpu.simulation.job import TwinJob
 from spotgpu.simulation.replay import Job
-from spotgpu.simulation.twin import TwinCloud, TwinResult, run_twin, twin_plan, zone_groups
+from spotgpu.simulation.twin import TwinCloud, TwinResult, regional_groups, run_twin, twin_plan, zone_groups
 
 #: The controller's tick in twin replays (the config default is 30 s; a scheduled function runs every minute).
 TWIN_TICK_SECONDS = 60.0
@@ -71,6 +71,8 @@ class ControllerLadder:
     policy: str = "ladder"
     tick_seconds: float = TWIN_TICK_SECONDS
     name: str = "spotgpu ladder"
+    #: the pool as deployed: one spot group over every zone (``regional_groups``), not a group per zone
+    regional: bool = False
 
     def run(
         self,
@@ -90,16 +92,24 @@ class ControllerLadder:
         rows = [np.ascontiguousarray(counts[i]) for i in range(counts.shape[0])]
         out: list[TwinResult] = []
         for start, home in zip(np.asarray(starts), np.asarray(homes), strict=True):
-            groups, index = zone_groups(names, int(home), job.nodes)
+            groups, traces = self.groups(names, int(home), job.nodes, rows)
             t0 = float(start) * gap_seconds
             plan = twin_plan(
                 workload, self.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
                 policy=self.policy, tick_seconds=self.tick_seconds,
             )  # fmt: skip
-            traces = {name: rows[i] for name, i in index.items()}
             cloud = TwinCloud(plan, tj, traces, gap_seconds, t0)
             out.append(run_twin(plan, cloud, horizon_seconds=horizon))
         return out
+
+    def groups(self, names: Sequence[str], home: int, nodes: int, rows: Sequence[np.ndarray]) -> tuple[
+            list[tuple[str, StepKind]], dict[str, np.ndarray | dict[str, np.ndarray]]]:  # fmt: skip
+        """The twin's groups for a start in zone ``home`` and the traces ``TwinCloud`` takes for them."""
+        if self.regional:
+            groups, zones = regional_groups(names, home)
+            return groups, {g: {z: rows[i] for z, i in by_zone.items()} for g, by_zone in zones.items()}
+        groups, index = zone_groups(names, home, nodes)
+        return groups, {name: rows[i] for name, i in index.items()}
 
 
 def ladder_progress(
@@ -109,14 +119,14 @@ def ladder_progress(
     """(hours since start, committed work hours) at each controller tick of one twin replay: the
     ladder's curve for ``simulate --plot``, from the same run :meth:`ControllerLadder.run` makes."""
     names = list(zones) if zones is not None else [f"z{i}" for i in range(counts.shape[0])]
-    groups, index = zone_groups(names, int(home), job.nodes)
+    rows = [np.ascontiguousarray(counts[i]) for i in range(counts.shape[0])]
+    groups, traces = ladder.groups(names, int(home), job.nodes, rows)
     t0 = float(start) * gap_seconds
     plan = twin_plan(
         workload_for(job, ladder.policy), ladder.ladder, groups, start=t0, interval_seconds=job.interval_seconds,
         policy=ladder.policy, tick_seconds=ladder.tick_seconds,
     )  # fmt: skip
-    rows = [np.ascontiguousarray(counts[i]) for i in range(counts.shape[0])]
-    cloud = TwinCloud(plan, twin_job(job), {name: rows[i] for name, i in index.items()}, gap_seconds, t0)
+    cloud = TwinCloud(plan, twin_job(job), traces, gap_seconds, t0)
     points: list[tuple[float, float]] = [(0.0, 0.0)]
     result = run_twin(plan, cloud, horizon_seconds=2.0 * job.deadline_hours * 3600.0,
                       on_tick=lambda now, *_: points.append(((now - t0) / 3600.0, cloud.run.committed / 3600.0)))  # fmt: skip

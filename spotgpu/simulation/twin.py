@@ -137,6 +137,17 @@ def zone_groups(zones: Sequence[str], home: int, nodes: int) -> tuple[list[tuple
     return names, {f"spot-{z}": i for i, z in enumerate(zones)}
 
 
+def regional_groups(zones: Sequence[str], home: int) -> tuple[list[tuple[str, StepKind]], dict[str, dict[str, int]]]:
+    """Group names and roles for a pool as it is deployed: one spot group over all its zones (a GCP regional
+    MIG, an AWS Auto Scaling group over the zones' subnets, an Azure zonal scale set; the zone ``home`` first:
+    ties in placement go to it) and the on-demand fallback group. The ``alternate_zone`` rung then has no
+    group of its own, as on the real pool, where ``same_pool`` and ``alternate_zone`` grow the same group.
+    Returns the groups and, for the regional group, each zone's trace index (``TwinCloud`` takes
+    ``{"spot": {zone: trace}}``)."""
+    order = [home, *(i for i in range(len(zones)) if i != home)]
+    return [("spot", StepKind.SAME_POOL), ("on-demand", StepKind.ON_DEMAND)], {"spot": {zones[i]: i for i in order}}
+
+
 def twin_plan(
     workload: WorkloadProfile,
     ladder: FallbackLadder,

@@ -1,4 +1,9 @@
-"""``spotgpu cost``: the cost model from a shell, for a profile file or a stack's pool."""
+"""``spotgpu cost``: the cost model from a shell, for a profile file or a stack's pool.
+
+It lives above the economics, beside ``simulate``: for a stack's pool it prints the preview's own
+document, the model's bill and its check against the replay (:func:`spotgpu.simulation.check.checked_economics`),
+and the economics import no simulation (``tests/foundation/test_layers.py``).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +28,6 @@ from spotgpu.economics.report import (
     render_figures,
     render_hours,
     render_terms,
-    stack_economics,
 )
 from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.models import WorkloadProfile, default_notice
@@ -31,23 +35,34 @@ from spotgpu.traces import load_group
 
 
 def cmd_cost_stack(args: argparse.Namespace) -> int:
-    """``cost --stack S --pool P``: the pool's own prices, notice and ladder, by the preview's code path."""
+    """``cost --stack S --pool P``: the pool's own prices, notice and ladder, and the model checked against the
+    replay, by the preview's code path (``--no-replay`` skips the replay)."""
+    from spotgpu.simulation.check import checked_economics  # numpy and the twin: only when a stack is priced
+
     if args.profile or args.ladder or args.telemetry or args.trace_group or args.sku:
         raise CliError("--stack prices a pool of the stack; leave out --profile, --ladder, --telemetry, --sku and "
                        "--trace-group (a stack takes measured figures from its workload's measuredProfile)")
     if not args.pool:
         raise CliError("--stack needs --pool NAME (the pool whose economics to show)")
-    report = stack_economics(load_stack(args.stack, args.program), only=args.pool)
-    if args.json:
+    report, seconds = checked_economics(load_stack(args.stack, args.program), only=args.pool, replay=not args.no_replay)
+    if args.json:  # the preview's pool document, byte for byte: the replay's time is not in it
         print(json.dumps(camel_keys(report["pools"][args.pool]), indent=2, sort_keys=True, allow_nan=False))
-    else:
-        print(render_economics(report))
+        return 0
+    lines = render_economics(report).splitlines()
+    jobs = report["pools"][args.pool]["replay"].get("jobs")
+    if jobs:  # under the replay's line: what the check cost on this machine
+        at = next(i for i, line in enumerate(lines) if line.startswith("      replay: ")) + 1
+        lines.insert(at, f"      replay took {seconds:.2f} s ({jobs} jobs; --no-replay skips it)")
+    print("\n".join(lines))
     return 0
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
     if args.stack:
         return cmd_cost_stack(args)
+    if args.no_replay:
+        raise CliError("--no-replay skips the replay check of --stack S --pool P; --profile prices the model alone "
+                       "(leave --no-replay out)")
     if not args.profile:
         raise CliError("give --profile PROFILE.yaml, or --stack S --pool P")
     profile, ladder = profile_and_ladder(args)
@@ -126,6 +141,9 @@ def register(subparsers: Any) -> None:
     cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
     cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
     cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
+    cost.add_argument("--no-replay", action="store_true",
+                      help="with --stack: skip the check of the model against the pool's ladder replayed on its "
+                           "cloud's traces (about 0.7 s for the prod AWS pool)")  # fmt: skip
     cost.add_argument("--ladder", help="FallbackLadder as YAML or JSON (default: a prod-like ladder)")
     cost.add_argument("--provider", choices=CLOUDS, default="aws",
                       help="cloud whose interruption notice the model assumes (default aws)")  # fmt: skip
