@@ -106,3 +106,57 @@ def test_without_tiers_the_types_share_one_mig_and_same_pool_takes_both() -> Non
     workload = config.workloads[pool.workload]
     assert rung_types(pool, StepKind.SAME_POOL, workload) == ("a2-ultragpu-4g", "a2-ultragpu-8g")
     assert rung_types(pool, StepKind.ALTERNATE_SKU, workload) == ()
+
+
+# --- the split itself: pure functions of the models layer -----------------------------------------
+
+def _choices(*types: str) -> tuple[Any, ...]:
+    from spotgpu.models.pools import GcpMachineChoice
+
+    return tuple(GcpMachineChoice.model_validate({"machineType": t}) for t in types)
+
+
+def test_the_split_groups_by_local_ssd_count_in_rank_order_and_marks_the_split_off_groups() -> None:
+    from spotgpu.models.gcp_groups import group_machine_choices
+
+    choices = _choices("a2-ultragpu-4g", "a2-highgpu-8g", "a3-highgpu-2g", "a2-ultragpu-8g")  # 4, 0, 4, 8 SSDs
+    groups = group_machine_choices(choices, local_ssd=True)
+    assert [(g.key, g.machine_types, g.local_ssds, g.ssd_split) for g in groups] == [
+        ("aopt-lssd4", ("a2-ultragpu-4g", "a3-highgpu-2g"), 4, False),
+        ("aopt", ("a2-highgpu-8g",), 0, True),
+        ("aopt-lssd8", ("a2-ultragpu-8g",), 8, True),
+    ]
+    untiered = group_machine_choices(choices)
+    assert [(g.key, g.machine_types, g.ssd_split) for g in untiered] == [
+        ("aopt", ("a2-ultragpu-4g", "a2-highgpu-8g", "a3-highgpu-2g", "a2-ultragpu-8g"), False)]
+
+
+def test_an_n1_group_is_apart_by_its_accelerator_not_split_off_by_the_tier() -> None:
+    from spotgpu.models.gcp_groups import group_machine_choices
+    from spotgpu.models.pools import GcpMachineChoice
+
+    n1 = GcpMachineChoice.model_validate({"machineType": "n1-standard-8", "accelerator": {"type": "nvidia-tesla-t4", "count": 1}})
+    groups = group_machine_choices((*_choices("g2-standard-48"), n1, *_choices("a3-highgpu-4g")), local_ssd=True)
+    assert [(g.key, g.local_ssds, g.ssd_split) for g in groups] == [("aopt", 0, False), ("t4x1", 0, False),
+                                                                    ("aopt-lssd8", 8, True)]
+    assert groups[1].describe() == "MIG t4x1 (1 x nvidia-tesla-t4 attached)"
+    assert groups[2].describe() == "MIG aopt-lssd8 (accelerator-optimized, 8 Local SSDs per VM)"
+
+
+def test_the_type_lists_read_the_planners_groups() -> None:
+    """primary, alternate and fallback types are the planner's MIGs, for every pool of both shipped stacks
+    and for the split pool: one function decides, the planner and the economics read it."""
+    from spotgpu.economics.report import load_stack
+    from spotgpu.models.pool_types import alternate_types, fallback_types, primary_types
+    from spotgpu.models.pools import GcpPoolSpec
+
+    configs = [load_stack("dev", REPO), load_stack("prod", REPO), split_config()]
+    for config in configs:
+        for pool in config.pools:
+            if not isinstance(pool, GcpPoolSpec):
+                continue
+            workload = config.workloads[pool.workload]
+            plan = plan_pool(PoolArgs.for_pool(config, pool))
+            assert primary_types(pool, workload) == plan.groups[0].machine_types
+            assert fallback_types(pool, workload) == plan.groups[0].machine_types  # the od template is the primary's
+            assert alternate_types(pool, workload) == tuple(t for g in plan.groups[1:] for t in g.machine_types)
