@@ -160,3 +160,16 @@ def test_the_type_lists_read_the_planners_groups() -> None:
             assert primary_types(pool, workload) == plan.groups[0].machine_types
             assert fallback_types(pool, workload) == plan.groups[0].machine_types  # the od template is the primary's
             assert alternate_types(pool, workload) == tuple(t for g in plan.groups[1:] for t in g.machine_types)
+
+
+def test_the_documented_split_example_fails_as_documented() -> None:
+    """docs/gcp.md: the prod pool with the page's machineTypes, as written, fails with the page's line."""
+    import yaml
+    from tests.doc_blocks import marked_block
+
+    types = yaml.safe_load(marked_block("gcp.md", "lssd-split-example"))["machineTypes"]
+    raw = stack_raw("prod")
+    raw["pools"] = [{**gcp_pool_raw(raw), "machineTypes": types}]
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(raw, project_dir=str(REPO))
+    assert str(err.value) == marked_block("gcp.md", "lssd-split-error").strip()
