@@ -165,6 +165,7 @@ def test_the_type_lists_read_the_planners_groups() -> None:
 def test_the_documented_split_example_fails_as_documented() -> None:
     """docs/gcp.md: the prod pool with the page's machineTypes, as written, fails with the page's line."""
     import yaml
+
     from tests.doc_blocks import marked_block
 
     types = yaml.safe_load(marked_block("gcp.md", "lssd-split-example"))["machineTypes"]
