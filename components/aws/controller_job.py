@@ -221,7 +221,7 @@ def _config_json(args: ControllerJobArgs, region: str, queue_url: str) -> str:
             fallback_group=plan.names.fallback_group,
             cloud={"region": region, "queueUrl": queue_url},
             group_types={plan.names.spot_group: plan.spec.instance_types,
-                         plan.names.fallback_group: fallback_types(plan.spec)},
+                         plan.names.fallback_group: fallback_types(plan.spec, plan.args.workload)},
         )
     )
     if len(CONFIG_ENV) + len(text.encode()) > ENV_LIMIT_BYTES:

@@ -6,22 +6,12 @@ tested directly (tests/gcp/test_gcp_plan.py). :func:`plan_pool` decides the whol
 before the component registers anything; what every cloud decides the same way comes
 from :mod:`spotgpu_pulumi.planning`.
 
-The one non-obvious rule is how machine choices become MIGs. A MIG's instance
-flexibility policy overrides only the *machine type* of its template; the
-template's ``guest_accelerators`` apply to every VM. Accelerator-optimized types
-(A2, A3, G2, ...) carry their GPUs and must have no ``guest_accelerators``, while
-N1 needs them. So choices are grouped by *accelerator signature*: all
-accelerator-optimized types share one group, N1 types share a group per
-(accelerator type, count). Each group gets its own template and regional MIG.
-The group holding the top-ranked choice is the primary spot MIG (``capacity.target``
-VMs); the others start at 0 and are what the ladder's ``alternate_sku`` step
-resizes. Mixing never silently drops or mis-equips a type.
-
-A tiered workload (``checkpointTiers``) mounts each VM's Local SSD as its checkpoint tier, so
-its templates request the Local SSDs a machine type comes with (A2 Ultra, A3, A4: the count is
-fixed per type, ``spotgpu.catalogue.gcp_local_ssd_count``); disks in a template apply to every
-VM like ``guest_accelerators``, so the Local SSD count joins the signature (``aopt-lssd8``).
-Without tiers nothing changes: the groups and templates are the ones before.
+How machine choices become templates and MIGs (accelerator signature, and Local SSD count for a
+tiered workload; the group holding the top-ranked choice is the primary spot MIG with
+``capacity.target`` VMs, the others start at 0 and are what the ladder's ``alternate_sku`` step
+resizes) is decided in the runtime's models layer, :mod:`spotgpu.models.gcp_groups`, because the
+stack check, the economics and the rendered controller config read the same split: a rung is
+priced with the types of the MIG it resizes. Mixing never silently drops or mis-equips a type.
 """
 
 from __future__ import annotations
@@ -32,14 +22,14 @@ from typing import Literal
 from pulumi_gcp import compute, storage
 
 from spotgpu.bootstrap import CONTROL_STORE_SUFFIX, control_store_url, render_bootstrap
-from spotgpu.catalogue import gcp_local_ssd_count
 from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.contract.sources import GCP_SYSTEM_EVENT_LOG, gcp_method_filter
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.gang import GangLaunch
+from spotgpu.models.gcp_groups import MachineGroup, machine_groups
 from spotgpu.models.pool_types import fallback_types
-from spotgpu.models.pools import GcpAccelerator, GcpMachineChoice, GcpPoolSpec
+from spotgpu.models.pools import GcpPoolSpec
 from spotgpu_pulumi import planning
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.gcp.controller_job import GcpControllerJobPlan, plan_gcp_controller_job
@@ -47,65 +37,6 @@ from spotgpu_pulumi.gcp.naming import PoolNames, check_name
 from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousPlan, plan_gcp_rendezvous
 
 TargetShape = Literal["ANY", "BALANCED", "EVEN", "ANY_SINGLE_ZONE"]
-
-
-@dataclass(frozen=True)
-class MachineGroup:
-    """Machine types that can share one instance template (same accelerator signature)."""
-
-    key: str
-    accelerator: GcpAccelerator | None
-    machine_types: tuple[str, ...]
-    #: Local SSDs (375 GiB, NVMe) the template requests for every VM: a tiered workload's checkpoint tier
-    local_ssds: int = 0
-
-    @property
-    def top_type(self) -> str:
-        """The template's machine type: instance flexibility overrides it, so use the preferred one."""
-        return self.machine_types[0]
-
-
-def accelerator_key(accelerator: GcpAccelerator | None) -> str:
-    """Stable short key of an accelerator signature: ``aopt`` or e.g. ``t4x1``, ``v100x8``."""
-    if accelerator is None:
-        return "aopt"
-    short = accelerator.type.removeprefix("nvidia-").removeprefix("tesla-")
-    return f"{short}x{accelerator.count}".replace("_", "-")
-
-
-Signature = tuple[tuple[str, int] | None, int]
-
-
-def _signature(choice: GcpMachineChoice, local_ssd: bool = False) -> Signature:
-    ssds = gcp_local_ssd_count(choice.machine_type) if local_ssd and choice.accelerator is None else 0
-    if choice.accelerator is None:
-        return (None, ssds)
-    return ((choice.accelerator.type, choice.accelerator.count), ssds)
-
-
-def group_machine_choices(choices: tuple[GcpMachineChoice, ...], local_ssd: bool = False) -> tuple[MachineGroup, ...]:
-    """Ranked choices -> groups ordered by their best-ranked member; group 0 is the primary.
-
-    The spec lists each choice once (``GcpPoolSpec`` refuses a machine type twice with the same accelerator).
-    ``local_ssd``: the templates request each type's bundled Local SSDs (a tiered workload).
-    """
-    order: list[Signature] = []
-    members: dict[Signature, list[GcpMachineChoice]] = {}
-    for choice in choices:
-        sig = _signature(choice, local_ssd)
-        if sig not in members:
-            order.append(sig)
-            members[sig] = []
-        members[sig].append(choice)
-    return tuple(
-        MachineGroup(
-            key=accelerator_key(members[sig][0].accelerator) + (f"-lssd{sig[1]}" if sig[1] else ""),
-            accelerator=members[sig][0].accelerator,
-            machine_types=tuple(c.machine_type for c in members[sig]),
-            local_ssds=sig[1],
-        )
-        for sig in order
-    )
 
 
 def flexibility_policy(group: MachineGroup) -> compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgsDict:
@@ -316,7 +247,7 @@ def plan_pool(args: PoolArgs) -> GcpPoolPlan:
 
 def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
     zones = distribution_zones(spec)
-    groups = group_machine_choices(spec.machine_types, local_ssd=args.workload.checkpoint_tiers is not None)
+    groups = machine_groups(spec, args.workload)
     names = PoolNames(spec.project, spec.name, args.environment)
 
     def named(name: str, what: str) -> str:
@@ -351,7 +282,7 @@ def _plan(args: PoolArgs, spec: GcpPoolSpec) -> GcpPoolPlan:
             labels=labels(planning.role_tags(args.base_tags, spec.name, "controller")),
             group_types={
                 **{mig: g.machine_types for g, mig in zip(groups, spot_migs, strict=True)},
-                fallback_mig: fallback_types(spec),
+                fallback_mig: fallback_types(spec, args.workload),
             },
         )
     return GcpPoolPlan(

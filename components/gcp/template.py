@@ -5,8 +5,8 @@ from __future__ import annotations
 import pulumi
 from pulumi_gcp import compute
 
+from spotgpu.models.gcp_groups import MachineGroup
 from spotgpu.models.pools import GcpPoolSpec
-from spotgpu_pulumi.gcp.plan import MachineGroup
 from spotgpu_pulumi.inputs import as_input
 
 #: Every Local SSD disk is 375 GiB (spotgpu/catalogue/data/local_storage.json, ``gcpLocalSsdGiB``).

@@ -19,7 +19,7 @@ from spotgpu.economics.interval import IntervalDecision, choose_interval
 from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.economics.work_rate import PoolSpeeds, pool_speeds, render_rungs, restate, rung_rates
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
-from spotgpu.models.stack import idle_rungs
+from spotgpu.models.stack import idle_groups, idle_rungs
 from spotgpu.models.workload import MEASURED_FIELDS, SOURCE_KINDS
 
 
@@ -90,9 +90,10 @@ def stack_economics(config: StackConfig, only: str | None = None) -> dict[str, A
             pools[pool.name]["nulls"] = nulls
         if workload.measured_profile is not None:
             pools[pool.name]["measuredProfile"] = _measured_figures(config, pool, workload)
+        kept = f"(kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
         warnings = [f"ladder {pool.ladder} steps[{i}]: {why}, so the rung has no group behind it and only adds its "
-                    f"wait (kept: optOut.idleRungs {pool.opt_out.idle_rungs!r})"
-                    for i, why in idle_rungs(pool, config.ladder_for(pool))]  # fmt: skip
+                    f"wait {kept}" for i, why in idle_rungs(pool, config.ladder_for(pool), workload)]  # fmt: skip
+        warnings += [f"{p.at} {p.value}: {p.what} {kept}" for p in idle_groups(pool, config.ladder_for(pool), workload)]
         if warnings:
             pools[pool.name]["warnings"] = warnings
     return {"pools": pools}

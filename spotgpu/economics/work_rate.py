@@ -30,7 +30,7 @@ from typing import Any
 from spotgpu.models import PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.gpu_fit import TypeRate, nodes_per_type, type_rates
 from spotgpu.models.ladder import FallbackLadder, StepKind
-from spotgpu.models.pool_types import catalogue_price, fallback_types, pool_types, primary_types, spot_type_price
+from spotgpu.models.pool_types import alternate_types, catalogue_price, fallback_types, primary_types, spot_type_price
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _label(source: str) -> str:
 def pool_speeds(pool: PoolSpec, workload: WorkloadProfile) -> PoolSpeeds:
     rates = type_rates(pool, workload)
     spot = next((r for r in rates if r.type.spot), rates[0])
-    first_od = fallback_types(pool)[0]
+    first_od = fallback_types(pool, workload)[0]
     od = next((r for r in rates if r.type.name == first_od), spot)
     unmeasured = tuple(sorted({r.gpu_model or r.type.name for r in (spot, od) if r.speed_source == "unmeasured"}))
     reference = workload.gpu.gpus_per_node if workload.gpu is not None else 1
@@ -140,15 +140,15 @@ def _type_price(config: StackConfig, pool: PoolSpec, name: str, spot: bool) -> t
     return scaled, source if scaled == price and "no list" not in how else f"{source} {how}"
 
 
-def rung_types(pool: PoolSpec, kind: StepKind) -> tuple[str, ...]:
+def rung_types(pool: PoolSpec, kind: StepKind, workload: WorkloadProfile) -> tuple[str, ...]:
     """The types a rung may take in this pool: same_pool and alternate_zone grow the primary group,
-    alternate_sku the other spot groups, on_demand the fallback group (as the stack check judges them)."""
+    alternate_sku the other spot groups, on_demand the fallback group (``spotgpu.models.pool_types``:
+    the groups the components create and the rendered controller config resizes)."""
     if kind is StepKind.ON_DEMAND:
-        return fallback_types(pool)
-    primary = primary_types(pool)
+        return fallback_types(pool, workload)
     if kind is StepKind.ALTERNATE_SKU:
-        return tuple(t for t in pool_types(pool) if t not in primary)
-    return primary
+        return alternate_types(pool, workload)
+    return primary_types(pool, workload)
 
 
 def rung_rates(config: StackConfig, pool: PoolSpec) -> list[dict[str, Any]]:
@@ -160,7 +160,7 @@ def rung_rates(config: StackConfig, pool: PoolSpec) -> list[dict[str, Any]]:
         if step.kind is StepKind.QUEUE_DEFER:
             continue
         types = []
-        for name in rung_types(pool, step.kind):
+        for name in rung_types(pool, step.kind, workload):
             rate = rates[name]
             price, source = _type_price(config, pool, name, step.kind.uses_spot)
             per_work = None if price is None else round(price / rate.work_per_node_hour, 4)

@@ -14,8 +14,8 @@ from spotgpu import catalogue
 from spotgpu.catalogue import GpuShape
 from spotgpu.catalogue.fit import GpuNeed, Shortfall, fitting_names, nodes_for, shortfalls
 from spotgpu.models.base import FieldProblem
-from spotgpu.models.pool_types import fallback_types, spot_type_price
-from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
+from spotgpu.models.pool_types import fallback_types, pool_types, spot_type_price, type_keys
+from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile, speed_basis
 
 
@@ -48,24 +48,14 @@ def shape_of(pool: PoolSpec, name: str) -> GpuShape | None:
     return catalogue.gcp_machine(name)
 
 
-def listed_types(pool: PoolSpec) -> list[PoolType]:
+def listed_types(pool: PoolSpec, workload: WorkloadProfile) -> list[PoolType]:
     """Each type the pool may launch once, with the rungs that take it."""
     spot = "the spot rungs (same_pool, alternate_zone, alternate_sku)"
-    if isinstance(pool, AwsPoolSpec):
-        return [PoolType(f"instanceTypes[{i}]", t, f"{spot} and on_demand", shape_of(pool, t))
-                for i, t in enumerate(pool.instance_types)]
-    if isinstance(pool, GcpPoolSpec):
-        grown = set(fallback_types(pool))
-        return [PoolType(f"machineTypes[{i}].machineType", c.machine_type,
-                         f"{spot} and on_demand" if c.machine_type in grown else spot, shape_of(pool, c.machine_type),
-                         on_demand=c.machine_type in grown)
-                for i, c in enumerate(pool.machine_types)]
-    assert isinstance(pool, AzurePoolSpec)
-    fallback = pool.fallback_vm_size or pool.vm_sizes[0]
-    out = [PoolType(f"vmSizes[{i}]", s, f"{spot} and on_demand" if s == fallback else spot, shape_of(pool, s),
-                    on_demand=s == fallback)
-           for i, s in enumerate(pool.vm_sizes)]
-    if fallback not in pool.vm_sizes:
+    grown = set(fallback_types(pool, workload))
+    out = [PoolType(at, t, f"{spot} and on_demand" if t in grown else spot, shape_of(pool, t), on_demand=t in grown)
+           for at, t in zip(type_keys(pool), pool_types(pool), strict=True)]
+    if isinstance(pool, AzurePoolSpec) and not grown <= set(pool.vm_sizes):
+        fallback = next(iter(grown))
         out.append(PoolType("fallbackVmSize", fallback, "the on_demand rung", shape_of(pool, fallback), spot=False))
     return out
 
@@ -98,7 +88,7 @@ def pool_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem | No
     need = workload.gpu_need
     if need is None:
         return None
-    for kind in listed_types(pool):
+    for kind in listed_types(pool, workload):
         if kind.shape is None:
             continue
         short = shortfalls(need, kind.shape)
@@ -116,7 +106,7 @@ def capacity_problem(pool: PoolSpec, workload: WorkloadProfile) -> FieldProblem 
     """
     need = workload.gpu_need
     target = pool.capacity.target
-    kinds = listed_types(pool)
+    kinds = listed_types(pool, workload)
     if need is None or target == 0 or not kinds or kinds[0].shape is None:
         return None
     first = kinds[0]
@@ -144,7 +134,7 @@ def nodes_per_type(pool: PoolSpec, workload: WorkloadProfile) -> dict[str, int]:
     if need is None:
         return {}
     out = {}
-    for kind in listed_types(pool):
+    for kind in listed_types(pool, workload):
         if kind.shape is not None and (n := nodes_for(need, kind.shape.gpu_count)) is not None:
             out[kind.name] = n
     return out
@@ -173,7 +163,7 @@ def type_rates(pool: PoolSpec, workload: WorkloadProfile) -> list[TypeRate]:
     against the pool's first type (what workHours is then taken to be measured on); a model with no
     spec row counts at the slowest speed the pool otherwise knows.
     """
-    kinds = listed_types(pool)
+    kinds = listed_types(pool, workload)
     table = workload.gpu.relative_throughput if workload.gpu is not None else {}
     first = kinds[0].shape if kinds else None
     found = []

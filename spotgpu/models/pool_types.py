@@ -1,17 +1,35 @@
 """The GPU types a pool may launch, which of its groups take them, and their prices.
 
 One place for what the stack check, the GPU fit, the economics and the rendered controller
-config all read: the types as listed, the primary group's (what same_pool and alternate_zone
-grow; the other spot types are the alternate_sku groups'), the fallback group's (what
-on_demand pays for), and prices: the catalogue's list price per type and region, and one
-rule for a type's spot price.
+config all read: the types as listed; the spot groups the components create and the types each
+may launch (:func:`spot_groups`: the primary's are what same_pool and alternate_zone grow, the
+others' what alternate_sku grows); the fallback group's (what on_demand pays for); and prices:
+the catalogue's list price per type and region, and one rule for a type's spot price.
+
+The groups depend on the workload as well as the pool: on GCP a tiered workload's templates
+request each type's Local SSDs, which splits types with different counts into MIGs of their own
+(:mod:`spotgpu.models.gcp_groups`), so every question about groups takes the workload.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from spotgpu import catalogue
 from spotgpu.catalogue import PriceQuote
+from spotgpu.models.gcp_groups import machine_groups
 from spotgpu.models.pools import AwsPoolSpec, GcpPoolSpec, PoolSpec
+from spotgpu.models.workload import WorkloadProfile
+
+
+@dataclass(frozen=True)
+class SpotGroup:
+    """One spot group the pool's components create: the types it may launch and how a message names it."""
+
+    types: tuple[str, ...]
+    label: str
+    #: GCP: a MIG apart from an earlier one only by its Local SSD count (a tiered workload's templates)
+    ssd_split: bool = False
 
 
 def pool_types(pool: PoolSpec) -> tuple[str, ...]:
@@ -23,6 +41,15 @@ def pool_types(pool: PoolSpec) -> tuple[str, ...]:
     return tuple(pool.vm_sizes)
 
 
+def type_keys(pool: PoolSpec) -> tuple[str, ...]:
+    """Where each of :func:`pool_types` is written in the pool, for a finding's ``at``."""
+    if isinstance(pool, AwsPoolSpec):
+        return tuple(f"instanceTypes[{i}]" for i in range(len(pool.instance_types)))
+    if isinstance(pool, GcpPoolSpec):
+        return tuple(f"machineTypes[{i}].machineType" for i in range(len(pool.machine_types)))
+    return tuple(f"vmSizes[{i}]" for i in range(len(pool.vm_sizes)))
+
+
 def pool_region(pool: PoolSpec) -> str:
     """Where the pool runs: its region or location (AWS: the subnets' region)."""
     if isinstance(pool, AwsPoolSpec):
@@ -32,25 +59,35 @@ def pool_region(pool: PoolSpec) -> str:
     return pool.location
 
 
-def fallback_types(pool: PoolSpec) -> tuple[str, ...]:
+def spot_groups(pool: PoolSpec, workload: WorkloadProfile) -> tuple[SpotGroup, ...]:
+    """The pool's spot groups, the primary first (what same_pool and alternate_zone grow); the others
+    are what alternate_sku grows. AWS: one Auto Scaling group mixes every type; GCP: one MIG per
+    template (:func:`spotgpu.models.gcp_groups.machine_groups`: accelerator signature, and Local SSD
+    count for a tiered workload); Azure: one scale set per size."""
+    if isinstance(pool, AwsPoolSpec):
+        return (SpotGroup(tuple(pool.instance_types), "the Auto Scaling group"),)
+    if isinstance(pool, GcpPoolSpec):
+        return tuple(SpotGroup(g.machine_types, g.describe(), g.ssd_split) for g in machine_groups(pool, workload))
+    return tuple(SpotGroup((size,), f"scale set {size}") for size in pool.vm_sizes)
+
+
+def primary_types(pool: PoolSpec, workload: WorkloadProfile) -> tuple[str, ...]:
+    """The types of the pool's primary spot group: what same_pool and alternate_zone grow."""
+    return spot_groups(pool, workload)[0].types
+
+
+def alternate_types(pool: PoolSpec, workload: WorkloadProfile) -> tuple[str, ...]:
+    """The types of the pool's other spot groups: what alternate_sku grows, in the pool's order."""
+    return tuple(t for group in spot_groups(pool, workload)[1:] for t in group.types)
+
+
+def fallback_types(pool: PoolSpec, workload: WorkloadProfile) -> tuple[str, ...]:
     """The types the pool's on-demand fallback group may grow (what the on_demand rung pays for)."""
     if isinstance(pool, AwsPoolSpec):
         return pool.instance_types  # the fallback ASG uses the same overrides
     if isinstance(pool, GcpPoolSpec):
-        return primary_types(pool)  # the fallback MIG takes the primary MIG's types
+        return primary_types(pool, workload)  # the fallback MIG is built from the primary MIG's template
     return (pool.fallback_vm_size or pool.vm_sizes[0],)
-
-
-def primary_types(pool: PoolSpec) -> tuple[str, ...]:
-    """The types of the pool's primary spot group (what same_pool and alternate_zone grow); the other
-    spot types are the alternate_sku groups'. AWS: one Auto Scaling group mixes every type; GCP: the
-    types sharing the first's accelerator share its MIG; Azure: one scale set per size."""
-    if isinstance(pool, AwsPoolSpec):
-        return tuple(pool.instance_types)
-    if isinstance(pool, GcpPoolSpec):
-        first = pool.machine_types[0].accelerator
-        return tuple(c.machine_type for c in pool.machine_types if c.accelerator == first)
-    return (pool.vm_sizes[0],)
 
 
 def catalogue_price(pool: PoolSpec, name: str) -> PriceQuote | None:

@@ -111,7 +111,8 @@ class OptOut(SpotModel):
         default=None,
         min_length=10,
         description="Why the pool keeps ladder rungs it has no group for (alternate_zone with one zone, "
-        "alternate_sku with one type, on_demand with fallbackMax 0); the preview then warns instead of failing.",
+        "alternate_sku with one type, on_demand with fallbackMax 0), or a GCP MIG split off by Local SSD count "
+        "that no rung grows (no alternate_sku); the preview then warns instead of failing.",
         json_schema_extra=fix_hint("write a reason of at least 10 characters"),
     )
     catalogue: str | None = Field(

@@ -11,12 +11,15 @@ from spotgpu.catalogue import PriceQuote
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.ladder import FallbackLadder, StepKind, ceiling_far_above
 from spotgpu.models.pool_types import (
+    alternate_types,
     catalogue_price,
     fallback_types,
     pool_region,
     pool_types,
     primary_types,
+    spot_groups,
     spot_type_price,
+    type_keys,
 )
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec, PoolSpec
 from spotgpu.models.workload import WorkloadProfile
@@ -80,7 +83,7 @@ class StackConfig(SpotModel):
             if quote is None:
                 raise FieldProblem(
                     f"is not set, and the GPU catalogue has no on-demand price for pool {pool.name}'s fallback "
-                    f"({', '.join(fallback_types(pool))} in {pool_region(pool)})",
+                    f"({', '.join(fallback_types(pool, workload))} in {pool_region(pool)})",
                     at=f"workloads.{pool.workload}.prices.onDemandPerHour", value=None,
                     fix="set the on-demand USD/hour per node of the fallback type",
                 )
@@ -92,7 +95,7 @@ class StackConfig(SpotModel):
                     at=spot_at, value=spot, fix="check the prices (spot above on-demand is never worth it)",
                 )
             _check_ceilings(pool, self.ladders[pool.ladder], spot, spot_at, quote, workload)
-            idle = idle_rungs(pool, self.ladders[pool.ladder])
+            idle = idle_rungs(pool, self.ladders[pool.ladder], workload)
             if idle and not pool.opt_out.idle_rungs:
                 index, why = idle[0]
                 raise FieldProblem(
@@ -102,6 +105,9 @@ class StackConfig(SpotModel):
                         f"pools[{pool.name}].optOut.idleRungs to a stated reason (the preview then warns)",
                 )  # fmt: skip
             _check_gpu_fit(pool, workload)
+            unreached = idle_groups(pool, self.ladders[pool.ladder], workload)
+            if unreached and not pool.opt_out.idle_rungs:
+                raise unreached[0]
             if isinstance(pool, AzurePoolSpec):
                 _check_max_price(pool, spot, spot_at, self._size_quotes(pool))
         return self
@@ -113,7 +119,7 @@ class StackConfig(SpotModel):
         prices = self.workloads[pool.workload].prices
         if prices.on_demand_per_hour is not None:
             return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
-        quotes = [catalogue_price(pool, t) for t in fallback_types(pool)]
+        quotes = [catalogue_price(pool, t) for t in fallback_types(pool, self.workloads[pool.workload])]
         if not quotes or any(q is None for q in quotes):
             return None
         return max((q for q in quotes if q is not None), key=lambda q: q.usd_per_hour)
@@ -125,7 +131,7 @@ class StackConfig(SpotModel):
         prices = self.workloads[pool.workload].prices
         if prices.on_demand_per_hour is not None:
             return PriceQuote(prices.on_demand_per_hour, f"workloads.{pool.workload}.prices.onDemandPerHour")
-        first = fallback_types(pool)[0]
+        first = fallback_types(pool, self.workloads[pool.workload])[0]
         quote = catalogue_price(pool, first)
         if quote is None:
             return None
@@ -182,29 +188,56 @@ def _check_region(pool: PoolSpec, provider: dict[str, str]) -> None:
         )
 
 
-def idle_rungs(pool: PoolSpec, ladder: FallbackLadder) -> list[tuple[int, str]]:
+def idle_rungs(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfile) -> list[tuple[int, str]]:
     """(step index, why) for each rung that has no group behind it in ``pool``.
 
-    ``alternate_zone`` needs a second zone, ``alternate_sku`` a spot type outside the primary group
-    (the types same_pool grows: an AWS Auto Scaling group takes every type, a GCP MIG every type sharing
-    the first's accelerator), ``on_demand`` a fallback group that may grow (``capacity.fallbackMax`` above 0).
-    One rule for the stack check, the preview and ``cost``/``simulate --stack``.
+    ``alternate_zone`` needs a second zone, ``alternate_sku`` a spot group besides the primary
+    (:func:`spotgpu.models.pool_types.spot_groups`: an AWS Auto Scaling group takes every type, a GCP MIG
+    every type sharing the first's template), ``on_demand`` a fallback group that may grow
+    (``capacity.fallbackMax`` above 0). One rule for the stack check, the preview and ``cost``/``simulate --stack``.
     """
     zones = len(pool.zones) if isinstance(pool, AwsPoolSpec | GcpPoolSpec | AzurePoolSpec) else 0
     types = pool_types(pool)
-    primary = primary_types(pool)
     out = []
     for i, step in enumerate(ladder.steps):
         if step.kind is StepKind.ALTERNATE_ZONE and zones < 2:
             out.append((i, f"alternate_zone needs a second zone and the pool has {zones}"))
         elif step.kind is StepKind.ALTERNATE_SKU and len(types) < 2:
             out.append((i, f"alternate_sku needs a second GPU type or size and the pool has {len(types)}"))
-        elif step.kind is StepKind.ALTERNATE_SKU and not set(types) - set(primary):
+        elif step.kind is StepKind.ALTERNATE_SKU and not alternate_types(pool, workload):
             out.append((i, f"alternate_sku takes no type of this pool: its spot types ({', '.join(types)}) are all in "
                            "the primary group, which same_pool and alternate_zone grow"))
         elif step.kind is StepKind.ON_DEMAND and pool.capacity.fallback_limit == 0:
             out.append((i, "on_demand needs a fallback group and the pool's capacity.fallbackMax is 0"))
     return out
+
+
+def idle_groups(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfile) -> list[FieldProblem]:
+    """A finding for each spot MIG split off by Local SSD count that no rung of ``ladder`` grows.
+
+    Only alternate_sku grows a spot group other than the primary, so without that rung a GCP MIG
+    the tier split off (types whose Local SSD count differs from an earlier group's) is created and
+    stays at 0. Each finding points at the group's first type, at its key in the pool;
+    ``optOut.idleRungs`` keeps them, as it keeps idle rungs (the preview then warns). Groups apart for
+    another reason (an N1 accelerator, an Azure size) are not judged here yet: the dev stack has such.
+    """
+    if ladder.step(StepKind.ALTERNATE_SKU) is not None:
+        return []
+    groups = spot_groups(pool, workload)
+    primary = groups[0]
+    types = pool_types(pool)
+    keys = type_keys(pool)
+    return [
+        FieldProblem(
+            f"is in spot {group.label}, apart from the primary {primary.label} that same_pool grows; only an "
+            f"alternate_sku rung grows that group and ladder {pool.ladder} has none, so it stays at 0 nodes",
+            at=f"pools[{pool.name}].{keys[types.index(group.types[0])]}", value=group.types[0],
+            fix=f"add an alternate_sku rung to ladder {pool.ladder}, list only types that share the primary's group "
+                f"({', '.join(primary.types)}), or set pools[{pool.name}].optOut.idleRungs to a stated reason",
+        )
+        for group in groups[1:]
+        if group.ssd_split
+    ]
 
 
 def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote,
@@ -221,7 +254,7 @@ def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at
     from spotgpu.models.gpu_fit import type_rates
 
     rates = type_rates(pool, workload)
-    primary = set(primary_types(pool))
+    primary = set(primary_types(pool, workload))
 
     def best_spot(kind: StepKind) -> tuple[float, float] | None:
         """(USD per node-hour, work-hours per node-hour) of the spot type the rung may take that costs the

@@ -94,12 +94,14 @@ def test_a_gang_pool_gives_the_job_the_tier_path_and_waits_for_the_mount() -> No
 
 
 MIXED_SSDS = [{"machineType": "a2-highgpu-4g"}, {"machineType": "g2-standard-48"}, {"machineType": "a3-highgpu-4g"}]
+#: the prod ladder has no alternate_sku rung, the only one that grows the split-off A3 MIG
+KEEP_IDLE = {"idleRungs": "the A3 MIG is resized by hand in this test"}
 
 
 def test_gcp_requests_the_local_ssds_its_types_come_with_one_group_per_count() -> None:
     """a3-highgpu-4g comes with 8 Local SSDs, a2-highgpu-4g and g2-standard-48 with none: disks in a
     template apply to every VM, so the A3 type gets its own group and template."""
-    plan = CLOUDS["gcp"].plan(tiered_args("gcp", machineTypes=MIXED_SSDS))
+    plan = CLOUDS["gcp"].plan(tiered_args("gcp", machineTypes=MIXED_SSDS, optOut=KEEP_IDLE))
     shapes = {g.key: (g.machine_types, g.local_ssds) for g in plan.groups}
     assert shapes == {"aopt": (("a2-highgpu-4g", "g2-standard-48"), 0), "aopt-lssd8": (("a3-highgpu-4g",), 8)}
     untiered = CLOUDS["gcp"].plan(tiered_args("gcp", tiers=None, machineTypes=MIXED_SSDS))
@@ -129,7 +131,7 @@ def test_the_preview_records_the_gcp_local_ssd_template() -> None:
 
     from spotgpu_pulumi.offline.mocks import RecordingMocks, RecordingMonitor
 
-    args = tiered_args("gcp", machineTypes=MIXED_SSDS)
+    args = tiered_args("gcp", machineTypes=MIXED_SSDS, optOut=KEEP_IDLE)
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="spotgpu", stack="test", preview=False, monitor=monitor)

@@ -73,6 +73,10 @@ def _own_types(config: dict[str, Any]) -> None:
     pools[0]["instanceTypes"] = ["p4d.24xlarge", "p4de.24xlarge"]
     pools[1]["machineTypes"] = [{"machineType": "a2-highgpu-8g"}, {"machineType": "a2-ultragpu-8g"}]
     del pools[2]
+    # the tiered workload's templates request Local SSDs: a2-ultragpu-8g (8) gets a MIG apart from
+    # a2-highgpu-8g (none), which only an alternate_sku rung grows
+    steps = config["spotgpu:ladders"]["training-gcp"]["steps"]
+    steps.insert(2, {"kind": "alternate_sku", "maxWaitSeconds": 1200, "costCeilingPerHour": 20})
     for ladder in ("training-aws", "training-gcp"):
         steps = config["spotgpu:ladders"][ladder]["steps"]
         next(s for s in steps if s["kind"] == "on_demand")["costCeilingPerHour"] = 60.0

@@ -87,7 +87,7 @@ def test_the_shipped_stacks_preview_with_no_idle_rung_no_dispute_and_no_warning(
     from spotgpu.models.stack import idle_rungs
 
     config = load_stack(stack, REPO)
-    assert all(idle_rungs(p, config.ladder_for(p)) == [] for p in config.pools)
+    assert all(idle_rungs(p, config.ladder_for(p), config.workload_for(p)) == [] for p in config.pools)
     doc = _economics(REPO, stack)
     assert doc["policy"]["violations"] == []
     pools = doc["economics"]["pools"]

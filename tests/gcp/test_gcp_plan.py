@@ -8,6 +8,7 @@ import pytest
 from gcp_fixtures import pool_args
 
 from spotgpu.config import ConfigError, PlanError
+from spotgpu.models.gcp_groups import MachineGroup, group_machine_choices
 from spotgpu.models.pools import GcpAutoscaling, GcpMachineChoice, GcpPoolSpec
 from spotgpu_pulumi.gcp import plan
 from spotgpu_pulumi.gcp.naming import PoolNames, check_name, fit
@@ -26,7 +27,7 @@ def _spec(**changes: object) -> GcpPoolSpec:
 
 
 def test_accelerator_optimized_types_share_one_group_in_rank_order() -> None:
-    groups = plan.group_machine_choices(
+    groups = group_machine_choices(
         (_choice("a3-highgpu-8g"), _choice("a2-ultragpu-8g"), _choice("g2-standard-48"))
     )
     assert len(groups) == 1
@@ -36,7 +37,7 @@ def test_accelerator_optimized_types_share_one_group_in_rank_order() -> None:
 
 
 def test_n1_groups_by_accelerator_signature_and_primary_is_top_ranked() -> None:
-    groups = plan.group_machine_choices(
+    groups = group_machine_choices(
         (
             _choice("n1-standard-8", "nvidia-tesla-t4"),
             _choice("g2-standard-8"),
@@ -59,7 +60,7 @@ def test_duplicate_machine_type_is_refused_by_the_spec() -> None:
 
 
 def test_flexibility_policy_ranks_each_type() -> None:
-    group = plan.MachineGroup("aopt", None, ("a", "b"))
+    group = MachineGroup("aopt", None, ("a", "b"))
     assert plan.flexibility_policy(group) == {
         "instance_selections": [
             {"name": "a", "rank": 1, "machine_types": ["a"]},
