@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from doc_blocks import block_after
 from test_pool_economics import REPO, _cli, _project
 
 
@@ -52,6 +53,9 @@ def test_a_typed_rate_far_below_the_traces_rate_previews_as_disputed_naming_the_
                                          "line": "model only, no traces for this cloud"}  # fmt: skip
     text = _cli("preview", "--program", str(project), "--stack", "typed", "--no-policy")
     assert "      replay: DISPUTED: the model saves" in text.stdout and "replay: model only" in text.stdout
+    # docs/economics.md §4 shows this very line, as the preview prints it
+    shown = block_after("economics.md", "### The model checked against the replay", language="").strip("\n")
+    assert shown == f"      replay: {aws['line']}" and shown in text.stdout.splitlines()
 
 
 def _dear_spot(config: dict[str, Any]) -> None:
