@@ -41,21 +41,20 @@ def manager(root: str, rank: int, world: int, nodes: list[int], zones: list[str]
 
 def save_steps(rank: int, world: int, root: str, nodes: list[int], zones: list[str], steps: list[int],
                corrupt_arrival: int | None = None) -> None:  # fmt: skip
-    """Save ``steps``; ``corrupt_arrival``: this rank flips a byte in every copy it receives (a bad transfer)."""
-    mgr = manager(root, rank, world, nodes, zones)
+    """Save ``steps``; ``corrupt_arrival``: on this rank a byte of every copy flips in flight (after the wire,
+    before the receiver has seen it: a bad transfer)."""
     if corrupt_arrival == rank:
-        original = mgr.link.exchange
+        from spotgpu.checkpoint.tiered import transport
 
-        def corrupting(sends: Any, receives: Any) -> Any:
-            got = original(sends, receives)
-            for src, files in got.items():
-                shard = max((receives[src] / f for f in files), key=lambda p: p.stat().st_size)
-                data = bytearray(shard.read_bytes())
-                data[len(data) // 2] ^= 0xFF
-                shard.write_bytes(bytes(data))
-            return got
+        original = transport._Writer.write
 
-        mgr.link.exchange = corrupting  # type: ignore[method-assign]
+        def corrupting(self: Any, data: Any) -> None:
+            flipped = bytearray(memoryview(data).cast("B"))
+            flipped[len(flipped) // 2] ^= 0xFF  # the middle of the stream: the shard's data
+            original(self, flipped)
+
+        transport._Writer.write = corrupting  # type: ignore[method-assign]
+    mgr = manager(root, rank, world, nodes, zones)
     holders = []
     for step in steps:
         mgr.save(step, state_at(rank, step))

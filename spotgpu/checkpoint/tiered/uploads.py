@@ -41,9 +41,17 @@ class Uploader:
         self._queue: queue.Queue[Upload | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.completed: list[Upload] = []
+        self._jobs: dict[str, Upload] = {}
+        self._lock = threading.Lock()
 
     def submit(self, step: int, generation: str, shard: int) -> Upload:
-        job = Upload(step, generation, shard)
+        """Queue an upload; one of the same generation queued, running or done already is returned instead
+        (the final save after a periodic save of the same step)."""
+        with self._lock:
+            known = self._jobs.get(generation)
+            if known is not None and known.error is None:
+                return known
+            job = self._jobs[generation] = Upload(step, generation, shard)
         self.tier.pinned.add(step)  # its local copy stays while it is read
         self._queue.put(job)
         if self._thread is None or not self._thread.is_alive():
