@@ -31,7 +31,7 @@ def test_save_async_returns_while_the_peer_copy_is_held_and_counts_only_once_it_
         # once released: committed, with each shard's copy verified on the other node
         assert (r["committed"], r["step"], r["markers"]) == (True, 10, [10])
         assert r["holders"] == {"0": [1], "1": [0]}, rank
-        assert set(r["phases"]) == {"write", "copies", "verify", "commit"}
+        assert set(r["phases"]) == {"write", "agree", "copies", "check", "verify", "commit"}
 
 
 def test_a_notice_during_a_background_copy_waits_for_it_then_commits_the_final_save_locally_and_to_the_store(
@@ -61,3 +61,27 @@ def test_a_notice_whose_budget_ends_before_the_copy_in_flight_commits_nothing_on
         assert r["reports"][-1]["outcome"] == "failed"
         assert set(r["markers"]) == {"10"}  # closed after the copy landed
         assert r["store"] == []
+
+
+def test_a_final_save_of_the_step_just_saved_in_the_background_reuses_it_and_its_upload(tmp_path: Path) -> None:
+    """The loop saves step 5 (save_async), then a notice stops it at step 5: the final save waits for that
+    save and uploads it once, instead of writing and copying the same step again."""
+    import numpy as np
+
+    from spotgpu.checkpoint.tiered import LocalTier, TieredCheckpointManager
+
+    mgr = TieredCheckpointManager((tmp_path / "store").as_uri(), LocalTier(tmp_path / "local", peer_copies=0),
+                                  session="s1")  # fmt: skip
+    try:
+        handle = mgr.save_async(5, {"w": np.arange(1000, dtype=np.float32)})
+        result = mgr.save_final(5, {"w": np.zeros(1000, dtype=np.float32)}, budget_seconds=60)
+        assert handle.status() == "committed"
+        assert result.committed, result.reason
+        assert "committed in the background before the notice" in result.reason
+        assert "the object store: committed" in result.reason
+        mgr.close(30)
+        assert [u.step for u in mgr.uploads()] == [5]  # one upload, shared by the periodic and the final save
+        restored = mgr.restore()
+        assert restored is not None and restored.step == 5 and float(restored.state["w"][1]) == 1.0
+    finally:
+        mgr.close(10)

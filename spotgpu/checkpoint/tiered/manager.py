@@ -125,9 +125,9 @@ class TieredCheckpointManager:
         self.last_save_seconds: float | None = None
         #: seconds the last save call held the training thread (``save_async``: the wait and the host copy)
         self.last_blocked_seconds: float | None = None
-        #: seconds of the last local commit's steps: ``write`` (the local write), ``copies`` (sending and
-        #: receiving, every block checked as it lands), ``verify`` (the copies' markers and parts),
-        #: ``commit`` (the gang marker)
+        #: seconds of the last local commit's steps: ``write`` (the local write, hashing included), ``agree``
+        #: (who copies), ``copies`` (sending and receiving), ``check`` (of which: the blocks checked as they
+        #: landed), ``verify`` (the copies' markers and parts), ``commit`` (the second gather, the gang marker)
         self.last_save_phases: dict[str, float] = {}
         self._last_save: tuple[int, float] | None = None
         self._saves = 0
@@ -243,7 +243,9 @@ class TieredCheckpointManager:
         except Exception as err:  # the others must still hear from us
             error = f"{type(err).__name__}: {err}"
         phases["write"] = time.monotonic() - started
+        started = time.monotonic()
         wrote = self.save_link.all_gather(error is None)
+        phases["agree"] = time.monotonic() - started
         held = self._copy_to_peers(step, generation, wrote, phases)
         started = time.monotonic()
         outcomes = self.save_link.all_gather({"error": error, "held": held})
@@ -273,6 +275,7 @@ class TieredCheckpointManager:
         started = time.monotonic()
         received = self.save_link.exchange(sends, staged, checks)
         phases["copies"] = time.monotonic() - started
+        phases["check"] = sum(c.seconds for c in checks.values())
         started = time.monotonic()
         verified: dict[int, bool] = {}
         for owner, files in received.items():
