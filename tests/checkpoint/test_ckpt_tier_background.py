@@ -85,3 +85,13 @@ def test_a_final_save_of_the_step_just_saved_in_the_background_reuses_it_and_its
         assert restored is not None and restored.step == 5 and float(restored.state["w"][1]) == 1.0
     finally:
         mgr.close(10)
+
+
+def test_a_state_one_rank_cannot_copy_fails_the_save_on_every_rank_and_the_next_one_goes_on(tmp_path: Path) -> None:
+    from tier_workers import bad_state_on_one_rank
+
+    run_ranks(bad_state_on_one_rank, 2, tmp_path, timeout=180)
+    for r in results(tmp_path, "bad"):
+        assert "local save of step 10 failed on rank(s) [1]" in r["error"] and "object is not bytes" in r["error"]
+        assert r["raised"] == r["error"]
+        assert (r["next"], r["markers"]) == (20, [20])

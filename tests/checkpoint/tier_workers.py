@@ -171,3 +171,21 @@ def notice_during_copy(rank: int, world: int, root: str, budget: float, hold: fl
         "stop": stop, "in_flight": in_flight, "committed": result.committed, "reason": result.reason,
         "seconds": result.seconds, "periodic": handle.status(), "markers": {str(k): v for k, v in markers.items()},
         "store": [i.step for i in mgr.list() if i.committed], "reports": client.reports}))  # fmt: skip
+
+
+def bad_state_on_one_rank(rank: int, world: int, root: str) -> None:
+    """Rank 1 hands save_async a state it cannot copy: the save fails on both ranks, naming rank 1 (the other
+    rank's save thread is not left waiting for it), and the next save goes on."""
+    mgr = manager(root, rank, world, [0, 1], ["a", "b"], durable_every=100)
+    state: dict[str, Any] = {"x": object()} if rank == 1 else state_at(rank, 10)
+    handle = mgr.save_async(10, state)
+    assert handle.finished(60), "the save of step 10 never ended"
+    error, raised = str(handle.error), "nothing"
+    try:
+        mgr.wait_pending()  # the failure is raised once, as CheckpointManager's is, then the next save goes on
+    except Exception as err:
+        raised = str(err)
+    info = mgr.save(20, state_at(rank, 20))
+    mgr.close(30)
+    Path(root, f"bad-r{rank}.json").write_text(json.dumps({"error": error, "raised": raised, "next": info.step,
+                                                           "markers": [m.step for m in mgr.node.markers()]}))  # fmt: skip

@@ -191,7 +191,12 @@ class TieredCheckpointManager:
             return self.plain.save_async(step, state)
         started = time.monotonic()
         self.wait_pending()
-        handle = self._queue(layout.check_step(step), self.host.copy(state), periodic=True)
+        layout.check_step(step)
+        try:
+            copy: Mapping[str, Any] | BaseException = self.host.copy(state)
+        except Exception as err:  # the others must still hear from us: the save fails on every rank, naming this one
+            copy = err
+        handle = self._queue(step, copy, periodic=True)
         self.last_blocked_seconds = time.monotonic() - started
         return handle
 
@@ -210,7 +215,7 @@ class TieredCheckpointManager:
         if pending.error is not None:
             raise pending.error
 
-    def _queue(self, step: int, state: Mapping[str, Any], *, periodic: bool) -> SaveHandle:
+    def _queue(self, step: int, state: Mapping[str, Any] | BaseException, *, periodic: bool) -> SaveHandle:
         """Queue the local commit of ``step`` for the save thread (step 2)."""
         handle = SaveHandle(step)
         self._pending = handle
@@ -218,7 +223,7 @@ class TieredCheckpointManager:
         self.saver.submit(lambda: self._commit_local(step, state, periodic), handle)
         return handle
 
-    def _commit_local(self, step: int, state: Mapping[str, Any], periodic: bool) -> GenerationInfo:
+    def _commit_local(self, step: int, state: Mapping[str, Any] | BaseException, periodic: bool) -> GenerationInfo:
         """Steps 3-8, on the save thread."""
         assert self.tier is not None
         started = time.monotonic()
@@ -232,13 +237,16 @@ class TieredCheckpointManager:
         self.node.prune(self.session)
         return info
 
-    def _save_local(self, step: int, state: Mapping[str, Any]) -> tuple[GenerationInfo, GangMarker]:
+    def _save_local(self, step: int, state: Mapping[str, Any] | BaseException) -> tuple[GenerationInfo, GangMarker]:
+        """Steps 3-6 of ``state`` (or of the error that stopped this rank's host copy: reported in the gathers)."""
         generation = layout.generation_name(step, self.session)
         error: str | None = None
         info: GenerationInfo | None = None
         phases: dict[str, float] = {}
         started = time.monotonic()
         try:
+            if isinstance(state, BaseException):
+                raise state
             info = self.node.manager(self.rank, self.session).save(step, state)
         except Exception as err:  # the others must still hear from us
             error = f"{type(err).__name__}: {err}"
