@@ -189,3 +189,20 @@ def bad_state_on_one_rank(rank: int, world: int, root: str) -> None:
     mgr.close(30)
     Path(root, f"bad-r{rank}.json").write_text(json.dumps({"error": error, "raised": raised, "next": info.step,
                                                            "markers": [m.step for m in mgr.node.markers()]}))  # fmt: skip
+
+
+def many_rounds(rank: int, world: int, root: str, chunk: int) -> None:
+    """Chunks of ``chunk`` bytes (so a copy takes many transfer rounds, two in flight), two peer copies per shard:
+    every copy lands whole and checked; then this rank restores its own shard from a peer's copy."""
+    from spotgpu.checkpoint.tiered import transport
+
+    transport.CHUNK_BYTES = chunk
+    zones = ["a", "b", "c"][:world]
+    tier = LocalTier(Path(root) / f"node{rank}" / "local", keep=2, peer_copies=2, durable_every=100, zone=zones[rank])
+    mgr = TieredCheckpointManager((Path(root) / "store").as_uri(), tier, rank=rank, world_size=world, session="run1")
+    for step in (1, 2):
+        mgr.save_async(step, state_at(rank, step))
+    mgr.wait_pending(60)
+    holders = mgr.node.markers()[0].holders
+    mgr.close(30)
+    Path(root, f"rounds-r{rank}.json").write_text(json.dumps({"holders": holders}))
