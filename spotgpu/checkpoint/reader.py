@@ -231,8 +231,13 @@ class VerifyReport:
     missing: bool = False
 
 
-def verify_step(store: Store, step: int) -> VerifyReport:
-    """Read and hash every part and object of the generation committed at ``step``."""
+def verify_step(store: Store, step: int, checked: Mapping[str, int] | None = None) -> VerifyReport:
+    """Read and hash every part and object of the generation committed at ``step``.
+
+    ``checked``: shard objects (path -> size) whose every byte was already checked against the
+    part read here, as they arrived (a peer copy: :class:`~spotgpu.checkpoint.shard.ShardCheck`);
+    the marker and parts are still read and checked, those shards only for their size."""
+    checked = checked or {}
     started = time.monotonic()
     try:
         record = read_commit(store, step)
@@ -265,7 +270,11 @@ def verify_step(store: Store, step: int) -> VerifyReport:
     for part in parts:
         for shard in part.shards:
             try:
-                report.bytes_checked += verify_shard(store, record.hash_algorithm, shard.path, shard.size, part.items)
+                if shard.path in checked:
+                    _same_size(store, shard.path, shard.size, checked[shard.path])
+                    report.bytes_checked += shard.size
+                else:
+                    report.bytes_checked += verify_shard(store, record.hash_algorithm, shard.path, shard.size, part.items)
             except CheckpointError as err:
                 report.problems.append(str(err))
                 continue
@@ -273,3 +282,13 @@ def verify_step(store: Store, step: int) -> VerifyReport:
     report.ok = not report.problems
     report.seconds = time.monotonic() - started
     return report
+
+
+def _same_size(store: Store, path: str, size: int, streamed: int) -> None:
+    """A shard checked as it arrived: the part's size, the bytes checked, and the file's size agree."""
+    try:
+        stored = store.head(path).size
+    except ObjectMissingError:
+        raise VerificationError(f"{path}: shard object is missing") from None
+    if not stored == streamed == size:
+        raise VerificationError(f"{path}: {stored} bytes stored, {streamed} checked on arrival, the part says {size}")

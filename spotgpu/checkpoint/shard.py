@@ -11,10 +11,10 @@ on a local disk, more on an object store), each scattered straight into the valu
 buffers and hashed block by block while the bytes are still in the CPU's cache. Adjacent
 values share one request; blocks let the ranges of one big value be read in parallel.
 
-:func:`verify_shard` reads a whole shard object sequentially through a bounded buffer and
-checks every block hash, that the padding is zero and that the object has exactly its
-recorded size: what ``verify`` runs, and how a copy of a shard on another node's local
-directory (issue 33) is checked before it is trusted.
+:class:`ShardCheck` checks a whole shard object fed in order (every block hash, zero padding,
+exactly its recorded size): :func:`verify_shard` feeds it from a store (what ``verify`` runs),
+and a peer copy of a node-local shard (issue 33) feeds it each chunk as it arrives, so the
+copy is verified in the pass that receives it, never read back.
 """
 
 from __future__ import annotations
@@ -232,57 +232,97 @@ def read_items(store: Store, algorithm: str, wanted: Sequence[tuple[ItemEntry, m
             future.result()
 
 
+class ShardCheck:
+    """The checks of one whole shard object, fed its bytes in order, in pieces of any size.
+
+    Every block hash must match, every byte between values must be zero, and exactly ``size``
+    bytes must arrive. :func:`verify_shard` feeds it from a store; a peer copy (issue 33) feeds
+    it each chunk as it arrives over the network, so the copy is verified in the same pass
+    that receives it. The first problem is kept (``problem``); later bytes are ignored.
+    """
+
+    def __init__(self, algorithm: str, path: str, size: int, entries: Sequence[ItemEntry]) -> None:
+        self.algorithm, self.path, self.size = algorithm, path, size
+        #: (offset, length, expected hash or None for padding, label), covering [0, size) in order
+        self.spans: list[tuple[int, int, str | None, str]] = []
+        pos = 0
+        for entry in sorted((e for e in entries if e.path == path), key=lambda e: e.offset):
+            if entry.offset > pos:
+                self.spans.append((pos, entry.offset - pos, None, "padding"))
+            for i, expected in enumerate(entry.hashes):
+                a = i * entry.block
+                self.spans.append((entry.offset + a, min(entry.size, a + entry.block) - a, expected,
+                                   f"{entry.key!r} block {i}"))  # fmt: skip
+            pos = entry.offset + entry.size
+        if pos < size:
+            self.spans.append((pos, size - pos, None, "padding"))
+        self.problem: str | None = None if pos <= size else f"{path}: {size} bytes, its values end at byte {pos}"
+        self.received = 0
+        self._hasher = new_hasher(algorithm)
+        self._span, self._span_done = 0, 0
+
+    def update(self, data: memoryview | bytes) -> None:
+        """The next bytes of the object."""
+        view = memoryview(data).cast("B")
+        n = len(view)
+        if self.problem is not None:
+            self.received += n
+            return
+        if self.received + n > self.size:
+            self.problem = f"{self.path}: more than its {self.size} bytes"
+            self.received += n
+            return
+        at = 0
+        while at < n:
+            start, length, want, label = self.spans[self._span]
+            take = min(n - at, length - self._span_done)
+            piece = view[at : at + take]
+            if want is None:
+                if any(piece):
+                    self.problem = f"{self.path}: non-zero {label} at byte {start + self._span_done}"
+                    break
+            else:
+                self._hasher.update(piece)
+            at += take
+            self._span_done += take
+            if self._span_done == length:
+                if want is not None and self._hasher.hexdigest() != want:
+                    self.problem = f"{self.path}: hash mismatch in {label} (corrupt or overwritten)"
+                    break
+                self._hasher, self._span, self._span_done = new_hasher(self.algorithm), self._span + 1, 0
+        self.received += n
+
+    def finish(self) -> None:
+        """Raise VerificationError unless every byte arrived and checked out."""
+        if self.problem is None and self.received != self.size:
+            self.problem = f"{self.path}: {self.received} bytes arrived, the part says {self.size}"
+        for _start, length, want, label in self.spans[self._span :]:  # empty values at the very end
+            if self.problem is None and length == 0 and want is not None and new_hasher(self.algorithm).hexdigest() != want:
+                self.problem = f"{self.path}: hash mismatch in {label}"
+        if self.problem is not None:
+            raise VerificationError(self.problem)
+
+
 def verify_shard(store: Store, algorithm: str, path: str, size: int, entries: Sequence[ItemEntry]) -> int:
-    """Read the whole shard object ``path`` once, sequentially, through a bounded buffer:
-    every block hash must match, every byte between values must be zero, and the object
-    must have exactly ``size`` bytes. Returns the bytes checked; raises VerificationError."""
+    """Read the whole shard object ``path`` once, sequentially, through a bounded buffer, into a
+    :class:`ShardCheck`. Returns the bytes checked; raises VerificationError."""
     try:
         stored = store.head(path).size
     except ObjectMissingError:
         raise VerificationError(f"{path}: shard object is missing") from None
     if stored != size:
         raise VerificationError(f"{path}: {stored} bytes, the part says {size}")
-    # (offset, length, expected hash or None for padding), covering [0, size) in order.
-    spans: list[tuple[int, int, str | None, str]] = []  # (offset, length, expected hash, label)
-    pos = 0
-    for entry in sorted((e for e in entries if e.path == path), key=lambda e: e.offset):
-        if entry.offset > pos:
-            spans.append((pos, entry.offset - pos, None, "padding"))
-        for i, expected in enumerate(entry.hashes):
-            a = i * entry.block
-            spans.append((entry.offset + a, min(entry.size, a + entry.block) - a, expected, f"{entry.key!r} block {i}"))
-        pos = entry.offset + entry.size
-    if pos < size:
-        spans.append((pos, size - pos, None, "padding"))
+    check = ShardCheck(algorithm, path, size, entries)
     window = bytearray(min(VERIFY_WINDOW, max(size, 1)))
-    hasher = new_hasher(algorithm)
-    span_index, span_done = 0, 0
     offset = 0
-    while offset < size:
+    while offset < size and check.problem is None:
         n = min(len(window), size - offset)
         view = memoryview(window)[:n]
         try:
             store.get_range_into(path, offset, [view])
         except ValueError as err:
             raise VerificationError(f"{path}: {err}") from None
-        at = 0
-        while at < n:
-            start, length, want, label = spans[span_index]
-            take = min(n - at, length - span_done)
-            piece = view[at : at + take]
-            if want is None:
-                if any(piece):
-                    raise VerificationError(f"{path}: non-zero {label} at byte {start + span_done}")
-            else:
-                hasher.update(piece)
-            at += take
-            span_done += take
-            if span_done == length:
-                if want is not None and hasher.hexdigest() != want:
-                    raise VerificationError(f"{path}: hash mismatch in {label} (corrupt or overwritten)")
-                hasher, span_index, span_done = new_hasher(algorithm), span_index + 1, 0
+        check.update(view)
         offset += n
-    for _start, length, want, label in spans[span_index:]:  # empty values at the very end
-        if length == 0 and want is not None and new_hasher(algorithm).hexdigest() != want:
-            raise VerificationError(f"{path}: hash mismatch in {label}")
+    check.finish()
     return size

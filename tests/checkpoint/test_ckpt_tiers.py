@@ -166,6 +166,7 @@ def test_after_a_roll_back_the_new_timeline_saves_its_steps_again(tmp_path: Path
     mgr.save(10, {"w": np.full(8, 99)})  # the new timeline's step 10
     again = mgr.restore()
     assert again is not None and again.step == 10 and int(again.state["w"][0]) == 99
+    mgr.close(10)
 
 
 def test_the_documented_example_runs_as_written(tmp_path: Path) -> None:

@@ -1,33 +1,60 @@
 """TieredCheckpointManager: the CheckpointManager calls, with a node-local tier and peer copies in front.
 
-The call order of one periodic save (every rank, the same step):
+Three threads of each rank take part, and each of the tier's two gloo groups (both made at
+construction, by every rank, in the same order) has exactly one thread that uses it:
 
-1. **Local write.** The rank saves its state as a committed world-size-1 generation in its
-   node's tier (``r<rank>/`` of :mod:`.node`: hashes, a create-only marker, the same guarantees
-   as the store). Training is blocked for this write only (the copies are fast and local).
-2. **Agree who copies.** A gather of the ranks' outcomes: only a rank whose write committed sends.
-3. **Peer copies.** Each rank sends its generation's files to its partners (:func:`.plan.partners`:
-   the next ranks of a ring that alternates zones) over the tier's gloo group (:mod:`.transport`);
-   each partner stages what arrives, **verifies every hash** (``CheckpointManager.verify``), and only
-   then moves it into its tier.
-4. **Local commit.** A second gather: if every rank's own write committed, every node writes the
-   same gang marker, naming the verified holders of each shard; the generation now counts.
-   Otherwise the save raises on every rank (the ranks whose write failed are named).
-5. **Durable copy.** Every ``durable_every``-th local commit is queued for the object store
-   (:mod:`.uploads`: the rank's own shard, read back verified, through the store's own protocol);
-   training does not wait for it.
-6. **Retention.** Each node keeps the newest ``keep`` gang-committed generations and the newest
-   durable one (survivors of a fall-back to the store read it locally).
+- the **training thread** calls ``save``, ``save_async``, ``save_final`` and ``restore``; it uses the
+  tier's *restore group* (``link``) for the construction handshake and for restores;
+- the **save thread** (:class:`.background.SaveThread`) runs every local commit, one at a time in
+  the order they were queued; it is the only user of the *save group* (``save_link``), so its
+  collectives never interleave with training's (the job's own group) or a restore's;
+- the **upload thread** (:mod:`.uploads`) copies generations to the object store; it holds no collective.
 
-Restore (every rank, collectively): each rank lists what its tier holds, rank 0 lists the store's
-committed generations; every rank computes the same plan (:func:`.plan.choose_restore`: the newest
-step every rank can get, each rank's nearest source: ``local``, a ``peer`` that sends it the files,
-or the ``store``); each reads and verifies; if any rank's copy fails (a bad hash, a missing file),
-every rank learns which copy and why, it is never planned again, and the gang plans again. The
-result says where this rank's state came from, how long it took and how many bytes it read.
+The call order of one periodic save (every rank, the same steps in the same order):
 
-A final save after a notice commits to the local tier and the peers first (fast), then uploads
-to the store within what is left of the budget.
+1. **Wait for the previous save** (training thread). At most one save is in flight: host memory
+   holds one copy, and local commits happen in step order. Its error, if it failed, is raised
+   here (once). A save that cannot keep up with the interval slows training here, never skips.
+2. **Host copy** (training thread, ``save_async`` only). The state is copied into host buffers
+   (:class:`.background.HostCopy`, reused from save to save) and the commit is queued for the save
+   thread. ``save_async`` returns its handle now: this copy is all training waits for. ``save``
+   queues the caller's own buffers instead (no copy) and waits for step 6.
+3. **Local write** (save thread). The copy becomes a committed world-size-1 generation in the
+   node's tier (``r<rank>/`` of :mod:`.node`: hashes, a create-only marker, the store's guarantees).
+4. **Agree who copies** (save thread, a gather on the save group): only a rank whose write
+   committed sends.
+5. **Peer copies** (save thread, point-to-point on the save group). Each rank sends its
+   generation's files to its partners (:func:`.plan.partners`: the next ranks of a ring that
+   alternates zones; :mod:`.transport`); each partner **checks every block as it arrives**
+   (:mod:`.arrival`: against the part that came first, which the marker, last, vouches for)
+   and only then moves the copy into its tier. A copy that fails is not written on, not moved
+   in, not counted.
+6. **Local commit** (save thread, a second gather). If every rank's own write committed, every
+   node writes the same gang marker naming the verified holders of each shard: the generation
+   counts now, and the save's handle is committed (``save`` returns). Otherwise the save fails on
+   every rank (the ranks whose write failed are named). A rank lost anywhere in 3-6 leaves no
+   marker on any node (each needs every rank's answer to this gather), so the generation does
+   not count and a restore takes the newest one that does.
+7. **Durable copy** (save thread queues, upload thread runs). Every ``durable_every``-th local
+   commit goes to the object store (:mod:`.uploads`: the rank's shard read back verified from the
+   tier, through the store's own protocol); nothing waits for it.
+8. **Retention** (save thread). Each node keeps the newest ``keep`` gang-committed generations and
+   the newest durable one (survivors of a fall-back to the store read it locally).
+
+Restore (training thread, collectively, after the save thread finished what was queued): each rank
+lists what its tier holds, rank 0 lists the store's committed generations; every rank computes the
+same plan (:func:`.plan.choose_restore`: the newest step every rank can get, each rank's nearest
+source: ``local``, a ``peer`` that sends it the files, or the ``store``); each reads and verifies;
+if any rank's copy fails (a bad hash, a missing file), every rank learns which copy and why, it is
+never planned again, and the gang plans again. The result says where this rank's state came from,
+how long it took and how many bytes it read.
+
+The final save after a notice (training thread, every rank): wait for the save in flight, within the
+budget (its collectives must end before the final save's begin; they end on every rank together).
+If it was of the same step and committed, it is the final save; otherwise the final save is queued
+like a periodic one from the caller's buffers (training has stopped) and awaited through step 6.
+Then the upload, within what is left of the budget. A rank whose budget runs out first reports the
+final save not committed; the gang's outcome agreement then says so on every rank.
 """
 
 from __future__ import annotations
@@ -47,6 +74,8 @@ from spotgpu.checkpoint.errors import CheckpointError
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.policies import SavePolicy
 from spotgpu.checkpoint.results import FinalSaveResult, GenerationInfo, RestoreResult
+from spotgpu.checkpoint.tiered.arrival import ArrivalCheck
+from spotgpu.checkpoint.tiered.background import HostCopy, SaveThread
 from spotgpu.checkpoint.tiered.config import LocalTier
 from spotgpu.checkpoint.tiered.node import GangMarker, NodeTier
 from spotgpu.checkpoint.tiered.plan import LOCAL, PEER, STORE, Held, Inventory, RestorePlan, choose_restore, partners
@@ -66,8 +95,9 @@ class TieredCheckpointManager:
     """Save and restore through the node's local tier, its peers and the object store at ``url``.
 
     ``tier`` None (no local tier on this VM): every call goes straight to a plain
-    :class:`CheckpointManager` at ``url``. ``link``: how the ranks talk (default: a gloo group
-    over the job's process group when ``world_size`` > 1). ``agreement`` (e.g.
+    :class:`CheckpointManager` at ``url``. ``link`` and ``save_link``: how the ranks talk on the
+    training thread and on the save thread (default: two gloo groups over the job's process group
+    when ``world_size`` > 1; see the module docstring for who uses which). ``agreement`` (e.g.
     ``Gang.commit_agreement()``) serves that plain manager only: with a tier, the store's saves run
     in the uploader's thread, where a collective on the job's group could interleave with
     training's, so they poll the store for the marker instead. Other keywords go to the store's manager.
@@ -83,6 +113,7 @@ class TieredCheckpointManager:
         session: str | None = None,
         save_policy: SavePolicy | None = None,
         link: Link | None = None,
+        save_link: Link | None = None,
         agreement: CommitAgreement | None = None,
         **store_kwargs: Any,
     ) -> None:
@@ -90,12 +121,18 @@ class TieredCheckpointManager:
         self.tier = tier
         self.save_policy = save_policy
         self.store_kwargs = store_kwargs
+        #: seconds the last local commit took (steps 3-6; the gang's estimate of a final save)
         self.last_save_seconds: float | None = None
-        #: seconds of the last save's steps: ``write`` (the local write), ``copies`` (sending and receiving),
-        #: ``verify`` (the copies' hashes), ``commit`` (the gang marker)
+        #: seconds the last save call held the training thread (``save_async``: the wait and the host copy)
+        self.last_blocked_seconds: float | None = None
+        #: seconds of the last local commit's steps: ``write`` (the local write, hashing included), ``agree``
+        #: (who copies), ``copies`` (sending and receiving), ``check`` (of which: the blocks checked as they
+        #: landed), ``verify`` (the copies' markers and parts), ``commit`` (the second gather, the gang marker)
         self.last_save_phases: dict[str, float] = {}
         self._last_save: tuple[int, float] | None = None
         self._saves = 0
+        self._pending: SaveHandle | None = None
+        self._last_marker: GangMarker | None = None
         if tier is None:
             self.plain: CheckpointManager | None = CheckpointManager(
                 url, rank=rank, world_size=world_size, session=session, save_policy=save_policy,
@@ -103,7 +140,9 @@ class TieredCheckpointManager:
             )  # fmt: skip
             return
         self.plain = None
-        self.link: Link = link or (GroupLink() if world_size > 1 else SoloLink())
+        solo = world_size == 1
+        self.link: Link = link or (SoloLink() if solo else GroupLink())
+        self.save_link: Link = save_link or (SoloLink() if solo else GroupLink())
         mine = {"session": session or secrets.token_hex(6), "zone": tier.zone, "dir": str(tier.path)}
         everyone = self.link.all_gather(mine)
         self.session = layout.check_session(everyone[0]["session"])  # rank 0's token: one generation name for all
@@ -112,6 +151,8 @@ class TieredCheckpointManager:
         self.partners = partners(self.zones, tier.peer_copies)
         self.node = NodeTier(tier.path, url, tier.keep)
         self.uploader = Uploader(self.node, self._store)
+        self.saver = SaveThread()
+        self.host = HostCopy()
 
     # -- the store's manager ----------------------------------------------------------------
     def _store(self, session: str | None = None) -> CheckpointManager:
@@ -129,107 +170,176 @@ class TieredCheckpointManager:
         return self.save_policy.should_save(step, last_saved_step=last_step, seconds_since_save=since)
 
     def save(self, step: int, state: Mapping[str, Any]) -> GenerationInfo:
-        """Commit ``step`` to the local tiers of the gang (see the module docstring); every rank calls it."""
+        """Commit ``step`` to the local tiers of the gang and return once it counts (steps 1, 3-8 of the
+        module docstring, from the caller's buffers); every rank calls it."""
         if self.plain is not None:
             return self.plain.save(step, state)
         started = time.monotonic()
-        info, _ = self._save_local(step, state)
-        self._saves += 1
-        assert self.tier is not None
-        if self._saves % self.tier.durable_every == 0:
-            self.uploader.submit(step, info.generation, self.rank)
-        self.node.prune(self.session)
-        self.last_save_seconds = time.monotonic() - started
-        self._last_save = (step, time.monotonic())
-        return info
+        self.wait_pending()
+        handle = self._queue(step, state, periodic=True)
+        try:
+            return handle.wait()
+        finally:
+            self._pending = None
+            self.last_blocked_seconds = time.monotonic() - started
 
     def save_async(self, step: int, state: Mapping[str, Any]) -> SaveHandle:
-        """As :meth:`save` (the local write and the copies are fast; the upload is in the background);
-        the handle is done when it returns."""
-        handle = SaveHandle(step)
+        """Copy ``state`` to host memory and return; the local write, the peer copies and the local commit
+        run on the save thread (steps 1-8 of the module docstring). The handle is committed when the
+        generation counts (every rank's write and copies verified); every rank calls it."""
+        if self.plain is not None:
+            return self.plain.save_async(step, state)
+        started = time.monotonic()
+        self.wait_pending()
+        layout.check_step(step)
         try:
-            info = self.save(step, state)
-        except BaseException as err:
-            handle._finish(None, err)
-        else:
-            handle._finish(info, None)
+            copy: Mapping[str, Any] | BaseException = self.host.copy(state)
+        except Exception as err:  # the others must still hear from us: the save fails on every rank, naming this one
+            copy = err
+        handle = self._queue(step, copy, periodic=True)
+        self.last_blocked_seconds = time.monotonic() - started
         return handle
 
     def wait_pending(self, timeout: float | None = None) -> None:
+        """Wait for the save in flight; raise what it raised (once: the next call, and the next save, go on).
+        ``TimeoutError`` if it is still running."""
         if self.plain is not None:
             self.plain.wait_pending(timeout)
+            return
+        pending = self._pending
+        if pending is None:
+            return
+        if not pending.finished(timeout):
+            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
+        self._pending = None
+        if pending.error is not None:
+            raise pending.error
 
-    def _save_local(self, step: int, state: Mapping[str, Any]) -> tuple[GenerationInfo, GangMarker]:
+    def _queue(self, step: int, state: Mapping[str, Any] | BaseException, *, periodic: bool) -> SaveHandle:
+        """Queue the local commit of ``step`` for the save thread (step 2)."""
+        handle = SaveHandle(step)
+        self._pending = handle
+        self._last_save = (step, time.monotonic())
+        self.saver.submit(lambda: self._commit_local(step, state, periodic), handle)
+        return handle
+
+    def _commit_local(self, step: int, state: Mapping[str, Any] | BaseException, periodic: bool) -> GenerationInfo:
+        """Steps 3-8, on the save thread."""
+        assert self.tier is not None
+        started = time.monotonic()
+        info, marker = self._save_local(step, state)
+        self._last_marker = marker
+        self.last_save_seconds = time.monotonic() - started
+        if periodic:
+            self._saves += 1
+            if self._saves % self.tier.durable_every == 0:
+                self.uploader.submit(step, info.generation, self.rank)
+        self.node.prune(self.session)
+        return info
+
+    def _save_local(self, step: int, state: Mapping[str, Any] | BaseException) -> tuple[GenerationInfo, GangMarker]:
+        """Steps 3-6 of ``state`` (or of the error that stopped this rank's host copy: reported in the gathers)."""
         generation = layout.generation_name(step, self.session)
         error: str | None = None
         info: GenerationInfo | None = None
-        phases = self.last_save_phases = {}
+        phases: dict[str, float] = {}
         started = time.monotonic()
         try:
+            if isinstance(state, BaseException):
+                raise state
             info = self.node.manager(self.rank, self.session).save(step, state)
         except Exception as err:  # the others must still hear from us
             error = f"{type(err).__name__}: {err}"
         phases["write"] = time.monotonic() - started
-        wrote = self.link.all_gather(error is None)
-        held = self._copy_to_peers(step, generation, wrote)
         started = time.monotonic()
-        outcomes = self.link.all_gather({"error": error, "held": held})
+        wrote = self.save_link.all_gather(error is None)
+        phases["agree"] = time.monotonic() - started
+        held = self._copy_to_peers(step, generation, wrote, phases)
+        started = time.monotonic()
+        outcomes = self.save_link.all_gather({"error": error, "held": held})
         failed = {r: o["error"] for r, o in enumerate(outcomes) if o["error"]}
         if failed:
+            self.last_save_phases = phases
             raise CheckpointError(f"local save of step {step} failed on rank(s) {sorted(failed)}: "
                                   + "; ".join(f"rank {r}: {e}" for r, e in sorted(failed.items())))  # fmt: skip
         holders = {shard: sorted(r for r, o in enumerate(outcomes) if o["held"].get(shard)) for shard in range(self.world_size)}
         marker = GangMarker(step, generation, self.world_size, holders, self.zones, self.dirs)
         self.node.write_marker(marker)
         phases["commit"] = time.monotonic() - started
+        self.last_save_phases = phases
         assert info is not None
         return info, marker
 
-    def _copy_to_peers(self, step: int, generation: str, wrote: list[bool]) -> dict[int, bool]:
-        """Send this rank's generation to its partners, receive and verify the ones it holds; which verified."""
+    def _copy_to_peers(self, step: int, generation: str, wrote: list[bool], phases: dict[str, float]) -> dict[int, bool]:
+        """Send this rank's generation to its partners, receive (checked as it lands) the ones it holds;
+        which verified."""
         sends: dict[int, tuple[Path, list[Path]]] = {}
         if wrote[self.rank]:
             files = self.node.generation_files(self.rank, step, generation)
             sends = {holder: (self.node.shard_root(self.rank), files) for holder in self.partners[self.rank]}
         owners = [o for o, hs in self.partners.items() if self.rank in hs and wrote[o]]
         staged = {owner: self.node.incoming(generation, owner) for owner in owners}
+        checks = {owner: ArrivalCheck(step, generation) for owner in owners}
         started = time.monotonic()
-        received = self.link.exchange(sends, staged)
-        self.last_save_phases["copies"] = time.monotonic() - started
+        received = self.save_link.exchange(sends, staged, checks)
+        phases["copies"] = time.monotonic() - started
+        phases["check"] = sum(c.seconds for c in checks.values())
         started = time.monotonic()
         verified: dict[int, bool] = {}
         for owner, files in received.items():
-            report = CheckpointManager(staged[owner].as_uri(), rank=0, world_size=1, session=self.session).verify(step)
-            verified[owner] = report.ok and report.generation == generation
+            report = checks[owner].verify(staged[owner])
+            verified[owner] = report.ok
             if verified[owner]:
                 self.node.accept(staged[owner], owner, files)
             else:
+                self.node.discard(staged[owner])
                 log.warning("copy of rank %s's step %s failed verification on arrival: %s", owner, step,
                             "; ".join(report.problems))  # fmt: skip
-        self.last_save_phases["verify"] = time.monotonic() - started
+        phases["verify"] = time.monotonic() - started
         return verified
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:
         """The last save before preemption: to the local tier and the peers first, then to the store
-        within what is left of ``budget_seconds`` (every rank calls it)."""
+        within what is left of ``budget_seconds`` (every rank calls it; see the module docstring)."""
         if self.plain is not None:
             return self.plain.save_final(step, state, budget_seconds)
         started = time.monotonic()
         if budget_seconds <= 0:
             return FinalSaveResult(False, 0.0, None, f"no time budget ({budget_seconds}s); nothing written")
-        try:
-            info, marker = self._save_local(step, state)
-        except CheckpointError as err:
-            return FinalSaveResult(False, time.monotonic() - started, None, f"failed: {err}")
-        local = time.monotonic() - started
-        copies = len(marker.holders.get(self.rank, []))
+        deadline = started + budget_seconds
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        previous = self._pending
+        if previous is not None and not previous.finished(left()):
+            return FinalSaveResult(False, time.monotonic() - started, None,
+                                   f"the save of step {previous.step} in flight used the whole budget "
+                                   f"({budget_seconds:.1f}s); nothing more written")  # fmt: skip
+        self._pending = None
+        if previous is not None and previous.error is not None:
+            log.warning("the save of step %s failed before the final save: %s", previous.step, previous.error)
+        if previous is not None and previous.step == step and previous.error is None:
+            info, how = previous.wait(0), "committed in the background before the notice"
+        else:
+            handle = self._queue(step, state, periodic=False)
+            if not handle.finished(left()):
+                return FinalSaveResult(False, time.monotonic() - started, None,
+                                       f"budget of {budget_seconds:.1f}s ran out while committing to the local "
+                                       "tier and the peers; nothing counts")  # fmt: skip
+            self._pending = None
+            if handle.error is not None:
+                return FinalSaveResult(False, time.monotonic() - started, None, f"failed: {handle.error}")
+            info = handle.wait(0)
+            how = f"in {time.monotonic() - started:.2f}s"
+        marker = self._last_marker
+        copies = len(marker.holders.get(self.rank, [])) if marker is not None and marker.step == step else 0
         upload = self.uploader.submit(step, info.generation, self.rank)
-        upload.done.wait(max(0.0, budget_seconds - (time.monotonic() - started)))
+        upload.done.wait(left())
         elapsed = time.monotonic() - started
-        self.last_save_seconds = elapsed
         store = _store_outcome(upload)
         return FinalSaveResult(True, elapsed, info.generation,
-                               f"committed to the local tier and {copies} peer cop(ies) in {local:.2f}s; the object "
+                               f"committed to the local tier and {copies} peer cop(ies) {how}; the object "
                                f"store: {store} ({elapsed:.2f}s of {budget_seconds:.1f}s)")  # fmt: skip
 
     # -- restoring -------------------------------------------------------------------------------
@@ -237,6 +347,7 @@ class TieredCheckpointManager:
         """This rank's state of the newest step every rank can get, from the nearest verified copy (collective)."""
         if self.plain is not None:
             return self.plain.restore(max_step=max_step, into=into)
+        self._settle()
         started = time.monotonic()
         offered = self._store_generations() if self.rank == 0 else None
         mine = [(h.step, h.generation, h.shard) for h in self.node.inventory(self.world_size)]
@@ -308,9 +419,21 @@ class TieredCheckpointManager:
             self.node.accept(staged[mine.holder], self.rank, received.get(mine.holder, []))
         return result, None
 
+    def _settle(self) -> None:
+        """Let the save in flight end before the tier is read (a failure was the save's to report)."""
+        try:
+            self.wait_pending()
+        except Exception as err:
+            log.warning("the save in flight failed: %s", err)
+
     def close(self, timeout: float | None = None) -> None:
-        """Let queued uploads finish (up to ``timeout``)."""
+        """Let the save in flight and queued uploads finish (up to ``timeout`` each)."""
         if self.plain is None:
+            try:
+                self.wait_pending(timeout)
+            except Exception as err:
+                log.warning("the save in flight failed: %s", err)
+            self.saver.close(timeout)
             self.uploader.close(timeout)
 
     def uploads(self) -> list[Upload]:

@@ -30,6 +30,7 @@ from typing import Any
 
 from spotgpu.checkpoint import layout
 from spotgpu.checkpoint.manager import CheckpointManager
+from spotgpu.checkpoint.tiered.arrival import SHARD_SUFFIX
 from spotgpu.checkpoint.tiered.plan import Held
 from spotgpu.storage.local_store import TMP_PREFIX, _fsync_dir
 
@@ -106,13 +107,16 @@ class NodeTier:
         return sorted(int(p.name[1:]) for p in self.root.glob("r[0-9][0-9][0-9][0-9][0-9]") if p.is_dir())
 
     def generation_files(self, shard: int, step: int, generation: str) -> list[Path]:
-        """Every file of ``generation`` in the shard's root, its commit marker last (paths relative to the root)."""
+        """Every file of ``generation`` in the shard's root (paths relative to the root): its documents first, then
+        its shard data, its commit marker last (a peer checks each shard as it arrives against the part that came
+        before it: :mod:`.arrival`)."""
         root = self.shard_root(shard)
         files = []
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root).as_posix()
             if path.is_file() and not path.name.startswith(TMP_PREFIX) and layout.generation_of(rel) == generation:
                 files.append(Path(rel))
+        files.sort(key=lambda f: (f.suffix == SHARD_SUFFIX, f.as_posix()))
         marker = Path(layout.commit_path(step))
         if (root / marker).is_file():
             files.append(marker)
@@ -244,6 +248,10 @@ class NodeTier:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staged / rel, target)
         _fsync_dir(root)
+        shutil.rmtree(staged, ignore_errors=True)
+
+    def discard(self, staged: Path) -> None:
+        """Remove a copy that failed its checks."""
         shutil.rmtree(staged, ignore_errors=True)
 
     def describe(self) -> dict[str, Any]:

@@ -8,12 +8,17 @@ NCCL cannot send host memory over its default group), created once by every rank
 
 :meth:`GroupLink.exchange` sends files: for each destination a header (every file's path and
 size), then the bytes in chunks of :data:`CHUNK_BYTES`, all pairs at once (non-blocking
-send/recv), so host memory stays at a few chunks whatever the shard's size. What arrives is
-not trusted: the receiver verifies it (:mod:`spotgpu.checkpoint.tiered.manager`).
+send/recv), two rounds in flight: while round k is on the wire, round k-1's chunks are
+written and checked and round k+1's are read from disk. Host memory stays at two chunks per
+pair whatever the shard's size. What arrives is not trusted: each source's
+:class:`Observer` (:class:`~spotgpu.checkpoint.tiered.arrival.ArrivalCheck`) checks every
+chunk as it lands, and once it has found a problem the rest of that copy is received (the
+sender's collective must complete) but not written.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -25,7 +30,20 @@ import numpy as np
 #: Bytes per send: big enough for full TCP throughput, small enough to bound host memory per pair
 #: (one send and one receive buffer per partner, reused for every chunk).
 CHUNK_BYTES = 64 << 20
-_HEADER_TAG, _DATA_TAG = 7301, 7302
+_HEADER_TAG, _DATA_TAG = 7301, 7310  # data rounds alternate _DATA_TAG and _DATA_TAG + 1
+
+
+class Observer(Protocol):
+    """Sees one source's files as they arrive, in order: ``begin``, ``update`` per chunk, ``end``."""
+
+    @property
+    def failed(self) -> bool: ...
+
+    def begin(self, path: str, size: int) -> None: ...
+
+    def update(self, data: memoryview) -> None: ...
+
+    def end(self) -> None: ...
 
 
 class Link(Protocol):
@@ -37,7 +55,10 @@ class Link(Protocol):
     def all_gather(self, value: Any) -> list[Any]: ...
 
     def exchange(
-        self, sends: Mapping[int, tuple[Path, Sequence[Path]]], receives: Mapping[int, Path]
+        self,
+        sends: Mapping[int, tuple[Path, Sequence[Path]]],
+        receives: Mapping[int, Path],
+        observers: Mapping[int, Observer] | None = None,
     ) -> dict[int, list[Path]]: ...
 
 
@@ -51,7 +72,10 @@ class SoloLink:
         return [value]
 
     def exchange(
-        self, sends: Mapping[int, tuple[Path, Sequence[Path]]], receives: Mapping[int, Path]
+        self,
+        sends: Mapping[int, tuple[Path, Sequence[Path]]],
+        receives: Mapping[int, Path],
+        observers: Mapping[int, Observer] | None = None,
     ) -> dict[int, list[Path]]:
         if sends or receives:
             raise ValueError("a single-process job has no peers to exchange copies with")
@@ -75,9 +99,13 @@ class GroupLink:
         return out
 
     def exchange(
-        self, sends: Mapping[int, tuple[Path, Sequence[Path]]], receives: Mapping[int, Path]
+        self,
+        sends: Mapping[int, tuple[Path, Sequence[Path]]],
+        receives: Mapping[int, Path],
+        observers: Mapping[int, Observer] | None = None,
     ) -> dict[int, list[Path]]:
-        """Send ``files`` (relative to ``root``) to each destination; receive each source's into its directory.
+        """Send ``files`` (relative to ``root``) to each destination; receive each source's into its directory,
+        each chunk shown to the source's observer as it lands.
 
         Returns, per source, the relative paths received (their parents created under the directory).
         """
@@ -96,28 +124,31 @@ class GroupLink:
                                tag=_HEADER_TAG) for dst, h in headers.items() if h]
                    + [dist.irecv(t, src, group=self.group, tag=_HEADER_TAG) for src, t in raw.items() if t.numel()])  # fmt: skip
         incoming = {src: [(Path(p), int(n)) for p, n in json.loads(bytes(t.numpy()).decode())] for src, t in raw.items()}
-        # 2. the bytes, chunk by chunk, every pair at once
+        # 2. the bytes, chunk by chunk, every pair at once, two rounds in flight (buffers alternate by round)
         readers = {dst: _Reader(root, files) for dst, (root, files) in sends.items()}
-        writers = {src: _Writer(receives[src], entries) for src, entries in incoming.items()}
-        inbox = {src: torch.empty(min(CHUNK_BYTES, w.remaining), dtype=torch.uint8) for src, w in writers.items()}
+        writers = {src: _Writer(receives[src], entries, (observers or {}).get(src)) for src, entries in incoming.items()}
+        inboxes = {src: [torch.empty(min(CHUNK_BYTES, w.remaining), dtype=torch.uint8) for _ in range(2)]
+                   for src, w in writers.items()}  # fmt: skip
+        pending: tuple[list[Any], list[tuple[_Writer, Any]]] = ([], [])
         try:
-            while True:
+            for round_ in itertools.count():
                 ops, landing = [], []
                 for dst, reader in readers.items():
-                    chunk = reader.next_chunk()
+                    chunk = reader.next_chunk(round_ % 2)
                     if chunk is not None:
-                        ops.append(dist.isend(torch.from_numpy(chunk), dst, group=self.group, tag=_DATA_TAG))
+                        ops.append(dist.isend(torch.from_numpy(chunk), dst, group=self.group, tag=_DATA_TAG + round_ % 2))
                 for src, writer in writers.items():
-                    size = writer.next_size()
+                    size = writer.claim()
                     if size:
-                        buffer = inbox[src][:size]
-                        ops.append(dist.irecv(buffer, src, group=self.group, tag=_DATA_TAG))
+                        buffer = inboxes[src][round_ % 2][:size]
+                        ops.append(dist.irecv(buffer, src, group=self.group, tag=_DATA_TAG + round_ % 2))
                         landing.append((writer, buffer))
+                self._wait(pending[0])  # round k-1 is complete: write and check it while round k is on the wire
+                for writer, buffer in pending[1]:
+                    writer.write(buffer.numpy())
                 if not ops:
                     break
-                self._wait(ops)
-                for writer, buffer in landing:
-                    writer.write(buffer.numpy())
+                pending = (ops, landing)
         finally:
             for writer in writers.values():
                 writer.close()
@@ -137,12 +168,16 @@ class _Reader:
         self.index = 0
         self.handle: Any = None
         total = sum(p.stat().st_size for p in self.paths)
-        self.buffer = np.empty(max(1, min(CHUNK_BYTES, total)), dtype=np.uint8)
+        size = max(1, min(CHUNK_BYTES, total))
+        #: two buffers: one is read into while the other's send is still in flight
+        self.buffers = [np.empty(size, dtype=np.uint8), np.empty(size if total > size else 1, dtype=np.uint8)]
 
-    def next_chunk(self) -> np.ndarray | None:
+    def next_chunk(self, which: int = 0) -> np.ndarray | None:
+        """The next bytes, in buffer ``which`` (the caller alternates; a buffer is reused once its send completed)."""
+        buffer = self.buffers[which]
         filled = 0
-        view = memoryview(self.buffer.data)
-        while filled < len(self.buffer) and self.index < len(self.paths):
+        view = memoryview(buffer.data)
+        while filled < len(buffer) and self.index < len(self.paths):
             if self.handle is None:
                 self.handle = open(self.paths[self.index], "rb", buffering=0)  # noqa: SIM115 - closed below
             n = self.handle.readinto(view[filled:])
@@ -151,41 +186,57 @@ class _Reader:
                 continue
             self.handle.close()
             self.handle, self.index = None, self.index + 1
-        return self.buffer[:filled] if filled else None
+        return buffer[:filled] if filled else None
 
 
 class _Writer:
-    """Writes a source's stream into its files, in the header's order and sizes; fsyncs each."""
+    """Writes a source's stream into its files, in the header's order and sizes; fsyncs each. Each piece is
+    shown to the source's observer first; once the observer has found a problem nothing more is written."""
 
-    def __init__(self, into: Path, entries: Sequence[tuple[Path, int]]) -> None:
+    def __init__(self, into: Path, entries: Sequence[tuple[Path, int]], observer: Observer | None = None) -> None:
         self.into = into
         self.entries = list(entries)
+        self.observer = observer
         self.index = 0
         self.left = self.entries[0][1] if self.entries else 0
         self.remaining = sum(n for _, n in self.entries)
+        #: bytes of the stream asked for (receives posted) but not yet written
+        self.unclaimed = self.remaining
         self.handle: Any = None
         self._skip_empty()
 
-    def next_size(self) -> int:
-        return min(CHUNK_BYTES, self.remaining)
+    def claim(self) -> int:
+        """The size of the next chunk to receive (0: everything is asked for)."""
+        size = min(CHUNK_BYTES, self.unclaimed)
+        self.unclaimed -= size
+        return size
 
     def write(self, data: Any) -> None:
         view = memoryview(data).cast("B")
         self.remaining -= len(view)
         while len(view):
             if self.handle is None:
-                path = self.into / self.entries[self.index][0]
+                rel, size = self.entries[self.index]
+                if self.observer is not None:
+                    self.observer.begin(rel.as_posix(), size)
+                path = self.into / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.handle = open(path, "wb")  # noqa: SIM115 - closed in _next
             take = min(self.left, len(view))
-            self.handle.write(view[:take])
+            if self.observer is not None:
+                self.observer.update(view[:take])
+            if self.observer is None or not self.observer.failed:
+                self.handle.write(view[:take])
             view, self.left = view[take:], self.left - take
             if self.left == 0:
                 self._next()
 
     def _next(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
+        if self.observer is not None:
+            self.observer.end()
+        if self.observer is None or not self.observer.failed:
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
         self.handle.close()
         self.handle = None
         self.index += 1
@@ -194,7 +245,11 @@ class _Writer:
 
     def _skip_empty(self) -> None:
         while self.index < len(self.entries) and self.left == 0:
-            path = self.into / self.entries[self.index][0]
+            rel = self.entries[self.index][0]
+            if self.observer is not None:
+                self.observer.begin(rel.as_posix(), 0)
+                self.observer.end()
+            path = self.into / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"")
             self.index += 1

@@ -22,6 +22,10 @@ from spotgpu.checkpoint.tiered.node import NodeTier
 log = logging.getLogger(__name__)
 
 
+#: Ended uploads :meth:`Uploader.submit` still recognises (a final save of a step just uploaded).
+KEEP_DONE = 4
+
+
 @dataclass
 class Upload:
     step: int
@@ -41,9 +45,20 @@ class Uploader:
         self._queue: queue.Queue[Upload | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.completed: list[Upload] = []
+        self._jobs: dict[str, Upload] = {}
+        self._lock = threading.Lock()
 
     def submit(self, step: int, generation: str, shard: int) -> Upload:
-        job = Upload(step, generation, shard)
+        """Queue an upload; one of the same generation queued, running or done already is returned instead
+        (the final save after a periodic save of the same step)."""
+        with self._lock:
+            known = self._jobs.get(generation)
+            if known is not None and known.error is None:
+                return known
+            job = self._jobs[generation] = Upload(step, generation, shard)
+            done = [g for g, j in self._jobs.items() if j.done.is_set()]
+            for old in done[: max(0, len(done) - KEEP_DONE)]:  # the oldest ended uploads are forgotten
+                del self._jobs[old]
         self.tier.pinned.add(step)  # its local copy stays while it is read
         self._queue.put(job)
         if self._thread is None or not self._thread.is_alive():
