@@ -24,13 +24,23 @@ Outcome = tuple[str | None, bytes | None]
 
 
 class ProcessGroupAgreement:
-    """A :class:`~spotgpu.checkpoint.writer.CommitAgreement` over a process group (rank 0 commits)."""
+    """A :class:`~spotgpu.checkpoint.writer.CommitAgreement` over the ranks of a process group (rank 0 commits).
+
+    Its collectives run on a gloo group of its own over those ranks, made here: ``save_async``
+    runs them on a background thread while training issues its own collectives, and two threads'
+    calls on one group interleave in a different order on each rank (gloo then pairs the wrong
+    operations: a size mismatch, or a hang until the timeout). So every rank constructs the
+    agreement at the same point (a collective, like ``new_group``), and its saves, which run one
+    at a time in step order, are the only users of the group. gloo because the objects are small
+    and on the CPU, whatever backend trains.
+    """
 
     def __init__(self, group: Any = None) -> None:
         import torch.distributed as dist
 
         self._dist = dist
-        self.group = group
+        ranks = None if group is None else dist.get_process_group_ranks(group)
+        self.group = dist.new_group(ranks=ranks, backend="gloo", use_local_synchronization=ranks is not None)
 
     def written(self, failure: str | None) -> dict[int, str]:
         dist = self._dist
