@@ -118,12 +118,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
             losses.write(json.dumps({"step": step, "loss": float(loss.item()).hex()}) + "\n")
             losses.flush()
             if ckpt.should_save(step):
-                ckpt.save(step, state())                                 # periodic: the primary protection
+                ckpt.save_async(step, state())                           # periodic: the primary protection
             if gang.should_stop(step):                                   # same answer on every rank, same step
                 gang.final_checkpoint(ckpt, step, state())               # one final save for the gang
                 raise SystemExit(EXIT_GANG_STOP)                         # 75: the launcher restarts the gang
             if gang.checkpoint_requested() == "early":                   # a rebalance/maintenance notice anywhere
                 gang.early_checkpoint(ckpt, step, state())
+    ckpt.wait_pending()  # the last periodic save commits before the job reports it finished
     if rank == 0:
         final = {"steps": args.steps, "worldSize": world, "paramsSha256": params_sha256(model.module)}
         (args.out / "final.json").write_text(json.dumps(final), encoding="utf-8")
