@@ -31,6 +31,7 @@ from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
 from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
+from spotgpu.models.pool_types import split_capacity
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi import planning
@@ -135,17 +136,6 @@ def plan_zones(zones: tuple[str, ...]) -> ZonePlan:
     """The spec's zones (each once, as ``AzurePoolSpec`` holds them) in a stable order."""
     ordered = tuple(sorted(zones))
     return ZonePlan(ordered, False if len(ordered) > 1 else None)
-
-
-def split_capacity(total: int, sizes: tuple[str, ...]) -> dict[str, int]:
-    """Spread ``total`` VMs over the sizes, earlier (preferred) sizes first on a remainder.
-
-    Only the initial capacity: the fallback controller resizes the scale sets
-    afterwards, and the component tells Pulumi to ignore ``sku.capacity`` drift.
-    The spec holds at least one size and a ``capacity.target`` of 0 or more.
-    """
-    base, extra = divmod(total, len(sizes))
-    return {size: base + (1 if i < extra else 0) for i, size in enumerate(sizes)}
 
 
 def check_tag_values(tag_map: dict[str, str], resource: str) -> dict[str, str]:

@@ -54,6 +54,22 @@ class MachineGroup:
         ssds = f", {self.local_ssds} Local SSDs per VM" if self.local_ssds else ""
         return f"MIG {self.key} (accelerator-optimized{ssds})"
 
+    def template_says(self) -> str:
+        """What of the group's template applies to every VM: ``attaches 1 x nvidia-tesla-t4``."""
+        if self.accelerator is not None:
+            return f"attaches {self.accelerator.count} x {self.accelerator.type}"
+        ssds = f" and requests {self.local_ssds} Local SSDs" if self.local_ssds else ""
+        return f"attaches no GPU (accelerator-optimized types carry theirs){ssds}"
+
+    def apart_from(self, primary: MachineGroup) -> str:
+        """Why the group has a MIG of its own, not the primary's: what a finding about it says."""
+        if self.ssd_split:
+            mine = f"requests {self.local_ssds} Local SSDs" if self.local_ssds else "requests no Local SSD"
+            theirs = f"{primary.local_ssds}" if primary.local_ssds else "none"
+            return f"a MIG has one instance template, and this one {mine} per VM where the primary's requests {theirs}"
+        return (f"a MIG has one instance template, and this one {self.template_says()} where the primary's "
+                f"{primary.template_says()}")  # fmt: skip
+
 
 def accelerator_key(accelerator: GcpAccelerator | None) -> str:
     """Stable short key of an accelerator signature: ``aopt`` or e.g. ``t4x1``, ``v100x8``."""

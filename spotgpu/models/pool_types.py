@@ -28,8 +28,11 @@ class SpotGroup:
 
     types: tuple[str, ...]
     label: str
-    #: GCP: a MIG apart from an earlier one only by its Local SSD count (a tiered workload's templates)
-    ssd_split: bool = False
+    #: VMs the group is created with: the primary's share of ``capacity.target``; what the controller keeps
+    #: (and never replaces) in a group no rung grows
+    start: int
+    #: why the group is not part of the primary (empty for the primary): what a finding about it says
+    apart: str = ""
 
 
 def pool_types(pool: PoolSpec) -> tuple[str, ...]:
@@ -64,11 +67,31 @@ def spot_groups(pool: PoolSpec, workload: WorkloadProfile) -> tuple[SpotGroup, .
     are what alternate_sku grows. AWS: one Auto Scaling group mixes every type; GCP: one MIG per
     template (:func:`spotgpu.models.gcp_groups.machine_groups`: accelerator signature, and Local SSD
     count for a tiered workload); Azure: one scale set per size."""
+    target = pool.capacity.target
     if isinstance(pool, AwsPoolSpec):
-        return (SpotGroup(tuple(pool.instance_types), "the Auto Scaling group"),)
+        return (SpotGroup(tuple(pool.instance_types), "the Auto Scaling group", target),)
     if isinstance(pool, GcpPoolSpec):
-        return tuple(SpotGroup(g.machine_types, g.describe(), g.ssd_split) for g in machine_groups(pool, workload))
-    return tuple(SpotGroup((size,), f"scale set {size}") for size in pool.vm_sizes)
+        groups = machine_groups(pool, workload)
+        return tuple(
+            SpotGroup(g.machine_types, g.describe(), target if i == 0 else 0, g.apart_from(groups[0]) if i else "")
+            for i, g in enumerate(groups)
+        )
+    starts = split_capacity(target, pool.vm_sizes)
+    return tuple(
+        SpotGroup((size,), f"scale set {size}", starts[size], "" if i == 0 else "a scale set runs one VM size here (instance mix takes no GPU size)")
+        for i, size in enumerate(pool.vm_sizes)
+    )
+
+
+def split_capacity(total: int, sizes: tuple[str, ...]) -> dict[str, int]:
+    """Azure: spread ``total`` VMs over the pool's scale sets (one per size), earlier (preferred) sizes first
+    on a remainder.
+
+    Only the initial capacity: the fallback controller resizes the scale sets afterwards, and the
+    component tells Pulumi to ignore ``sku.capacity`` drift. At least one size, a total of 0 or more.
+    """
+    base, extra = divmod(total, len(sizes))
+    return {size: base + (1 if i < extra else 0) for i, size in enumerate(sizes)}
 
 
 def primary_types(pool: PoolSpec, workload: WorkloadProfile) -> tuple[str, ...]:

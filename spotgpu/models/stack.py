@@ -213,13 +213,15 @@ def idle_rungs(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfile
 
 
 def idle_groups(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfile) -> list[FieldProblem]:
-    """A finding for each spot MIG split off by Local SSD count that no rung of ``ladder`` grows.
+    """A finding for each spot group besides the primary that no rung of ``ladder`` grows.
 
-    Only alternate_sku grows a spot group other than the primary, so without that rung a GCP MIG
-    the tier split off (types whose Local SSD count differs from an earlier group's) is created and
-    stays at 0. Each finding points at the group's first type, at its key in the pool;
-    ``optOut.idleRungs`` keeps them, as it keeps idle rungs (the preview then warns). Groups apart for
-    another reason (an N1 accelerator, an Azure size) are not judged here yet: the dev stack has such.
+    Only alternate_sku grows a spot group other than the primary (:func:`spotgpu.models.pool_types.spot_groups`:
+    a GCP MIG per instance template, set apart by an N1 accelerator or a tiered workload's Local SSD count;
+    an Azure scale set per VM size), so without that rung such a group keeps only the VMs it is created
+    with (a GCP MIG 0, an Azure scale set its share of ``capacity.target``): the controller holds it, never
+    replaces a VM it loses, and drains it as surplus once the primary is back at target. Each finding
+    points at the group's first type, at its key in the pool, and says why the group is apart;
+    ``optOut.idleRungs`` keeps them, as it keeps idle rungs (the preview then warns).
     """
     if ladder.step(StepKind.ALTERNATE_SKU) is not None:
         return []
@@ -229,15 +231,22 @@ def idle_groups(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfil
     keys = type_keys(pool)
     return [
         FieldProblem(
-            f"is in spot {group.label}, apart from the primary {primary.label} that same_pool grows; only an "
-            f"alternate_sku rung grows that group and ladder {pool.ladder} has none, so it stays at 0 nodes",
+            f"is in spot {group.label}, apart from the primary {primary.label} that same_pool grows, because {group.apart}; "
+            f"only an alternate_sku rung grows that group and ladder {pool.ladder} has none, so {_never_grown(group.start)}",
             at=f"pools[{pool.name}].{keys[types.index(group.types[0])]}", value=group.types[0],
             fix=f"add an alternate_sku rung to ladder {pool.ladder}, list only types that share the primary's group "
                 f"({', '.join(primary.types)}), or set pools[{pool.name}].optOut.idleRungs to a stated reason",
         )
         for group in groups[1:]
-        if group.ssd_split
     ]
+
+
+def _never_grown(start: int) -> str:
+    if start == 0:
+        return "it stays at 0 nodes"
+    nodes = "node" if start == 1 else "nodes"
+    return (f"it starts with {start} {nodes} (its share of capacity.target) and a VM it loses is never replaced "
+            "(the controller drains it as surplus once the primary is back at target)")
 
 
 def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote,

@@ -32,4 +32,11 @@ def test_an_n1_accelerator_is_judged_by_its_own_memory() -> None:
           {"machineType": "a2-highgpu-4g"}]
     with pytest.raises(ConfigError, match=r"machineTypes\[0\]\.machineType: n1-standard-16 \(4 x V100 \(16 GiB each\)"):
         parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 30}, n1))
-    parse_stack_config(_with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 16}, n1))
+    fits = _with_gpu({"gpusPerNode": 4, "memoryPerGpuGiB": 16}, n1)
+    # the A2 type has a MIG of its own that the pool's ladder (no alternate_sku) never grows: kept here by
+    # the opt-out, since only the memory check is under test
+    pools = fits["pools"]
+    assert isinstance(pools, list)
+    pool = pools[0]
+    pool["optOut"] = {**pool.get("optOut", {}), "idleRungs": "the A2 MIG is grown by hand in this test"}
+    parse_stack_config(fits)
