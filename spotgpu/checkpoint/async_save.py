@@ -69,6 +69,24 @@ class SaveHandle:
         self._done.set()
 
 
+class PendingSave:
+    """The one background save a manager has in flight (``_pending``), and how a caller waits for it."""
+
+    _pending: SaveHandle | None = None
+
+    def wait_pending(self, timeout: float | None = None) -> None:
+        """Wait for the save in flight; raise what it raised (once: the next call, and the next
+        save, go on). ``TimeoutError`` if it is still running."""
+        pending = self._pending
+        if pending is None:
+            return
+        if not pending.finished(timeout):
+            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
+        self._pending = None
+        if pending.error is not None:
+            raise pending.error
+
+
 class SnapshotPipe:
     """Chunks flowing from the caller's copy loop to the writer thread.
 

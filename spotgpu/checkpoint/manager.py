@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from spotgpu.checkpoint import layout, manifest, reader, writer
-from spotgpu.checkpoint.async_save import SaveHandle, SnapshotPipe
+from spotgpu.checkpoint.async_save import PendingSave, SaveHandle, SnapshotPipe
 from spotgpu.checkpoint.errors import (
     CommitConflictError,
     ObjectMissingError,
@@ -77,7 +77,7 @@ def _items(state: Mapping[str, Any]) -> list[Item]:
     return normalize(state)
 
 
-class CheckpointManager:
+class CheckpointManager(PendingSave):
     """Save, restore, list, verify and garbage-collect checkpoint generations at ``url``."""
 
     def __init__(
@@ -184,18 +184,6 @@ class CheckpointManager:
                 pipe.drain()
         self._pending = handle
         return handle
-
-    def wait_pending(self, timeout: float | None = None) -> None:
-        """Wait for the running background save; raise what it raised (once: the next
-        call, and the next save, go on). ``TimeoutError`` if it is still running."""
-        pending = self._pending
-        if pending is None:
-            return
-        if not pending.finished(timeout):
-            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
-        self._pending = None
-        if pending.error is not None:
-            raise pending.error
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> FinalSaveResult:
         """The last save before preemption: write directly (training has stopped) within

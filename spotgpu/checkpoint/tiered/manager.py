@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 
 from spotgpu.checkpoint import layout
-from spotgpu.checkpoint.async_save import SaveHandle
+from spotgpu.checkpoint.async_save import PendingSave, SaveHandle
 from spotgpu.checkpoint.errors import CheckpointError
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.policies import SavePolicy
@@ -91,7 +91,7 @@ MAX_RESTORE_ROUNDS = 8
 STORE_CANDIDATES = 8
 
 
-class TieredCheckpointManager:
+class TieredCheckpointManager(PendingSave):
     """Save and restore through the node's local tier, its peers and the object store at ``url``.
 
     ``tier`` None (no local tier on this VM): every call goes straight to a plain
@@ -201,19 +201,11 @@ class TieredCheckpointManager:
         return handle
 
     def wait_pending(self, timeout: float | None = None) -> None:
-        """Wait for the save in flight; raise what it raised (once: the next call, and the next save, go on).
-        ``TimeoutError`` if it is still running."""
+        """Without a tier, the plain manager's save in flight; else this one's (:class:`PendingSave`)."""
         if self.plain is not None:
             self.plain.wait_pending(timeout)
             return
-        pending = self._pending
-        if pending is None:
-            return
-        if not pending.finished(timeout):
-            raise TimeoutError(f"save of step {pending.step} still {pending.status()} after {timeout}s")
-        self._pending = None
-        if pending.error is not None:
-            raise pending.error
+        super().wait_pending(timeout)
 
     def _queue(self, step: int, state: Mapping[str, Any] | BaseException, *, periodic: bool) -> SaveHandle:
         """Queue the local commit of ``step`` for the save thread (step 2)."""
