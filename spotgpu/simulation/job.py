@@ -20,7 +20,9 @@ With checkpoint tiers (:class:`TwinTiers`, ``spotgpu.economics.tiers``) each com
 one (``write_seconds`` the local write), every ``durable_every``-th reaches the object store
 ``upload_seconds`` later, and each gang VM's shard has copies on ``peer_copies`` other gang
 VMs (the checkpoint library's ring over the gang, alternating its VMs' zones:
-:func:`spotgpu.simulation.placement.holders`). Every VM that goes (taken,
+:func:`spotgpu.simulation.placement.holders`), chosen as the library chooses them: when a gang forms,
+from its VMs' current zones, and holding the copies of that gang's own commits (the step a gang
+restored stays where it was until it commits). Every VM that goes (taken,
 removed) takes its tier with it. When the next gang forms, it resumes from the newest local
 commit if every shard of it is still held by a member of the new gang (a member's own tier:
 ``local``; a copy another member holds: ``peer``), else from the newest durable one (the
@@ -143,6 +145,10 @@ class JobRun:
         # checkpoint tiers (job.tiers): the live VMs holding each shard of the committed step (by the VM
         # that wrote it), the newest durable commit, and the rank restores from each source
         self.holders: dict[str, set[str]] = {}
+        #: the current gang's partners (:func:`holders` over its VMs' zones): they hold the copies of its own
+        #: commits only; the step it restored stays where ``holders`` says until its first commit
+        self.ring: dict[str, set[str]] = {}
+        self.restored = 0.0  # the committed work the current gang restored (its commits are the ones above it)
         self.durable = 0.0
         self.restores = {"local": 0, "peer": 0, "store": 0}
         self.idle_since: float | None = None  # when the job last stopped with no gang (None: a gang holds it)
@@ -222,29 +228,47 @@ class JobRun:
         self.restarts += 1
 
     def _tier_restore(self, gang: Sequence[GangNode]) -> float:
-        """Tiers: the step the new gang resumes from, where each rank reads it, the copies it will
-        keep; the gang's load seconds (the store's when any rank reads the store)."""
+        """Tiers: the step the new gang resumes from, where each rank reads it, who holds it afterwards;
+        the gang's load seconds (the store's when any rank reads the store).
+
+        As in the library, partners are chosen when a gang forms (each incarnation's manager, from its
+        ranks' current zones: ``TieredCheckpointManager.__init__``), and copies follow them from its first
+        commit on. Until then the step it restored is held where it was, plus by each rank that read its
+        shard from a peer (it keeps the copy it received); a rank that read the store holds nothing new.
+        """
         tiers = self.job.tiers
         assert tiers is not None
         members = {v.id for v in gang}
+        current = self.ring if self.committed > self.restored + _EPS else self.holders
         sources: list[str] = []
+        owners: dict[str, str] = {}  # the gang member that reads each shard -> the shard (its writer)
         if self.committed > 0:
-            held = set().union(*self.holders.values()) & members if self.holders else set()
-            if self.holders and all(hs & members for hs in self.holders.values()):
-                sources = ["local" if v.id in self.holders.get(v.id, ()) else "peer" for v in gang]
+            held = set().union(*current.values()) & members if current else set()
+            # survivors read their own shard, newcomers those whose writer left (a wider gang: some read none)
+            newcomers = sorted(v.id for v in gang if v.id not in current)
+            orphans = sorted(s for s in current if s not in members)
+            owners = {s: s for s in current if s in members} | dict(zip(newcomers, orphans, strict=False))
+            if current and all(hs & members for hs in current.values()):
+                sources = ["local" if v.id in current.get(owners.get(v.id, ""), ()) else "peer" for v in gang]
+                restored = {owner: (current[s] | {owner}) for owner, s in owners.items()}
             else:  # a shard of the newest local step is gone with its copies: back to the newest durable one
                 self.lost_work += self.committed - self.durable
                 self.committed = self.durable
                 sources = ["local" if v.id in held else "store" for v in gang] if self.durable > 0 else []
+                # survivors keep the durable generation in their tiers; a rank that read the store holds none
+                restored = {owner: ({owner} if owner in held else set()) for owner in owners}
             for source in sources:
                 self.restores[source] += 1
-        # partners alternate zones, so a zone reclaim rarely takes a shard with all its copies
-        self.holders = holders([(v.id, v.zone) for v in gang], tiers.peer_copies)
+            self.holders = restored
+        self.restored = self.committed
+        self.ring = holders([(v.id, v.zone) for v in gang], tiers.peer_copies)
+        if self.committed <= 0:
+            self.holders = {}
         return tiers.tier_load_seconds if sources and "store" not in sources else self.job.load_seconds
 
     def vm_gone(self, vm_id: str) -> None:
         """Tiers: a VM left (taken or removed), and its local tier with it."""
-        for held in self.holders.values():
+        for held in (*self.holders.values(), *self.ring.values()):
             held.discard(vm_id)
 
     def step(self, t: float) -> bool:
