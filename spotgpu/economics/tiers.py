@@ -55,16 +55,40 @@ class JointLoss:
         return f"{self.probability:.1%} ({where}; {self.source})"
 
 
+def _mates_lost(held: int, lost: int, copies: int) -> float:
+    """P(all ``copies`` zone-mates holding a lost node's copies went too), ``lost`` of ``held`` nodes lost."""
+    others = held - 1
+    # too few nodes left to hold the copies: nothing survives
+    return 1.0 if others < copies else math.comb(lost - 1, copies) / math.comb(others, copies)
+
+
 def _same_zone(counts: np.ndarray, copies: int) -> tuple[float, float]:
     """(sum over lost nodes of P(all ``copies`` zone-mates holding its copies went too), lost nodes)."""
-    prev, now = counts[:-1].astype(float), counts[1:].astype(float)
-    drop = np.flatnonzero(now < prev)
     hit = total = 0.0
-    for i in drop:
-        held, lost = prev[i], prev[i] - now[i]
-        others = held - 1
-        # too few nodes left to hold the copies: nothing survives
-        p = 1.0 if others < copies else math.comb(int(lost) - 1, copies) / math.comb(int(others), copies)
+    for i in np.flatnonzero(counts[1:] < counts[:-1]):
+        held, lost = int(counts[i]), int(counts[i] - counts[i + 1])
+        hit += lost * _mates_lost(held, lost, copies)
+        total += lost
+    return hit, total
+
+
+def _across_zones(counts: np.ndarray, zone: int, copies: int) -> tuple[float, float]:
+    """Like :func:`_same_zone` for ``zone``'s lost nodes, partners across zones: its copies sit in the
+    other zones that hold nodes in that tick, in turn, each lost with the share of its zone's nodes
+    lost. When no other zone holds any (the gang could only get room in this one), the partners are
+    zone-mates: counting them as safe in an empty zone put q at 4 % where the replay lost both in 60 %."""
+    hit = total = 0.0
+    row = counts[zone]
+    for i in np.flatnonzero(row[1:] < row[:-1]):
+        held, lost = int(row[i]), int(row[i] - row[i + 1])
+        homes = [w for w in range(counts.shape[0]) if w != zone and counts[w, i] > 0]
+        if not homes:
+            p = _mates_lost(held, lost, copies)
+        else:
+            p = 1.0
+            for c in range(copies):  # a second copy in the same zone: approximated alike
+                w = homes[c % len(homes)]
+                p *= max(int(counts[w, i] - counts[w, i + 1]), 0) / int(counts[w, i])
         hit += lost * p
         total += lost
     return hit, total
@@ -75,9 +99,10 @@ def joint_loss_from_traces(traces: Sequence[Trace], peer_copies: int, across_zon
 
     Same zone: for a drop of ``k`` of ``h`` nodes, a given lost node's ``c`` copies (on ``c``
     of the other ``h - 1``) are all lost with probability ``C(k-1, c) / C(h-1, c)``.
-    Across zones: its copies sit in the other zones in turn (a zone's next copy on another of
-    its nodes), each lost with the share of its zone's nodes lost in that tick. Averaged over
-    every lost node of every zone; no copies (``peer_copies`` 0) is ``q = 1``.
+    Across zones: its copies sit in the other zones that hold nodes in that tick, in turn (a zone's
+    next copy on another of its nodes), each lost with the share of its zone's nodes lost in that
+    tick; in a tick where no other zone holds any, its zone-mates hold them (same-zone odds).
+    Averaged over every lost node of every zone; no copies (``peer_copies`` 0) is ``q = 1``.
     """
     if peer_copies <= 0:
         return JointLoss(1.0, 0, across_zones, 0, "no peer copies: a lost node's shard is only in the store")
@@ -87,22 +112,9 @@ def joint_loss_from_traces(traces: Sequence[Trace], peer_copies: int, across_zon
     counts = np.stack([np.asarray(t.data[:n], dtype=np.int64) for t in traces])
     hit = total = 0.0
     zones = counts.shape[0]
-    if not across_zones or zones < 2:
-        for z in range(zones):
-            h, t = _same_zone(counts[z], peer_copies)
-            hit, total = hit + h, total + t
-    else:
-        prev, now = counts[:, :-1].astype(float), counts[:, 1:].astype(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(prev > 0, np.clip(prev - now, 0, None) / prev, 0.0)  # (zones, ticks-1)
-        for z in range(zones):
-            lost = np.clip(prev[z] - now[z], 0, None)
-            others = [w for w in range(zones) if w != z]
-            p = np.ones_like(lost)
-            for c in range(peer_copies):
-                p = p * share[others[c % len(others)]]  # a second copy in the same zone: approximated alike
-            hit += float((lost * p).sum())
-            total += float(lost.sum())
+    for z in range(zones):
+        h, t = _same_zone(counts[z], peer_copies) if not across_zones or zones < 2 else _across_zones(counts, z, peer_copies)
+        hit, total = hit + h, total + t
     if total == 0:
         return JointLoss(0.0, peer_copies, across_zones, 0, "the traces show no loss")
     zones_seen = ", ".join(t.zone for t in traces)

@@ -57,7 +57,8 @@ def test_every_prod_pool_previews_both_intervals_and_the_restore_mix() -> None:
         assert every > 1 and durable == every * local and pools[name]["checkpointIntervalSeconds"] == local, name
         mix = tiers["restoreMix"]
         assert set(mix) == {"local", "peer", "store"} and sum(mix.values()) == pytest.approx(1, abs=1e-3), name
-        assert mix["local"] + mix["peer"] > 0.9 and tiers["peerCopies"] == 1, name  # peers across its 3 zones
+        # most restores come from a node: its own tier, or a peer across its 3 zones (not in the one-zone ticks)
+        assert mix["local"] + mix["peer"] > 0.8 and tiers["peerCopies"] == 1, name
         percent = {k: f"{v:.0%}" for k, v in mix.items()}
         line = (f"tiers: local every {local} s (blocks {tiers['localWriteSeconds']:g} s), store every {durable} s "
                 f"(every {every} local); restores expected from: local {percent['local']}, peer {percent['peer']}, "

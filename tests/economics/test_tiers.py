@@ -63,14 +63,27 @@ def test_joint_loss_across_zones_pairs_each_loss_with_the_other_zone_in_that_tic
     assert q.probability == pytest.approx((0 + 1 + 2 * 0.5) / 4)
 
 
+def test_a_tick_where_no_other_zone_holds_nodes_puts_the_partner_in_the_same_zone() -> None:
+    """Defect: a partner "in another zone" was counted safe in a zone holding no nodes, so in the half of
+    the shipped traces' ticks where only one zone had room, no peer was ever lost (q 4.1 %; the twin's
+    spread gang fell back to the store after 60 % of its losses)."""
+    a = trace("a", [4, 2, 4, 3])  # the only zone holding nodes: its losses are among zone-mates
+    b = trace("b", [0, 0, 0, 0])
+    q = joint_loss_from_traces([a, b], peer_copies=1, across_zones=True)
+    assert q.probability == pytest.approx((2 / 3) / 3)  # the same-zone odds, not 0
+    both = joint_loss_from_traces([a, trace("b", [2, 2, 2, 2])], peer_copies=1, across_zones=True)
+    assert both.probability == 0.0  # with b holding nodes (none lost), every partner is there and survives
+
+
 def test_no_peer_copy_means_every_lost_shard_comes_from_the_store() -> None:
     assert joint_loss_from_traces([], 0, True).probability == 1.0
 
 
-def test_the_shipped_traces_say_peers_across_zones_rarely_go_together() -> None:
-    """The 16-node traces: most losses in a zone take several nodes at once; another zone's peer rarely."""
+def test_the_shipped_traces_say_peers_across_zones_go_together_less_often() -> None:
+    """The 16-node traces: most losses in a zone take several nodes at once; partners across zones less
+    often, but not rarely: in half the ticks only one zone holds nodes, and there they are zone-mates."""
     same, across = default_joint_loss(1, False), default_joint_loss(1, True)
-    assert same.probability > 0.5 > 0.1 > across.probability > 0
+    assert same.probability > 0.5 > across.probability > 0.2
     assert same.node_losses > 1000
 
 
@@ -114,7 +127,7 @@ def test_cost_pays_the_local_stall_and_the_store_writes_of_the_durable_interval(
     assert io["checkpoint_write_seconds"] == pytest.approx(15.0)
     assert tiered.term("lost_compute").usd < plain.term("lost_compute").usd
     assert tiered.spot_total < plain.spot_total
-    assert tiered.details["checkpointTiers"]["restoreMix"]["peer"] > 0.4
+    assert tiered.details["checkpointTiers"]["restoreMix"]["peer"] > 0.3
 
 
 def test_the_workload_tag_carries_the_tiers_with_their_figures_resolved() -> None:
@@ -202,7 +215,9 @@ def test_the_preview_prints_both_intervals_and_the_restore_mix() -> None:
         tiers = pool["checkpointTiers"]
         assert tiers["durableIntervalSeconds"] == tiers["durableEvery"] * tiers["localIntervalSeconds"], name
         assert set(tiers["restoreMix"]) == {"local", "peer", "store"}
-        assert tiers["jointLossProbability"] < 0.1  # peers across the pool's zones
+        # peers across the pool's zones: less often lost together than zone-mates (86.9 %)
+        assert tiers["jointLossProbability"] == pytest.approx(default_joint_loss(1, True).probability, abs=1e-4)
+        assert tiers["jointLossProbability"] < 0.5
     text = render_economics(report)
     assert text.count("tiers: local every ") == len(report["pools"])
     assert "restores expected from: local" in text
