@@ -254,7 +254,8 @@ def traces_part(starts_every: int) -> str:
     from spotgpu.economics.tiers import default_joint_loss, pool_joint_loss
     from spotgpu.models.tiers import CheckpointTiers
     from spotgpu.project import load_stack
-    from spotgpu.simulation.twin import TwinCloud, regional_groups, run_twin, twin_job_for, twin_plan, zone_groups
+    from spotgpu.simulation.ladder import ControllerLadder
+    from spotgpu.simulation.twin import TwinCloud, run_twin, twin_job_for, twin_plan
     from spotgpu.traces import load_group
 
     config = load_stack("prod", ROOT)
@@ -288,20 +289,17 @@ def traces_part(starts_every: int) -> str:
               f"  {'placement':<10}{'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}"
               f"{'cost $/job':>11}{'restores local/peer/store':>27}"]
     plain = config.workload_for(pool).model_copy(update={"checkpoint_tiers": None})
+    rows = [np.ascontiguousarray(t.data) for t in traces]
     for placement in ("one zone", "regional"):
         across = placement == "regional"
+        ladder = ControllerLadder(config.ladder_for(pool), regional=across)  # its groups and their traces
         for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
             d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(1, across))
             results = []
             for start in range(0, ticks - 200, starts_every):
                 for home in range(len(zones)):
-                    if across:
-                        groups, by_zone = regional_groups(zones, home)
-                        given: dict[str, Any] = {g: {z: traces[i].data for z, i in zi.items()} for g, zi in by_zone.items()}
-                    else:
-                        groups, index = zone_groups(zones, home, workload.nodes)
-                        given = {n: traces[i].data for n, i in index.items()}
-                    plan = twin_plan(workload, config.ladder_for(pool), groups, start=start * gap, interval_seconds=d.seconds)
+                    groups, given = ladder.groups(zones, home, workload.nodes, rows)
+                    plan = twin_plan(workload, ladder.ladder, groups, start=start * gap, interval_seconds=d.seconds)
                     cloud = TwinCloud(plan, twin_job_for(workload, d.seconds, d.tiers), given, gap, start * gap)
                     results.append(run_twin(plan, cloud, horizon_seconds=3 * workload.work_hours * 3600))
             losses = sum(r.gang_losses for r in results)

@@ -46,7 +46,7 @@ from spotgpu.controller.observe import (
 from spotgpu.controller.reconcile import PoolPlan
 from spotgpu.models.ladder import StepKind
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob
-from spotgpu.simulation.placement import next_zone
+from spotgpu.simulation.placement import spread
 
 _EPS = 1e-9
 
@@ -266,17 +266,15 @@ class TwinCloud:
         self._changed(group)
 
     def _launch_regional(self, group: TwinGroup, n: int, t: float) -> None:
-        """``n`` launches of a regional group, each where :func:`next_zone` puts it."""
+        """``n`` launches of a regional group, each where :func:`spread` puts it."""
         assert group.zones is not None
         zones = list(group.zones)
         held = {z: group.held_in(z) for z in zones}
         room = {z: self.zone_capacity(group, z, t) - held[z] for z in zones}
-        for _ in range(n):
-            zone = next_zone(zones, held, room)
-            assert zone is not None  # n is within the group's total room
+        placed = spread(n, zones, room, held)
+        assert len(placed) == n  # n is within the group's total room
+        for zone in placed:
             self._launch(group, t, zone)
-            held[zone] += 1
-            room[zone] -= 1
 
     def _fill(self, group: TwinGroup, t: float, *, quiet: bool = False) -> None:
         """Launch toward desired as far as capacity and quota allow; a shortfall is a launch failure."""
@@ -292,8 +290,9 @@ class TwinCloud:
         n = int(max(0, min(want, room, quota_room)))
         if group.zones is not None:
             self._launch_regional(group, n, t)
-        for _ in range(n if group.zones is None else 0):
-            self._launch(group, t)
+        else:
+            for _ in range(n):
+                self._launch(group, t)
         if n < want and not quiet:
             reason = FailureReason.QUOTA if quota_room < min(want, room) else FailureReason.CAPACITY
             code = "VcpuLimitExceeded" if reason is FailureReason.QUOTA else "InsufficientInstanceCapacity"
@@ -397,25 +396,26 @@ class TwinCloud:
         # 2. capacity: take what the trace no longer allows, launch what it now allows
         for g in list(self._active()):  # a copy: taking a VM may change which groups are active
             cap = self.capacity(g, t)
-            extra = len(g.vms) - cap
-            if g.zones is not None:  # a zone takes its own VMs only
-                extra = 0
-                for zone in g.zones:
-                    over = g.held_in(zone) - self.zone_capacity(g, zone, t)
-                    if over > 0:
-                        extra += over
-                        in_zone = [v for v in g.vms.values() if v.zone == zone]
-                        for vm in sorted(in_zone, key=lambda v: (-v.launched_at, v.id))[:over]:
-                            self._interrupt(g, vm, t)
-            elif extra > 0:
-                for vm in sorted(g.vms.values(), key=lambda v: (-v.launched_at, v.id))[:extra]:
-                    self._interrupt(g, vm, t)
+            extra = 0
+            for zone, over in self._over(g, t).items():  # a zone takes its own VMs only, newest first
+                if over > 0:
+                    extra += over
+                    in_zone = [v for v in g.vms.values() if v.zone == zone]
+                    for vm in sorted(in_zone, key=lambda v: (-v.launched_at, v.id))[:over]:
+                        self._interrupt(g, vm, t)
             if g.desired > len(g.vms):
                 # the cloud retries an open request when capacity changed since its last attempt or a VM
                 # was taken; still short is a failure
                 self._fill(g, t, quiet=cap == g.last_cap and extra <= 0)
         # 3. a gang on new capacity
         self._form_gang(t)
+
+    def _over(self, group: TwinGroup, t: float) -> dict[str, int]:
+        """Per zone, the VMs held beyond what its trace allows at ``t`` (a group in one zone: its own
+        trace, its VMs' zone being the group's name)."""
+        if group.zones is None:
+            return {group.name: len(group.vms) - self.capacity(group, t)}
+        return {z: group.held_in(z) - self.zone_capacity(group, z, t) for z in group.zones}
 
     def _interrupt(self, group: TwinGroup, vm: TwinVm, t: float) -> None:
         self.interruptions += 1

@@ -29,12 +29,15 @@ def next_zone(zones: Sequence[str], held: Mapping[str, int], room: Mapping[str, 
     return min(open_zones, key=lambda z: (held.get(z, 0), zones.index(z)))
 
 
-def spread(nodes: int, zones: Sequence[str], room: Mapping[str, int] | None = None) -> tuple[str, ...]:
-    """Each of ``nodes`` launches' zone, in launch order (None left out: no zone had room for it).
+def spread(
+    nodes: int, zones: Sequence[str], room: Mapping[str, int] | None = None, held: Mapping[str, int] | None = None
+) -> tuple[str, ...]:
+    """Each of ``nodes`` launches' zone, in launch order (None left out: no zone had room for it), by
+    :func:`next_zone` one launch at a time, the group already holding ``held`` per zone.
 
     With room everywhere (``room`` None) the zones' counts differ by at most one and the first zones
     take the remainder: 5 nodes over ``a, b, c`` are ``a, b, c, a, b``."""
-    held: dict[str, int] = {}
+    held = dict(held or {})
     left = dict(room) if room is not None else {z: nodes for z in zones}
     out = []
     for _ in range(nodes):

@@ -99,8 +99,9 @@ class TieredCheckpointManager(PendingSave):
     training thread and on the save thread (default: two gloo groups over the job's process group
     when ``world_size`` > 1; see the module docstring for who uses which). ``agreement`` (e.g.
     ``Gang.commit_agreement()``) serves that plain manager only: with a tier, the store's saves run
-    in the uploader's thread, where a collective on the job's group could interleave with
-    training's, so they poll the store for the marker instead. Other keywords go to the store's manager.
+    in the upload thread, which holds no collective (a slow rank's upload never holds another
+    rank's save thread), so they poll the store for the marker instead. Other keywords go to the
+    store's manager.
     """
 
     def __init__(
