@@ -12,7 +12,9 @@ plain read of the same value (no ``wait_for_change``) runs every few seconds in 
 own thread, so a stall hides a notice for at most one plain-read interval.
 
 A notice's identity is the value's transition (:mod:`spotgpu.agent.transitions`), shared by
-the hanging GET and its stall guard, never the ETag alone: a server that derives the ETag
+the hanging GET and its stall guard, never the ETag alone. A hanging GET's answer only says the
+value changed: the value is then read plainly under the tracker's lock, so the two readers
+observe in the order the server answered. Never the ETag alone: a server that derives the ETag
 from the value serves the same ETag when the value comes back. A value this agent does not
 know is a notice of the safest kind the source could mean, never an error loop.
 """
@@ -133,16 +135,14 @@ class _HangingGetMonitor:
 
     def check(self) -> list[InterruptionEvent | NoticeWithdrawn]:
         was_hanging = self.etag is not None and not self.plain
-        resp = self.client.get(self.path, None if self.plain else self.etag, self.timeout_sec, self.read_timeout)
-        value = resp.text()
-        etag = resp.headers.get("etag")
-        if not etag:
-            raise MetadataError("malformed", f"GET {self.path}: no ETag header")
-        if value and not _TOKEN.match(value):
-            # Not a value the server could mean (a truncated or garbled body): a failed read.
-            raise MetadataError("malformed", f"GET {self.path}: unexpected value {value[:80]!r}")
+        if was_hanging:
+            # The hanging GET's answer only wakes us: the value that counts is read again below,
+            # with the other reader held off, so a paused reader never observes a stale value.
+            self._value_of(self.client.get(self.path, self.etag, self.timeout_sec))
+        with self.transitions.in_order:
+            value, etag = self._value_of(self.client.get(self.path, None, self.timeout_sec, self.read_timeout))
+            run = self.transitions.observe(value)
         reading = self.interpret(value)
-        run = self.transitions.observe(value)
         if not self.plain:
             # Only once the value was read: after a spoiled answer the old ETag makes the
             # next hanging GET answer the change at once.
@@ -166,6 +166,17 @@ class _HangingGetMonitor:
         if not was_hanging and self.last_clean is not None:
             event = _with_clean(event, event.detected_at - self.last_clean)
         return [event]
+
+    def _value_of(self, resp: Response) -> tuple[str, str]:
+        """The value and ETag of an answer; a spoiled answer is a failed read."""
+        value = resp.text()
+        etag = resp.headers.get("etag")
+        if not etag:
+            raise MetadataError("malformed", f"GET {self.path}: no ETag header")
+        if value and not _TOKEN.match(value):
+            # Not a value the server could mean (a truncated or garbled body): a failed read.
+            raise MetadataError("malformed", f"GET {self.path}: unexpected value {value[:80]!r}")
+        return value, etag
 
     def interpret(self, value: str) -> Reading | None:  # pragma: no cover
         """The notice a value means, or None for the value at rest."""

@@ -6,6 +6,11 @@ back is a new one. The ETag cannot say which: a server may derive it from the va
 value coming back then brings the old ETag back), so the identity is the run of equal values
 this agent has seen, counted by :class:`Transitions`. The GCP hanging GET and its stall guard
 read the same value, so they share one tracker and name each notice alike.
+
+Two readers must also observe in the order the server answered: a reader whose thread pauses
+between the answer and :meth:`Transitions.observe` would otherwise count a stale value as a new
+run, and the fresh value read next as a second notice. :attr:`Transitions.in_order` is held
+across a read and its observation for that.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ class Transitions:
         self._lock = threading.Lock()
         self._value: str | None = None
         self._runs = 0
+        #: Held across one plain read and its :meth:`observe`, so runs follow the server's order.
+        self.in_order = threading.Lock()
 
     def observe(self, value: str) -> int:
         """The number of the run ``value`` belongs to: unchanged while the value is unchanged."""

@@ -3,6 +3,7 @@ preemption for more than a few seconds (issue 22, Agent contracts)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -10,7 +11,8 @@ import pytest
 from agent_testkit import fast_config, wait_until
 
 from spotgpu.agent import gcp
-from spotgpu.agent.http import MetadataError, MetadataHttp
+from spotgpu.agent.http import MetadataError, MetadataHttp, Response
+from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.interruptions import InterruptionKind
 
 
@@ -63,3 +65,56 @@ def test_a_spoiled_answer_to_a_change_keeps_the_old_etag(fakes: Any) -> None:
     [event] = monitor.check()  # the change is answered at once, not after timeout_sec
     assert event.kind is InterruptionKind.PREEMPT
     assert time.monotonic() - started < 1.0
+
+
+class _Server:
+    """One metadata value; a reader answers with the value at the moment the server read it."""
+
+    def __init__(self) -> None:
+        self.value = "NONE"
+
+
+class _HeldClient(gcp.GcpMetadataClient):
+    """A client whose next answer is held after the server read it (its thread descheduled)."""
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self.hold: threading.Event | None = None
+
+    def get(self, path: str, last_etag: str | None = None, timeout_sec: int = 60, read_timeout: float | None = None) -> Response:
+        value = self.server.value  # what the server answered
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            hold.wait(5)
+        return Response(200, {"etag": f"etag-{value}"}, value.encode())
+
+
+@pytest.mark.timeout(30)
+def test_a_late_answer_from_the_stall_guard_does_not_split_one_notice_in_two() -> None:
+    """Defect (CI, 0f0ed0b): the guard read NONE, its thread paused, the hanging GET saw the
+    value flip and observed it; then the guard's stale NONE counted as a new run, and its next
+    read of the same value became a second notice 0.2 s after the first."""
+    server = _Server()
+    transitions = Transitions()
+    hanging = gcp.MaintenanceMonitor(_HeldClient(server), timeout_sec=5, transitions=transitions)
+    guard_client = _HeldClient(server)
+    guard = gcp.MaintenanceMonitor.plain_reads(guard_client, every=0.2, transitions=transitions)
+    assert hanging.check() == [] and guard.check() == []  # at rest; the hanging GET has its ETag
+
+    seen: list[Any] = []
+    held = threading.Event()
+    guard_client.hold = held
+    paused = threading.Thread(target=lambda: seen.extend(guard.check()))  # reads NONE, then pauses
+    paused.start()
+    time.sleep(0.2)
+    server.value = "SHUTDOWN_ON_HOST_MAINTENANCE"
+    flipped = threading.Thread(target=lambda: seen.extend(hanging.check()))
+    flipped.start()
+    time.sleep(0.3)
+    held.set()
+    paused.join(5)
+    flipped.join(5)
+    seen.extend(guard.check())
+    assert not paused.is_alive() and not flipped.is_alive()
+    ids = {e.event_id for e in seen if hasattr(e, "kind")}
+    assert len(ids) == 1, ids
