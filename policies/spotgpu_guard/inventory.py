@@ -57,10 +57,14 @@ class Res:
 
 
 class Inventory:
-    """Index of a stack's resources by URN and type."""
+    """Index of a stack's resources by URN and type, in URN order.
+
+    The engine lists a stack's resources in no fixed order (registrations race), so a rule that
+    names "the first" of several would name a different one from run to run without the sort.
+    """
 
     def __init__(self, resources: Iterable[Res]) -> None:
-        self.resources = list(resources)
+        self.resources = sorted(resources, key=lambda r: r.urn)
         self.by_urn = {r.urn: r for r in self.resources}
         self._by_type: dict[str, list[Res]] = defaultdict(list)
         for r in self.resources:

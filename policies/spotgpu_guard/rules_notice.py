@@ -141,7 +141,10 @@ SYSTEM_TOPIC = "azure-native:eventgrid:SystemTopic"
 
 
 def check_one_events_topic(catalog: Catalog, _config: Mapping[str, Any]) -> Iterator[Finding]:
-    """A second Scheduled Events system topic of one subscription (an unknown source counts as the stack's own)."""
+    """A second Scheduled Events system topic of one subscription (an unknown source counts as the stack's own).
+
+    The first is the first in the inventory's (URN) order.
+    """
     first: dict[str, str] = {}
     for res in catalog.inv.of_type(SYSTEM_TOPIC):
         if res.get("topicType") != AZURE_SYSTEM_TOPIC_TYPE:
