@@ -31,7 +31,7 @@ from spotgpu.bootstrap import control_store_url, render_bootstrap_b64
 from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
-from spotgpu.models.pool_types import split_capacity
+from spotgpu.models.pool_types import spot_groups
 from spotgpu.models.pools import AzurePoolSpec
 from spotgpu.models.refs import Ref
 from spotgpu_pulumi import planning
@@ -274,7 +274,7 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
         **base_tags,
         **planning.capacity_links(args, "spot-pool", url, notice="azure", fallback_group=fallback_name),
     }
-    capacity = split_capacity(spec.capacity.target, spec.vm_sizes)
+    capacity = {g.types[0]: g.start for g in spot_groups(spec, args.workload)}  # one size per scale set
     spot = []
     names: dict[str, str] = {}
     for i, size in enumerate(spec.vm_sizes):

@@ -28,8 +28,9 @@ class SpotGroup:
 
     types: tuple[str, ...]
     label: str
-    #: VMs the group is created with: the primary's share of ``capacity.target``; what the controller keeps
-    #: (and never replaces) in a group no rung grows
+    #: VMs the group is created with: ``capacity.target`` for the primary, 0 for the others. The
+    #: controller keeps the primary at target and drains a VM elsewhere as surplus once it is, so a
+    #: share created elsewhere would only be bought twice and then taken from the running gang.
     start: int
     #: why the group is not part of the primary (empty for the primary): what a finding about it says
     apart: str = ""
@@ -76,22 +77,11 @@ def spot_groups(pool: PoolSpec, workload: WorkloadProfile) -> tuple[SpotGroup, .
             SpotGroup(g.machine_types, g.describe(), target if i == 0 else 0, g.apart_from(groups[0]) if i else "")
             for i, g in enumerate(groups)
         )
-    starts = split_capacity(target, pool.vm_sizes)
     return tuple(
-        SpotGroup((size,), f"scale set {size}", starts[size], "" if i == 0 else "a scale set runs one VM size here (instance mix takes no GPU size)")
+        SpotGroup((size,), f"scale set {size}", target if i == 0 else 0,
+                  "" if i == 0 else "a scale set runs one VM size here (instance mix takes no GPU size)")
         for i, size in enumerate(pool.vm_sizes)
     )
-
-
-def split_capacity(total: int, sizes: tuple[str, ...]) -> dict[str, int]:
-    """Azure: spread ``total`` VMs over the pool's scale sets (one per size), earlier (preferred) sizes first
-    on a remainder.
-
-    Only the initial capacity: the fallback controller resizes the scale sets afterwards, and the
-    component tells Pulumi to ignore ``sku.capacity`` drift. At least one size, a total of 0 or more.
-    """
-    base, extra = divmod(total, len(sizes))
-    return {size: base + (1 if i < extra else 0) for i, size in enumerate(sizes)}
 
 
 def primary_types(pool: PoolSpec, workload: WorkloadProfile) -> tuple[str, ...]:

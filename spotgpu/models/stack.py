@@ -218,8 +218,7 @@ def idle_groups(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfil
     Only alternate_sku grows a spot group other than the primary (:func:`spotgpu.models.pool_types.spot_groups`:
     a GCP MIG per instance template, set apart by an N1 accelerator or a tiered workload's Local SSD count;
     an Azure scale set per VM size), so without that rung such a group keeps only the VMs it is created
-    with (a GCP MIG 0, an Azure scale set its share of ``capacity.target``): the controller holds it, never
-    replaces a VM it loses, and drains it as surplus once the primary is back at target. Each finding
+    with, 0 (:attr:`spotgpu.models.pool_types.SpotGroup.start`): the primary carries ``capacity.target``. Each finding
     points at the group's first type, at its key in the pool, and says why the group is apart;
     ``optOut.idleRungs`` keeps them, as it keeps idle rungs (the preview then warns).
     """
@@ -232,21 +231,13 @@ def idle_groups(pool: PoolSpec, ladder: FallbackLadder, workload: WorkloadProfil
     return [
         FieldProblem(
             f"is in spot {group.label}, apart from the primary {primary.label} that same_pool grows, because {group.apart}; "
-            f"only an alternate_sku rung grows that group and ladder {pool.ladder} has none, so {_never_grown(group.start)}",
+            f"only an alternate_sku rung grows that group and ladder {pool.ladder} has none, so it stays at 0 nodes",
             at=f"pools[{pool.name}].{keys[types.index(group.types[0])]}", value=group.types[0],
             fix=f"add an alternate_sku rung to ladder {pool.ladder}, list only types that share the primary's group "
                 f"({', '.join(primary.types)}), or set pools[{pool.name}].optOut.idleRungs to a stated reason",
         )
         for group in groups[1:]
     ]
-
-
-def _never_grown(start: int) -> str:
-    if start == 0:
-        return "it stays at 0 nodes"
-    nodes = "node" if start == 1 else "nodes"
-    return (f"it starts with {start} {nodes} (its share of capacity.target) and a VM it loses is never replaced "
-            "(the controller drains it as surplus once the primary is back at target)")
 
 
 def _check_ceilings(pool: PoolSpec, ladder: FallbackLadder, spot: float, spot_at: str, quote: PriceQuote,

@@ -91,10 +91,10 @@ def test_spot_scale_sets_are_flexible_spot_fd1_multi_group(prod: list[RecordedRe
         assert vm["billingProfile"] == {"maxPrice": -1}
         assert "scheduledEventsProfile" not in vm  # Spot gets Preempt, never Terminate
         assert "priorityMixPolicy" not in i
-    # Registration order is async; key by size. Target 2 over 3 sizes, preferred sizes first.
+    # Registration order is async; key by size. Target 2 on the primary (first) size, the others empty.
     assert {r.inputs["sku"]["name"]: r.inputs["sku"]["capacity"] for r in _spot(prod)} == {
-        "Standard_NC24ads_A100_v4": 1,
-        "Standard_NC48ads_A100_v4": 1,
+        "Standard_NC24ads_A100_v4": 2,
+        "Standard_NC48ads_A100_v4": 0,
         "Standard_NC40ads_H100_v5": 0,
     }
 
