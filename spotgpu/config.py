@@ -434,8 +434,11 @@ def misplaced_keys(engine: Mapping[str, Any], namespace: str = "spotgpu") -> lis
     return found
 
 
-def select_clouds(value: Any, namespace: str = "spotgpu") -> frozenset[str] | None:
-    """Parse ``clouds`` (comma-separated, or a list / JSON list); ``None`` or empty keeps every pool."""
+def select_clouds(value: Any, namespace: str = "spotgpu", field: str | None = None) -> frozenset[str] | None:
+    """Parse ``clouds`` (comma-separated, or a list / JSON list); ``None`` or empty keeps every pool.
+
+    ``field``: how the error names the value (a CLI flag); default the config key ``namespace:clouds``.
+    """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     decoded = _decode(value.strip()) if isinstance(value, str) else value
@@ -443,7 +446,7 @@ def select_clouds(value: Any, namespace: str = "spotgpu") -> frozenset[str] | No
     unknown = [c for c in names if c not in CLOUDS]
     if unknown or not names:
         raise ConfigError(
-            f"{namespace}:clouds: names no cloud or an unknown one {unknown or names} (value: {value!r}); "
+            f"{field or f'{namespace}:clouds'}: names no cloud or an unknown one {unknown or names} (value: {value!r}); "
             f"fix: use a comma-separated subset of {', '.join(CLOUDS)}"
         )
     return frozenset(names)

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--name {name!r}: not a Pulumi project name; fix: use letters, digits, '_', '.' or '-'")
     if (dest / "Pulumi.yaml").exists() or (dest / "Pulumi.yml").exists():
         raise UserError(f"{dest}: already holds a Pulumi project; fix: choose a new DIR (nothing was written)")
-    select_clouds(args.clouds)  # one line naming the bad cloud, exit 2
+    select_clouds(args.clouds, field="--clouds")  # one line naming the flag and the bad cloud, exit 2
     requirement = None
     if args.wheel is not None:
         wheel = args.wheel.resolve()

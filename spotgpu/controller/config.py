@@ -145,7 +145,7 @@ class AzureControlledPool(_PoolBase):
         pattern=r"^[0-9a-f-]{36}$", json_schema_extra=fix_hint("give the subscription GUID")
     )
     resource_group_name: str = Field(min_length=1, json_schema_extra=fix_hint("name the pool's resource group"))
-    events_queue_url: str | None = Field(
+    events_queue_url: EndpointUrl | None = Field(
         default=None,
         pattern=r"^https?://[^/\s]+/[^\s]+$",
         description="The Storage queue the pool's Scheduled Events reach through Event Grid "

@@ -139,7 +139,8 @@ def profile_figures(profile: WorkloadProfile, path: str, measured: dict[str, str
 def register(subparsers: Any) -> None:
     cost = subparsers.add_parser("cost", help="effective spot cost of a workload profile, term by term")
     cost.add_argument("--profile", help="WorkloadProfile as YAML or JSON (camelCase keys)")
-    cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack (Pulumi.<stack>.yaml) as the preview does")
+    cost.add_argument("--stack", type=STACK, help="price pool --pool of this stack as the preview does (its whole config: Pulumi.yaml's "
+                           "project config under Pulumi.<stack>.yaml)")
     cost.add_argument("--program", default=".", help="Pulumi project directory for --stack (default: .)")
     cost.add_argument("--no-replay", action="store_true",
                       help="with --stack: skip the check of the model against the pool's ladder replayed on its "

@@ -92,11 +92,24 @@ def test_store_urls_and_endpoints_refuse_credentials_everywhere() -> None:
     with pytest.raises(ConfigError) as err:
         parse_controller_config({**doc, "pools": pools})
     assert "SECRET123" not in str(err.value) and "queueUrl: carries credentials" in str(err.value)
+    pools = copy.deepcopy(doc["pools"])
+    azure = next(p for p in pools if p["cloud"] == "azure")
+    azure["eventsQueueUrl"] = "https://user:SECRET123@acct.queue.core.windows.net/q"  # accepted as given before
+    with pytest.raises(ConfigError) as err:
+        parse_controller_config({**doc, "pools": pools})
+    assert "SECRET123" not in str(err.value) and "eventsQueueUrl: carries credentials" in str(err.value), str(err.value)
 
 
 def test_a_gang_command_with_credentials_is_refused() -> None:
     assert credentials_in("--ckpt s3://AKIA:SECRET@bucket/x") and not credentials_in("git+ssh://git@github.com/a/b")
     assert redact("x https://a:b@h/p y https://c@h2/") == "x https://***@h/p y https://***@h2/"
+    # through the stack's gang block, as a user writes it (the field, not only the helpers)
+    raw, _ = read_stack_file(str(REPO / "stacks" / "Pulumi.prod.yaml"))
+    pool = next(p for p in raw["pools"] if p["cloud"] == "aws")
+    pool["gang"] = {"command": ["python", "train.py", "--ckpt", "s3://AKIA:SECRET123@bucket/x"], "nodes": 2}
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(raw)
+    assert "SECRET123" not in str(err.value) and "gang.command" in str(err.value) and "***@" in str(err.value), str(err.value)
 
 
 @pytest.mark.timeout(300)

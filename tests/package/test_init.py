@@ -103,7 +103,7 @@ def test_init_with_a_local_wheel_pins_it_in_requirements(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--clouds", "aws,oci"], "spotgpu:clouds: names no cloud or an unknown one ['oci']"),
+        (["--clouds", "aws,oci"], "--clouds: names no cloud or an unknown one ['oci']"),
         (["--name", "bad name"], "--name 'bad name': not a Pulumi project name"),
         (["--wheel", "nowhere.whl"], "no such wheel file"),
     ],
