@@ -115,13 +115,14 @@ class SnapshotPipe:
             for index, item in enumerate(items):
                 views = list(chunk_views(item.view, self.pool.chunk))
                 for n, view in enumerate(views):
-                    if not self.budget.acquire(view.nbytes, abort=self.failed, on_block=self._go.set):
+                    cost = self.pool.cost(view.nbytes)
+                    if not self.budget.acquire(cost, abort=self.failed, on_block=self._go.set):
                         return False
                     try:
                         buf = self.pool.take(view.nbytes)
                         np.copyto(buf, np.frombuffer(view, dtype=np.uint8))
                     except BaseException:
-                        self.budget.release(view.nbytes)
+                        self.budget.release(cost)
                         raise
                     self._queues[index].put((buf, n == len(views) - 1))
                 done = index + 1
@@ -140,9 +141,9 @@ class SnapshotPipe:
                 raise CheckpointError(f"snapshot of item {index} was abandoned")
             try:
                 yield buf.data
-            finally:
-                self.budget.release(buf.nbytes)
+            finally:  # back in the pool before the budget lets the copy take another
                 self.pool.give(buf)
+                self.budget.release(self.pool.cost(buf.nbytes))
             if last:
                 return
 
@@ -156,5 +157,5 @@ class SnapshotPipe:
                     break
                 if buf is None:
                     continue
-                self.budget.release(buf.nbytes)
                 self.pool.give(buf)
+                self.budget.release(self.pool.cost(buf.nbytes))

@@ -83,14 +83,23 @@ def rebuild(kind: str, data: bytearray | np.ndarray, dtype: str | None, shape: t
     return bytes(data)
 
 
+def check_budget(limit: int | None) -> int | None:
+    """``limit`` if it is a valid ``memory_budget_bytes`` (a positive int, or None for no bound)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f"memory_budget_bytes: {limit!r} must be positive or None; fix: e.g. 2 << 30 (2 GiB)")
+    return limit
+
+
 class HostBudget:
-    """A byte-counting semaphore: at most ``limit`` snapshot bytes in host memory at once."""
+    """A byte-counting semaphore: at most ``limit`` snapshot bytes in host memory at once.
+
+    ``peak``: the most bytes held at once since it was made (what a benchmark or a test reads; with no
+    ``limit`` it is the whole state's copy)."""
 
     def __init__(self, limit: int | None) -> None:
-        if limit is not None and limit <= 0:
-            raise ValueError(f"memory_budget_bytes: {limit} must be positive or None; fix: e.g. 2 << 30")
-        self.limit = limit
+        self.limit = check_budget(limit)
         self.used = 0
+        self.peak = 0
         self._cond = threading.Condition()
 
     def acquire(
@@ -105,6 +114,7 @@ class HostBudget:
                 on_block()
                 self._cond.wait(0.1)
             self.used += n
+            self.peak = max(self.peak, self.used)
             return True
 
     def release(self, n: int) -> None:
@@ -114,7 +124,11 @@ class HostBudget:
 
 
 class ChunkPool:
-    """Reusable chunk buffers (first-touch page faults dominate a cold copy)."""
+    """Reusable chunk buffers (first-touch page faults dominate a cold copy).
+
+    A value of at least a quarter chunk takes a whole pooled chunk, so :meth:`cost` (what a
+    :class:`HostBudget` is charged) is the chunk's size, not the value's: the budget counts the
+    memory actually held."""
 
     def __init__(self, chunk: int, max_bytes: int | None) -> None:
         self.chunk = chunk
@@ -122,8 +136,15 @@ class ChunkPool:
         self._free: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    def pooled(self, n: int) -> bool:
+        return n * 4 >= self.chunk  # smaller values are not worth pooling
+
+    def cost(self, n: int) -> int:
+        """The host bytes a buffer for ``n`` bytes takes (its chunk's size when pooled)."""
+        return self.chunk if self.pooled(n) else n
+
     def take(self, n: int) -> np.ndarray:
-        if n * 4 < self.chunk:  # small values: not worth pooling
+        if not self.pooled(n):
             return np.empty(n, dtype=np.uint8)
         with self._lock:
             if self._free:
