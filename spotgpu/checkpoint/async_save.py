@@ -115,14 +115,13 @@ class SnapshotPipe:
             for index, item in enumerate(items):
                 views = list(chunk_views(item.view, self.pool.chunk))
                 for n, view in enumerate(views):
-                    cost = self.pool.cost(view.nbytes)
-                    if not self.budget.acquire(cost, abort=self.failed, on_block=self._go.set):
+                    if not self.budget.acquire(view.nbytes, abort=self.failed, on_block=self._go.set):
                         return False
                     try:
                         buf = self.pool.take(view.nbytes)
                         np.copyto(buf, np.frombuffer(view, dtype=np.uint8))
                     except BaseException:
-                        self.budget.release(cost)
+                        self.budget.release(view.nbytes)
                         raise
                     self._queues[index].put((buf, n == len(views) - 1))
                 done = index + 1
@@ -143,7 +142,7 @@ class SnapshotPipe:
                 yield buf.data
             finally:  # back in the pool before the budget lets the copy take another
                 self.pool.give(buf)
-                self.budget.release(self.pool.cost(buf.nbytes))
+                self.budget.release(buf.nbytes)
             if last:
                 return
 
@@ -158,4 +157,4 @@ class SnapshotPipe:
                 if buf is None:
                     continue
                 self.pool.give(buf)
-                self.budget.release(self.pool.cost(buf.nbytes))
+                self.budget.release(buf.nbytes)

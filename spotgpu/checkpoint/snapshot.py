@@ -124,11 +124,14 @@ class HostBudget:
 
 
 class ChunkPool:
-    """Reusable chunk buffers (first-touch page faults dominate a cold copy).
+    """Reusable snapshot buffers (first-touch page faults dominate a cold copy).
 
-    A value of at least a quarter chunk takes a whole pooled chunk, so :meth:`cost` (what a
-    :class:`HostBudget` is charged) is the chunk's size, not the value's: the budget counts the
-    memory actually held."""
+    A buffer is exactly the size of the chunk it holds and is reused only for a chunk of that size
+    (a steady run's state has the same values each save), so what a :class:`HostBudget` is charged
+    is what is allocated. The free buffers stay within ``max_bytes``, and a chunk with no free
+    buffer of its size drops the free ones before a new one is allocated (the state changed shape):
+    the free and the busy buffers together never hold more than the budget the busy ones were
+    charged."""
 
     def __init__(self, chunk: int, max_bytes: int | None) -> None:
         self.chunk = chunk
@@ -139,25 +142,21 @@ class ChunkPool:
     def pooled(self, n: int) -> bool:
         return n * 4 >= self.chunk  # smaller values are not worth pooling
 
-    def cost(self, n: int) -> int:
-        """The host bytes a buffer for ``n`` bytes takes (its chunk's size when pooled)."""
-        return self.chunk if self.pooled(n) else n
-
     def take(self, n: int) -> np.ndarray:
-        if not self.pooled(n):
-            return np.empty(n, dtype=np.uint8)
-        with self._lock:
-            if self._free:
-                return self._free.pop()[:n]
-        return np.empty(self.chunk, dtype=np.uint8)[:n]
+        if self.pooled(n):
+            with self._lock:
+                for i in range(len(self._free) - 1, -1, -1):  # the newest first: its pages are the warmest
+                    if self._free[i].nbytes == n:
+                        return self._free.pop(i)
+                self._free.clear()
+        return np.empty(n, dtype=np.uint8)
 
     def give(self, buf: np.ndarray) -> None:
-        base = buf.base if isinstance(buf.base, np.ndarray) else buf
-        if base.nbytes != self.chunk:
+        if not self.pooled(buf.nbytes) or buf.base is not None:
             return
         with self._lock:
-            if self.max_bytes is None or (len(self._free) + 1) * self.chunk <= self.max_bytes:
-                self._free.append(base)
+            if self.max_bytes is None or sum(b.nbytes for b in self._free) + buf.nbytes <= self.max_bytes:
+                self._free.append(buf)
 
 
 def chunk_views(view: memoryview, chunk: int = DEFAULT_CHUNK) -> Iterator[memoryview]:

@@ -162,12 +162,13 @@ def test_the_budget_comes_from_the_tier_and_a_bad_one_is_one_line_naming_the_fie
         tiered(tmp_path, -5)
 
 
-def test_snapshot_chunks_are_counted_at_their_real_size_and_small_one_shot_streams_are_not_gathered_over_budget(
+def test_snapshot_buffers_are_allocated_at_their_own_size_and_small_one_shot_streams_are_not_gathered_over_budget(
     tmp_path: Path,
 ) -> None:
-    """CheckpointManager's own budget: a value between a quarter chunk and a chunk takes a whole pooled chunk
-    (it was counted at the value's size, so a 2-chunk budget held six chunks), and a one-shot stream under
-    32 MiB was gathered into one bytes object (twice its size) before the upload."""
+    """CheckpointManager's own budget: a value between a quarter chunk and a chunk was copied into a whole pooled
+    chunk while the budget was charged the value's size (a 2-chunk budget allocated six chunks; their untouched
+    pages were not resident, but a reused chunk keeps the pages a bigger value touched), and a one-shot stream
+    under 32 MiB was gathered into one bytes object (twice its size) before the upload, outside the budget."""
     chunk = MIB
     mgr = CheckpointManager((tmp_path / "plain").as_uri(), chunk_bytes=chunk, memory_budget_bytes=2 * chunk)
     state = {f"v{i}": np.full(300_000 // 4, i, dtype=np.float32) for i in range(8)}  # 8 x 300 kB: a chunk each
