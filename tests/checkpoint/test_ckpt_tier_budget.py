@@ -235,16 +235,9 @@ def test_the_upload_checks_every_byte_of_the_mapped_local_files_and_sends_nothin
 
 def test_the_documented_budget_example_runs_as_written(tmp_path: Path) -> None:
     import os
-    import subprocess
-    import sys
 
-    from tests.doc_blocks import block_after
+    from tests.doc_blocks import run_block
 
-    script = tmp_path / "example.py"
-    script.write_text(block_after("checkpoints.md", "<!-- tested: tests/checkpoint/test_ckpt_tier_budget.py"))
     env = {**os.environ, "SPOTGPU_LOCAL_DIR": str(tmp_path / "local"), "SPOTGPU_AGENT_CONFIG": str(tmp_path / "none")}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True 100"
+    assert run_block("checkpoints.md", "<!-- tested: tests/checkpoint/test_ckpt_tier_budget.py", tmp_path, env).strip() == "True 100"
     assert any((tmp_path / "demo-store").rglob("commits/*.json"))  # the durable copy reached the store
