@@ -82,6 +82,8 @@ class LocalTierArgs(TypedDict):
     """Measured seconds to restore a node's shard from its tier or a peer's; unset: a prior."""
     ram_disk_gib: NotRequired[float]
     """GiB of the RAM disk on a type without local NVMe (the stack key is ramDiskGiB); unset: sized from the workload."""
+    memory_budget_gib: NotRequired[float]
+    """GiB of host memory each rank's background save may hold for its state copy (the stack key is memoryBudgetGiB)."""
 
 
 class CheckpointTiersArgs(TypedDict):

@@ -19,7 +19,7 @@ from spotgpu.config import PlanError
 from spotgpu.contract import tags
 from spotgpu.models.base import FieldProblem
 from spotgpu.models.pools import AwsPoolSpec, AzurePoolSpec, GcpPoolSpec
-from spotgpu.models.tiers import LocalTierConfig, ram_disk_gib
+from spotgpu.models.tiers import LocalTierConfig, memory_budget_bytes, ram_disk_gib
 from spotgpu.storage.urls import StoreUrl
 from spotgpu_pulumi.args import PoolArgs
 
@@ -156,4 +156,5 @@ def local_tier(args: PoolArgs) -> LocalTierConfig | None:
         peer_copies=tiers.peers(workload.nodes),
         durable_interval_seconds=tier.durable_seconds,
         ram_disk_gib=ram_disk_gib(tiers, workload.checkpoint_bytes, workload.nodes),
+        memory_budget_bytes=memory_budget_bytes(tiers),
     )

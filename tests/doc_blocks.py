@@ -26,3 +26,17 @@ def block_after(page: str, marker: str, language: str = "python") -> str:
     match = re.search(rf"```{language}\n(.*?)```", text[text.index(marker) :], re.S)
     assert match, f"a {language} block follows {marker!r} in docs/{page}"
     return match.group(1)
+
+
+def run_block(page: str, marker: str, cwd: Path, env: dict[str, str], timeout: float = 60) -> str:
+    """Run the first python block after ``marker`` in ``docs/<page>`` as a script in ``cwd``; its stdout.
+    Fails with the script's stderr if it exits non-zero."""
+    import subprocess
+    import sys
+
+    script = cwd / "example.py"
+    script.write_text(block_after(page, marker))
+    done = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -140,9 +140,9 @@ class SnapshotPipe:
                 raise CheckpointError(f"snapshot of item {index} was abandoned")
             try:
                 yield buf.data
-            finally:
-                self.budget.release(buf.nbytes)
+            finally:  # back in the pool before the budget lets the copy take another
                 self.pool.give(buf)
+                self.budget.release(buf.nbytes)
             if last:
                 return
 
@@ -156,5 +156,5 @@ class SnapshotPipe:
                     break
                 if buf is None:
                     continue
-                self.budget.release(buf.nbytes)
                 self.pool.give(buf)
+                self.budget.release(buf.nbytes)

@@ -31,7 +31,7 @@ from spotgpu.checkpoint.policies import DebrisPolicy, GracePeriod, KeepLast, Ret
 from spotgpu.checkpoint.reader import VerifyReport
 from spotgpu.checkpoint.results import FinalSaveResult, GcReport, GenerationInfo, RestoreResult
 from spotgpu.checkpoint.retention import GcPlan, StoreSnapshot, plan_gc
-from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, normalize
+from spotgpu.checkpoint.snapshot import DEFAULT_CHUNK, ChunkPool, HostBudget, Item, check_budget, normalize
 from spotgpu.storage.resilient import resilient
 from spotgpu.storage.store import Store, open_store
 from spotgpu.storage.urls import parse_store_url, redact_url
@@ -106,6 +106,7 @@ class CheckpointManager(PendingSave):
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
             raise ValueError(f"rank: {rank!r} must be in [0, {world_size}); fix: pass this process's rank")
         new_hasher(hash_algorithm)  # fail now, not mid-save
+        check_budget(memory_budget_bytes)
         #: The store's URL as messages show it (canonical, never with credentials).
         self.url = redact_url(url) if store is not None else parse_store_url(url).text
         #: Behind the retry rules of ``spotgpu.storage.resilient`` (a given store is wrapped too).
@@ -123,6 +124,8 @@ class CheckpointManager(PendingSave):
         chunk = min(chunk_bytes, memory_budget_bytes) if memory_budget_bytes else chunk_bytes
         self._budget = HostBudget(memory_budget_bytes)
         self._pool = ChunkPool(chunk, memory_budget_bytes)
+        #: A one-shot stream gathered for a retry holds its bytes twice: only within the budget.
+        self._gather_bytes = min(writer.GATHER_ONE_SHOT_BYTES, (memory_budget_bytes or 1 << 62) // 2)
         self._verified_steps: set[int] = set()
         self._in_flight: set[str] = set()
         self._pending: SaveHandle | None = None
@@ -147,6 +150,12 @@ class CheckpointManager(PendingSave):
         last_step, last_time = self._last_save if self._last_save else (None, None)
         since = None if last_time is None else time.monotonic() - last_time
         return self.save_policy.should_save(step, last_saved_step=last_step, seconds_since_save=since)
+
+    @property
+    def peak_host_bytes(self) -> int:
+        """The most host memory this manager's background snapshots held at once (``save_async``'s
+        copy; never above ``memory_budget_bytes``). ``save`` and ``save_final`` copy nothing."""
+        return self._budget.peak
 
     def save(self, step: int, state: Mapping[str, Any]) -> GenerationInfo:
         """Write and commit ``step`` now (straight from the caller's buffers, no copy);
@@ -317,8 +326,9 @@ class CheckpointManager(PendingSave):
         step = shard_writer.step
         try:
             shard_writer.write(
-                items, chunks_for, cancelled or (lambda: False), replayable=chunks_for is writer.direct_chunks
-            )
+                items, chunks_for, cancelled or (lambda: False), replayable=chunks_for is writer.direct_chunks,
+                gather_bytes=self._gather_bytes,
+            )  # fmt: skip
             if cancelled is not None and cancelled():
                 raise writer.SaveCancelled(f"save of step {step} cancelled before its commit")
         except BaseException as err:

@@ -83,14 +83,23 @@ def rebuild(kind: str, data: bytearray | np.ndarray, dtype: str | None, shape: t
     return bytes(data)
 
 
+def check_budget(limit: int | None) -> int | None:
+    """``limit`` if it is a valid ``memory_budget_bytes`` (a positive int, or None for no bound)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ValueError(f"memory_budget_bytes: {limit!r} must be positive or None; fix: e.g. 2 << 30 (2 GiB)")
+    return limit
+
+
 class HostBudget:
-    """A byte-counting semaphore: at most ``limit`` snapshot bytes in host memory at once."""
+    """A byte-counting semaphore: at most ``limit`` snapshot bytes in host memory at once.
+
+    ``peak``: the most bytes held at once since it was made (what a benchmark or a test reads; with no
+    ``limit`` it is the whole state's copy)."""
 
     def __init__(self, limit: int | None) -> None:
-        if limit is not None and limit <= 0:
-            raise ValueError(f"memory_budget_bytes: {limit} must be positive or None; fix: e.g. 2 << 30")
-        self.limit = limit
+        self.limit = check_budget(limit)
         self.used = 0
+        self.peak = 0
         self._cond = threading.Condition()
 
     def acquire(
@@ -105,6 +114,7 @@ class HostBudget:
                 on_block()
                 self._cond.wait(0.1)
             self.used += n
+            self.peak = max(self.peak, self.used)
             return True
 
     def release(self, n: int) -> None:
@@ -114,7 +124,14 @@ class HostBudget:
 
 
 class ChunkPool:
-    """Reusable chunk buffers (first-touch page faults dominate a cold copy)."""
+    """Reusable snapshot buffers (first-touch page faults dominate a cold copy).
+
+    A buffer is exactly the size of the chunk it holds and is reused only for a chunk of that size
+    (a steady run's state has the same values each save), so what a :class:`HostBudget` is charged
+    is what is allocated. The free buffers stay within ``max_bytes``, and a chunk with no free
+    buffer of its size drops the free ones before a new one is allocated (the state changed shape):
+    the free and the busy buffers together never hold more than the budget the busy ones were
+    charged."""
 
     def __init__(self, chunk: int, max_bytes: int | None) -> None:
         self.chunk = chunk
@@ -122,21 +139,24 @@ class ChunkPool:
         self._free: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    def pooled(self, n: int) -> bool:
+        return n * 4 >= self.chunk  # smaller values are not worth pooling
+
     def take(self, n: int) -> np.ndarray:
-        if n * 4 < self.chunk:  # small values: not worth pooling
-            return np.empty(n, dtype=np.uint8)
-        with self._lock:
-            if self._free:
-                return self._free.pop()[:n]
-        return np.empty(self.chunk, dtype=np.uint8)[:n]
+        if self.pooled(n):
+            with self._lock:
+                for i in range(len(self._free) - 1, -1, -1):  # the newest first: its pages are the warmest
+                    if self._free[i].nbytes == n:
+                        return self._free.pop(i)
+                self._free.clear()
+        return np.empty(n, dtype=np.uint8)
 
     def give(self, buf: np.ndarray) -> None:
-        base = buf.base if isinstance(buf.base, np.ndarray) else buf
-        if base.nbytes != self.chunk:
+        if not self.pooled(buf.nbytes) or buf.base is not None:
             return
         with self._lock:
-            if self.max_bytes is None or (len(self._free) + 1) * self.chunk <= self.max_bytes:
-                self._free.append(base)
+            if self.max_bytes is None or sum(b.nbytes for b in self._free) + buf.nbytes <= self.max_bytes:
+                self._free.append(buf)
 
 
 def chunk_views(view: memoryview, chunk: int = DEFAULT_CHUNK) -> Iterator[memoryview]:

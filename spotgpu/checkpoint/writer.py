@@ -89,6 +89,8 @@ POLL_BUDGET_PER_SECOND = 1000.0
 #: An async save's shard up to this size is gathered in memory before its upload (one PUT
 #: on the cloud anyway), so a reset or a lost reply is simply retried; a larger one streams
 #: (obstore retries each multipart part itself) and a failure past that fails the save.
+#: A manager with a memory budget gathers only what fits it twice (the pieces, then the
+#: joined body): ``CheckpointManager(memory_budget_bytes=)``.
 GATHER_ONE_SHOT_BYTES = 32 << 20
 #: A verdict gets this long to be written after the save's own deadline has passed.
 VERDICT_GRACE_SECONDS = 10.0
@@ -312,9 +314,11 @@ class ShardWriter:
         cancelled: Callable[[], bool] = lambda: False,
         *,
         replayable: bool = True,
+        gather_bytes: int = GATHER_ONE_SHOT_BYTES,
     ) -> RankPart:
         """Steps 2-4: this rank's shard(s) and its part. ``replayable``: the chunks can be
-        produced again (the caller's own buffers), so a failed upload is simply retried."""
+        produced again (the caller's own buffers), so a failed upload is simply retried;
+        else a shard of at most ``gather_bytes`` is gathered first, so it can be."""
         self.phase(WRITING_OBJECTS)
         placements, sizes = place([item.size for item in items], self.split_bytes)
         shards: list[ShardRef] = []
@@ -325,7 +329,7 @@ class ShardWriter:
             stream = ShardStream(
                 values, chunks_for, self.hash_algorithm, block=self.hash_block, cancelled=cancelled, step=self.step
             )
-            if replayable or size > GATHER_ONE_SHOT_BYTES:
+            if replayable or size > gather_bytes:
                 self.store.put(path, stream.payload(replayable))
             else:  # a small one-shot stream is gathered first, so a failed upload can be sent again
                 self.store.put(path, b"".join(bytes(chunk) for chunk in stream))

@@ -38,6 +38,8 @@ PRIOR_PEER_BYTES_PER_SECOND = 0.625e9
 RAM_DISK_MAX_SHARE = 0.5
 
 _PATH = r"^/(?:[A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+$"
+#: The smallest per-rank memory budget a workload may set (one 64 MiB chunk of the copy).
+MIN_MEMORY_BUDGET_GIB = 1 / 16
 
 
 class LocalTier(SpotModel):
@@ -76,6 +78,16 @@ class LocalTier(SpotModel):
         description="Measured seconds to restore a node's shard from its own tier or a peer's (the slower); "
         "unset: a prior from the node's share of checkpointBytes.",
         json_schema_extra=fix_hint("set the measured seconds, e.g. 6, or leave it out for the prior"),
+    )
+    memory_budget_gib: float | None = Field(
+        default=None,
+        ge=MIN_MEMORY_BUDGET_GIB,
+        le=16384,
+        alias="memoryBudgetGiB",
+        description="Host memory each rank's background save may hold for its copy of the state (the checkpoint "
+        "library's memory_budget_bytes); a larger state is written partly while training waits. Unset: a whole "
+        "copy per rank (on an 8-GPU node, eight shards' worth of RAM).",
+        json_schema_extra=fix_hint("set GiB per rank, at least 0.0625 (64 MiB), e.g. 8, or leave it out for no bound"),
     )
     ram_disk_gib: float | None = Field(
         default=None,
@@ -125,6 +137,12 @@ def ram_disk_gib(tiers: CheckpointTiers, checkpoint_bytes: int, nodes: int) -> i
         return max(1, math.ceil(tiers.local.ram_disk_gib))
     copies = 1 + tiers.peers(nodes)
     return max(1, math.ceil((tiers.local.keep + 2) * copies * node_bytes(checkpoint_bytes, nodes) / 2**30))
+
+
+def memory_budget_bytes(tiers: CheckpointTiers) -> int | None:
+    """``local.memoryBudgetGiB`` in bytes, as the agent config carries it to the checkpoint library (None: unset)."""
+    gib = tiers.local.memory_budget_gib
+    return None if gib is None else int(gib * 2**30)
 
 
 def tier_write_seconds(tiers: CheckpointTiers, checkpoint_bytes: int, nodes: int) -> tuple[float, str]:
@@ -187,3 +205,9 @@ class LocalTierConfig(SpotModel):
     peer_copies: int = Field(ge=0, le=3)
     durable_interval_seconds: int = Field(gt=0, description="Seconds between uploads to the object store.")
     ram_disk_gib: int = Field(ge=1, alias="ramDiskGiB", description="The RAM disk's size where the type has no NVMe.")
+    memory_budget_bytes: int | None = Field(
+        default=None,
+        ge=1 << 20,
+        description="Host memory each rank's background save may hold for its copy of the state; None: no bound.",
+        json_schema_extra=fix_hint("set bytes per rank, at least 1048576, e.g. 8589934592, or leave it out"),
+    )

@@ -171,16 +171,9 @@ def test_after_a_roll_back_the_new_timeline_saves_its_steps_again(tmp_path: Path
 
 def test_the_documented_example_runs_as_written(tmp_path: Path) -> None:
     import os
-    import subprocess
-    import sys
 
-    from tests.doc_blocks import block_after
+    from tests.doc_blocks import run_block
 
-    script = tmp_path / "example.py"
-    script.write_text(block_after("checkpoints.md", "<!-- tested: tests/checkpoint/test_ckpt_tiers.py"))
     env = {**os.environ, "SPOTGPU_LOCAL_DIR": str(tmp_path / "local"), "SPOTGPU_AGENT_CONFIG": str(tmp_path / "none")}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "100 local 4096"
+    assert run_block("checkpoints.md", "<!-- tested: tests/checkpoint/test_ckpt_tiers.py", tmp_path, env).strip() == "100 local 4096"
     assert any((tmp_path / "demo-store").rglob("commits/*.json"))  # the durable copy reached the store

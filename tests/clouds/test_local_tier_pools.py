@@ -141,3 +141,39 @@ def test_the_preview_records_the_gcp_local_ssd_template() -> None:
     lssd = templates["train-gcp-spot-aopt-lssd8-template"]["disks"]
     assert sum(1 for d in lssd if d.get("type") == "SCRATCH" and d.get("interface") == "NVME") == 8
     assert all(d.get("type") != "SCRATCH" for d in templates["train-gcp-spot-aopt-template"]["disks"])
+
+
+@pytest.mark.parametrize("cloud", SHIPPED)
+def test_a_workloads_memory_budget_reaches_the_checkpoint_library_through_the_agent_config(
+    cloud: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """checkpointTiers.local.memoryBudgetGiB -> the agent config's localTier.memoryBudgetBytes -> LocalTier ->
+    TieredCheckpointManager.memory_budget_bytes: the gang job (spotgpu/drills/gang_job.py) builds its manager
+    from LocalTier.from_environment(), so a platform team bounds every rank's background save without a code
+    change. Without the key the agent config says nothing (no bound), as before."""
+    from spotgpu.checkpoint.tiered import LocalTier
+
+    args = tiered_args(cloud, {"local": {"keep": 2, "memoryBudgetGiB": 8}, "peerCopies": 1})
+    script = scripts(cloud, args)[0]
+    tier = agent_config(script).local_tier
+    assert tier is not None and tier.memory_budget_bytes == 8 << 30
+    body = script.split("<<'SPOTGPU_CONFIG'\n", 1)[1].split("\nSPOTGPU_CONFIG\n", 1)[0]
+    (tmp_path / "agent.json").write_text(body)
+    monkeypatch.setenv("SPOTGPU_LOCAL_DIR", str(tmp_path / "local"))
+    found = LocalTier.from_environment(str(tmp_path / "agent.json"))
+    assert found is not None and found.memory_budget_bytes == 8 << 30
+    plain = agent_config(scripts(cloud, tiered_args(cloud))[0]).local_tier
+    assert plain is not None and plain.memory_budget_bytes is None and "memoryBudgetBytes" not in scripts(
+        cloud, tiered_args(cloud))[0]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [0.01, 0, -1, "lots"])
+def test_a_bad_memory_budget_is_one_line_naming_the_key_the_value_and_the_fix(value: Any) -> None:
+    from spotgpu.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        tiered_args("aws", {"local": {"memoryBudgetGiB": value}, "peerCopies": 1})
+    text = str(err.value)
+    assert "\n" not in text
+    assert "checkpointTiers.local.memoryBudgetGiB" in text and str(value) in text
+    assert "fix: set GiB per rank, at least 0.0625 (64 MiB)" in text

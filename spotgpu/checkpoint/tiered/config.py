@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotgpu.checkpoint.snapshot import check_budget
 from spotgpu.models.tiers import LOCAL_DIR_ENV, ZONE_ENV, LocalTierConfig
 
 #: Where the bootstrap writes the agent config, and the variable that overrides it (as in spotgpu.integrations).
@@ -28,6 +29,8 @@ class LocalTier:
 
     ``durable_every``: every how many local saves the object store gets one (the durable interval
     over the local one). ``zone``: this node's zone; peer copies go to nodes of other zones first.
+    ``memory_budget_bytes``: the most host memory one rank's background save holds for its copy of
+    the state (``TieredCheckpointManager``'s docstring); None: a whole copy.
     """
 
     path: Path
@@ -35,6 +38,7 @@ class LocalTier:
     peer_copies: int = 1
     durable_every: int = 1
     zone: str = ""
+    memory_budget_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.keep <= 16:
@@ -43,14 +47,16 @@ class LocalTier:
             raise ValueError(f"peer_copies: {self.peer_copies} must be 0..3; fix: e.g. 1")
         if self.durable_every < 1:
             raise ValueError(f"durable_every: {self.durable_every} must be >= 1; fix: 1 uploads every save")
+        check_budget(self.memory_budget_bytes)
 
     @classmethod
     def from_environment(cls, agent_config: str | None = None) -> LocalTier | None:
         """The tier this VM mounted, or None when it has none (every save then goes to the store).
 
         The path is ``$SPOTGPU_LOCAL_DIR``, else the agent config's ``localTier.path``; keep, peer
-        copies and the durable interval come from the agent config's ``localTier`` (defaults without
-        one: keep 2, one peer copy, every save uploaded); the zone from ``$SPOTGPU_ZONE``.
+        copies, the durable interval and the memory budget come from the agent config's ``localTier``
+        (defaults without one: keep 2, one peer copy, every save uploaded, no budget); the zone from
+        ``$SPOTGPU_ZONE``.
         """
         config = _agent_tier(agent_config)
         where = os.environ.get(LOCAL_DIR_ENV) or (config[0].path if config else None)
@@ -61,7 +67,7 @@ class LocalTier:
             return cls(Path(where), zone=zone)
         tier, interval = config
         every = max(1, math.ceil(tier.durable_interval_seconds / interval - 1e-9)) if interval else 1
-        return cls(Path(where), tier.keep, tier.peer_copies, every, zone)
+        return cls(Path(where), tier.keep, tier.peer_copies, every, zone, tier.memory_budget_bytes)
 
 
 def _agent_tier(path: str | None) -> tuple[LocalTierConfig, int] | None:

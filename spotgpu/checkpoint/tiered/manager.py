@@ -15,12 +15,16 @@ The call order of one periodic save (every rank, the same steps in the same orde
 1. **Wait for the previous save** (training thread). At most one save is in flight: host memory
    holds one copy, and local commits happen in step order. Its error, if it failed, is raised
    here (once). A save that cannot keep up with the interval slows training here, never skips.
-2. **Host copy** (training thread, ``save_async`` only). The state is copied into host buffers
-   (:class:`.background.HostCopy`, reused from save to save) and the commit is queued for the save
-   thread. ``save_async`` returns its handle now: this copy is all training waits for. ``save``
-   queues the caller's own buffers instead (no copy) and waits for step 6.
-3. **Local write** (save thread). The copy becomes a committed world-size-1 generation in the
-   node's tier (``r<rank>/`` of :mod:`.node`: hashes, a create-only marker, the store's guarantees).
+2. **Host copy** (training thread, ``save_async`` only). The state is copied in chunks into pooled
+   host buffers (``CheckpointManager.save_async`` of the node's world-size-1 manager, reused from
+   save to save) while a writer thread streams them into step 3; the commit is queued for the save
+   thread. Within ``memory_budget_bytes`` (or without one) the copy is all training waits for; over
+   it, the copy waits for the writer to free chunks, so training waits until all but the last
+   budget's worth of the state is written. ``save`` queues the caller's own buffers instead (no
+   copy) and waits for step 6.
+3. **Local write** (the writer thread; the save thread waits for it). The state becomes a committed
+   world-size-1 generation in the node's tier (``r<rank>/`` of :mod:`.node`: hashes, a create-only
+   marker, the store's guarantees).
 4. **Agree who copies** (save thread, a gather on the save group): only a rank whose write
    committed sends.
 5. **Peer copies** (save thread, point-to-point on the save group). Each rank sends its
@@ -36,8 +40,9 @@ The call order of one periodic save (every rank, the same steps in the same orde
    marker on any node (each needs every rank's answer to this gather), so the generation does
    not count and a restore takes the newest one that does.
 7. **Durable copy** (save thread queues, upload thread runs). Every ``durable_every``-th local
-   commit goes to the object store (:mod:`.uploads`: the rank's shard read back verified from the
-   tier, through the store's own protocol); nothing waits for it.
+   commit goes to the object store (:mod:`.uploads`: the rank's committed files in the tier,
+   checked and mapped read-only (:mod:`.mapped`), through the store's own protocol); nothing waits
+   for it.
 8. **Retention** (save thread). Each node keeps the newest ``keep`` gang-committed generations and
    the newest durable one (survivors of a fall-back to the store read it locally).
 
@@ -74,8 +79,9 @@ from spotgpu.checkpoint.errors import CheckpointError
 from spotgpu.checkpoint.manager import CheckpointManager
 from spotgpu.checkpoint.policies import SavePolicy
 from spotgpu.checkpoint.results import FinalSaveResult, GenerationInfo, RestoreResult
+from spotgpu.checkpoint.snapshot import check_budget
 from spotgpu.checkpoint.tiered.arrival import ArrivalCheck
-from spotgpu.checkpoint.tiered.background import HostCopy, SaveThread
+from spotgpu.checkpoint.tiered.background import SaveThread
 from spotgpu.checkpoint.tiered.config import LocalTier
 from spotgpu.checkpoint.tiered.node import GangMarker, NodeTier
 from spotgpu.checkpoint.tiered.plan import LOCAL, PEER, STORE, Held, Inventory, RestorePlan, choose_restore, partners
@@ -85,6 +91,9 @@ from spotgpu.checkpoint.writer import CommitAgreement
 
 log = logging.getLogger(__name__)
 
+#: What the save thread commits: the caller's buffers (``save``, ``save_final``), the local write ``save_async``
+#: started, or the error that stopped this rank's host copy.
+_Local = Mapping[str, Any] | SaveHandle | BaseException
 #: A restore plans again at most this many times (each round rules out at least one bad copy).
 MAX_RESTORE_ROUNDS = 8
 #: Committed store generations rank 0 offers a restore (newest first).
@@ -102,6 +111,18 @@ class TieredCheckpointManager(PendingSave):
     in the upload thread, which holds no collective (a slow rank's upload never holds another
     rank's save thread), so they poll the store for the marker instead. Other keywords go to the
     store's manager.
+
+    ``memory_budget_bytes`` (default: the tier's, :class:`LocalTier`; None: no bound) has
+    ``CheckpointManager``'s name and meaning: the most host memory this rank's background save
+    holds for its copy of the state. ``save_async`` copies the state into pooled chunks of at
+    most that many bytes in all and never holds more (``peak_host_bytes`` says how many it held).
+    A state within the budget is copied whole and ``save_async`` returns: the local write, the
+    peer copies and the upload run in the background. A larger state costs training time instead
+    of memory: the local write streams from the chunks while the caller's thread copies the next
+    ones, and ``save_async`` returns once the last chunk is copied (at most the budget's worth of
+    the state is still to write). The peer copies and the upload never read the copy: they read
+    the committed local files (the transport through two chunks per partner, the upload through a
+    read-only map). The commit protocol, its checks and restores are the same either way.
     """
 
     def __init__(
@@ -116,10 +137,15 @@ class TieredCheckpointManager(PendingSave):
         link: Link | None = None,
         save_link: Link | None = None,
         agreement: CommitAgreement | None = None,
+        memory_budget_bytes: int | None = None,
         **store_kwargs: Any,
     ) -> None:
         self.url, self.rank, self.world_size = url, rank, world_size
         self.tier = tier
+        #: host memory a background save may hold for its copy of the state (None: a whole copy)
+        self.memory_budget_bytes = check_budget(
+            memory_budget_bytes if memory_budget_bytes is not None or tier is None else tier.memory_budget_bytes
+        )
         self.save_policy = save_policy
         self.store_kwargs = store_kwargs
         #: seconds the last local commit took (steps 3-6; the gang's estimate of a final save)
@@ -137,7 +163,7 @@ class TieredCheckpointManager(PendingSave):
         if tier is None:
             self.plain: CheckpointManager | None = CheckpointManager(
                 url, rank=rank, world_size=world_size, session=session, save_policy=save_policy,
-                agreement=agreement, **store_kwargs,
+                agreement=agreement, memory_budget_bytes=self.memory_budget_bytes, **store_kwargs,
             )  # fmt: skip
             return
         self.plain = None
@@ -153,7 +179,14 @@ class TieredCheckpointManager(PendingSave):
         self.node = NodeTier(tier.path, url, tier.keep)
         self.uploader = Uploader(self.node, self._store)
         self.saver = SaveThread()
-        self.host = HostCopy()
+        #: this rank's shard in the node's tier: every save's local write, and the budgeted host copy
+        self._local = self.node.manager(rank, self.session, self.memory_budget_bytes)
+
+    @property
+    def peak_host_bytes(self) -> int:
+        """The most host memory this rank's background saves held at once for their copy of the state
+        (never above ``memory_budget_bytes``); ``save`` and ``save_final`` copy nothing."""
+        return (self.plain or self._local).peak_host_bytes
 
     # -- the store's manager ----------------------------------------------------------------
     def _store(self, session: str | None = None) -> CheckpointManager:
@@ -185,19 +218,21 @@ class TieredCheckpointManager(PendingSave):
             self.last_blocked_seconds = time.monotonic() - started
 
     def save_async(self, step: int, state: Mapping[str, Any]) -> SaveHandle:
-        """Copy ``state`` to host memory and return; the local write, the peer copies and the local commit
-        run on the save thread (steps 1-8 of the module docstring). The handle is committed when the
-        generation counts (every rank's write and copies verified); every rank calls it."""
+        """Copy ``state`` to host memory (within ``memory_budget_bytes``: over it, the local write streams
+        while the copy goes on) and return; the rest of the local write, the peer copies and the local
+        commit run in the background (steps 1-8 of the module docstring). The handle is committed when
+        the generation counts (every rank's write and copies verified); every rank calls it."""
         if self.plain is not None:
             return self.plain.save_async(step, state)
         started = time.monotonic()
         self.wait_pending()
         layout.check_step(step)
+        copying = time.monotonic()
         try:
-            copy: Mapping[str, Any] | BaseException = self.host.copy(state)
+            local: _Local = self._local.save_async(step, state)
         except Exception as err:  # the others must still hear from us: the save fails on every rank, naming this one
-            copy = err
-        handle = self._queue(step, copy, periodic=True)
+            local = err
+        handle = self._queue(step, local, periodic=True, write_started=copying)
         self.last_blocked_seconds = time.monotonic() - started
         return handle
 
@@ -208,19 +243,19 @@ class TieredCheckpointManager(PendingSave):
             return
         super().wait_pending(timeout)
 
-    def _queue(self, step: int, state: Mapping[str, Any] | BaseException, *, periodic: bool) -> SaveHandle:
+    def _queue(self, step: int, state: _Local, *, periodic: bool, write_started: float | None = None) -> SaveHandle:
         """Queue the local commit of ``step`` for the save thread (step 2)."""
         handle = SaveHandle(step)
         self._pending = handle
         self._last_save = (step, time.monotonic())
-        self.saver.submit(lambda: self._commit_local(step, state, periodic), handle)
+        self.saver.submit(lambda: self._commit_local(step, state, periodic, write_started), handle)
         return handle
 
-    def _commit_local(self, step: int, state: Mapping[str, Any] | BaseException, periodic: bool) -> GenerationInfo:
+    def _commit_local(self, step: int, state: _Local, periodic: bool, write_started: float | None) -> GenerationInfo:
         """Steps 3-8, on the save thread."""
         assert self.tier is not None
-        started = time.monotonic()
-        info, marker = self._save_local(step, state)
+        started = time.monotonic() if write_started is None else write_started
+        info, marker = self._save_local(step, state, started)
         self._last_marker = marker
         self.last_save_seconds = time.monotonic() - started
         if periodic:
@@ -230,17 +265,23 @@ class TieredCheckpointManager(PendingSave):
         self.node.prune(self.session)
         return info
 
-    def _save_local(self, step: int, state: Mapping[str, Any] | BaseException) -> tuple[GenerationInfo, GangMarker]:
-        """Steps 3-6 of ``state`` (or of the error that stopped this rank's host copy: reported in the gathers)."""
+    def _save_local(self, step: int, state: _Local, started: float) -> tuple[GenerationInfo, GangMarker]:
+        """Steps 3-6 of ``state``: the caller's buffers (written now), the local write ``save_async`` started
+        (awaited), or the error that stopped this rank's host copy (reported in the gathers). The ``write``
+        phase counts from ``started`` (``save_async``: the copy's start, so it is never less than a direct
+        write of the same state, the gang's estimate of a final save)."""
         generation = layout.generation_name(step, self.session)
         error: str | None = None
         info: GenerationInfo | None = None
         phases: dict[str, float] = {}
-        started = time.monotonic()
         try:
             if isinstance(state, BaseException):
                 raise state
-            info = self.node.manager(self.rank, self.session).save(step, state)
+            if isinstance(state, SaveHandle):
+                self._local.wait_pending()  # the local write's error, raised here once (not at the next save)
+                info = state.wait(0)
+            else:
+                info = self._local.save(step, state)
         except Exception as err:  # the others must still hear from us
             error = f"{type(err).__name__}: {err}"
         phases["write"] = time.monotonic() - started

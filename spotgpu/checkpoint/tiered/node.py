@@ -96,12 +96,13 @@ class NodeTier:
     def shard_root(self, shard: int) -> Path:
         return self.root / f"r{shard:05d}"
 
-    def manager(self, shard: int, session: str) -> CheckpointManager:
-        """The world-size-1 checkpoint of ``shard`` in this node's tier (created on first use)."""
+    def manager(self, shard: int, session: str, memory_budget_bytes: int | None = None) -> CheckpointManager:
+        """The world-size-1 checkpoint of ``shard`` in this node's tier (created on first use); its
+        ``save_async`` copies the state through ``memory_budget_bytes`` of host memory."""
         root = self.shard_root(shard)
         root.mkdir(parents=True, exist_ok=True)
         return CheckpointManager(root.as_uri(), rank=0, world_size=1, session=session, retention=_Kept(self),
-                                 grace_seconds=LOCAL_GRACE_SECONDS)  # fmt: skip
+                                 grace_seconds=LOCAL_GRACE_SECONDS, memory_budget_bytes=memory_budget_bytes)  # fmt: skip
 
     def shards(self) -> list[int]:
         return sorted(int(p.name[1:]) for p in self.root.glob("r[0-9][0-9][0-9][0-9][0-9]") if p.is_dir())

@@ -3,8 +3,9 @@
 Each rank uploads its own shard of the same steps, in step order, through the store's own commit
 protocol (:class:`~spotgpu.checkpoint.CheckpointManager` with the job's rank, world size and the
 local generation's session: the store generation has the local one's name and bytes). The state is
-read back from the local tier (verified) rather than taken from the training loop's buffers, which
-training goes on changing; the upload never holds a collective, so training never waits on it.
+the local tier's committed files, checked and mapped read-only (:mod:`.mapped`: no copy of the
+state in host memory), rather than the training loop's buffers, which training goes on changing;
+the upload never holds a collective, so training never waits on it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from spotgpu.checkpoint.errors import VerificationError
 from spotgpu.checkpoint.manager import CheckpointManager
+from spotgpu.checkpoint.tiered.mapped import mapped_generation
 from spotgpu.checkpoint.tiered.node import NodeTier
 
 log = logging.getLogger(__name__)
@@ -77,10 +80,7 @@ class Uploader:
             started = time.monotonic()
             session = job.generation.split("-", 1)[1]
             try:
-                restored = self.tier.manager(job.shard, session).restore(max_step=job.step)
-                if restored is None or restored.generation != job.generation:
-                    raise RuntimeError(f"local generation {job.generation} did not verify for the upload")
-                self.store(session).save(job.step, restored.state)
+                self._upload(job, session)
                 self.tier.mark_durable(job.step, job.generation)
             except BaseException as err:  # reported to whoever waits; the next upload goes on
                 job.error = err
@@ -90,6 +90,21 @@ class Uploader:
                 self.tier.pinned.discard(job.step)
                 self.completed.append(job)
                 job.done.set()
+
+    def _upload(self, job: Upload, session: str) -> None:
+        """The local generation, checked, through the store's commit protocol."""
+        local = self.tier.manager(job.shard, session)
+        try:
+            with mapped_generation(self.tier.shard_root(job.shard), local.store, job.step, job.generation) as state:
+                if state is not None:
+                    self.store(session).save(job.step, state)
+                    return
+        except VerificationError as err:
+            raise RuntimeError(f"local generation {job.generation} did not verify for the upload: {err}") from None
+        restored = local.restore(max_step=job.step)  # a legacy-format generation: read back whole
+        if restored is None or restored.generation != job.generation:
+            raise RuntimeError(f"local generation {job.generation} did not verify for the upload")
+        self.store(session).save(job.step, restored.state)
 
     def close(self, timeout: float | None = None) -> None:
         """Finish what is queued (or give up after ``timeout``), then stop the thread."""
