@@ -59,7 +59,8 @@ def lifecycle_heartbeat_seconds(notice_seconds: float, safety_margin_seconds: fl
     a notice the hook only needs ``notice + margin``. Terminations the group
     starts itself (capacity rebalancing, scale-in of the fallback) wait for the
     hook, so it also covers one full checkpoint write plus the margin. Clamped
-    to the API's 30..7200 s; the agent sends heartbeats to extend a long write.
+    to the API's 30..7200 s. The agent sends no heartbeats (the workload's final-checkpoint budget
+    is fixed when the notice arrives), so a longer write needs ``checkpointWriteSeconds`` raised.
     """
     need = max(notice_seconds, write_seconds) + safety_margin_seconds
     return int(min(HEARTBEAT_MAX, max(HEARTBEAT_MIN, math.ceil(need))))

@@ -141,7 +141,7 @@ class _HangingGetMonitor:
             self._value_of(self.client.get(self.path, self.etag, self.timeout_sec))
         with self.transitions.in_order:
             value, etag = self._value_of(self.client.get(self.path, None, self.timeout_sec, self.read_timeout))
-            run = self.transitions.observe(value)
+            run, began = self.transitions.enter(value)
         reading = self.interpret(value)
         if not self.plain:
             # Only once the value was read: after a spoiled answer the old ETag makes the
@@ -151,7 +151,7 @@ class _HangingGetMonitor:
         if reading is None:
             gone, self.active = self.active, None
             return withdrawn(self.source, gone, now)
-        if reading.unknown:
+        if reading.unknown and began:  # once per run, not once per read of either reader
             log.warning("%s: unknown value %r, read as %s", self.source, value, reading.kind)
         event = InterruptionEvent(
             f"{value}#{run}",

@@ -30,8 +30,13 @@ class Transitions:
 
     def observe(self, value: str) -> int:
         """The number of the run ``value`` belongs to: unchanged while the value is unchanged."""
+        return self.enter(value)[0]
+
+    def enter(self, value: str) -> tuple[int, bool]:
+        """The run ``value`` belongs to, and whether this call began it (exactly one reader's does)."""
         with self._lock:
-            if value != self._value:
+            began = value != self._value
+            if began:
                 self._value = value
                 self._runs += 1
-            return self._runs
+            return self._runs, began

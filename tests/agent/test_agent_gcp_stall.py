@@ -118,3 +118,25 @@ def test_a_late_answer_from_the_stall_guard_does_not_split_one_notice_in_two() -
     assert not paused.is_alive() and not flipped.is_alive()
     ids = {e.event_id for e in seen if hasattr(e, "kind")}
     assert len(ids) == 1, ids
+
+
+def test_an_unknown_value_is_logged_once_however_often_it_is_read(caplog: pytest.LogCaptureFixture) -> None:
+    """Defect (audit of issue 36): the warning came on every read, every plain read (2 s) for as long as the
+    value stayed; issue 36 asks for it once, with the value."""
+    server = _Server()
+    transitions = Transitions()
+    hanging = gcp.MaintenanceMonitor(_HeldClient(server), timeout_sec=5, transitions=transitions)
+    guard = gcp.MaintenanceMonitor.plain_reads(_HeldClient(server), every=0.2, transitions=transitions)
+    hanging.check()
+    server.value = "SHUTDOWN_ON_HOST_MAINTENANCE"
+    with caplog.at_level("WARNING", logger="spotgpu.agent.gcp"):
+        for _ in range(3):
+            hanging.check()
+            guard.check()
+        server.value = "NONE"
+        guard.check()
+        server.value = "SHUTDOWN_ON_HOST_MAINTENANCE"  # back again: a new notice, logged again
+        guard.check()
+        hanging.check()
+    lines = [r.getMessage() for r in caplog.records if "unknown value" in r.getMessage()]
+    assert lines == ["gcp/maintenance-event: unknown value 'SHUTDOWN_ON_HOST_MAINTENANCE', read as maintenance"] * 2
