@@ -20,7 +20,7 @@ With checkpoint tiers (:class:`TwinTiers`, ``spotgpu.economics.tiers``) each com
 one (``write_seconds`` the local write), every ``durable_every``-th reaches the object store
 ``upload_seconds`` later, and each gang VM's shard has copies on ``peer_copies`` other gang
 VMs (the checkpoint library's ring over the gang, alternating its VMs' zones:
-:func:`spotgpu.simulation.placement.holders`), chosen as the library chooses them: when a gang forms,
+:func:`spotgpu.economics.placement.holders`), chosen as the library chooses them: when a gang forms,
 from its VMs' current zones, and holding the copies of that gang's own commits (the step a gang
 restored stays where it was until it commits). Every VM that goes (taken,
 removed) takes its tier with it. When the next gang forms, it resumes from the newest local
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spotgpu.contract.drain import DrainChannel
-from spotgpu.simulation.placement import holders
+from spotgpu.economics.placement import holders
 
 _EPS = 1e-9
 
