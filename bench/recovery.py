@@ -282,19 +282,21 @@ def traces_part(starts_every: int) -> str:
     traces = load_group("16-node/aws-08-27-2023")
     zones, gap = [t.zone for t in traces], traces[0].gap_seconds
     ticks = min(len(t.data) for t in traces)
-    lines += ["", f"Twin: {pool.name}'s ladder on 16-node/aws-08-27-2023 (a start every {starts_every} ticks in each "
-              "zone). one zone: a spot group per zone, the gang in its home zone, so its peer copies too (q "
-              f"{default_joint_loss(1, False).probability:.0%} there); regional: the pool as deployed, one spot group "
-              "over the zones, the gang spread over them, peers across them",
-              f"  {'placement':<10}{'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}"
-              f"{'cost $/job':>11}{'restores local/peer/store':>27}"]
     plain = config.workload_for(pool).model_copy(update={"checkpoint_tiers": None})
+    nodes = plain.nodes
+    lines += ["", f"Twin: {pool.name}'s ladder on 16-node/aws-08-27-2023 (a start every {starts_every} ticks in each "
+              "zone). one zone: a spot group per zone, the gang in its home zone, so its peer copies too; regional: "
+              "the pool as deployed, one spot group over the zones, the gang spread over them, peers across them. "
+              "Restores after interruptions (the model's mix per interruption beside them) and after the controller "
+              "moved the job (drained: its final checkpoint in the store)",
+              f"  {'placement':<10}{'tiers':<7}{'jobs':>5}{'gang losses':>12}{'lost h/job':>11}{'lost s/loss':>12}"
+              f"{'cost $/job':>11}{'after interruptions l/p/s':>27}{'shares':>16}{'model':>16}{'after moves':>13}"]
     rows = [np.ascontiguousarray(t.data) for t in traces]
     for placement in ("one zone", "regional"):
         across = placement == "regional"
         ladder = ControllerLadder(config.ladder_for(pool), regional=across)  # its groups and their traces
         for label, workload in (("none", plain), ("on", plain.model_copy(update={"checkpoint_tiers": tiers}))):
-            d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(1, across))
+            d = choose_interval(workload, pool.notice, joint_loss=default_joint_loss(nodes, 1, across))
             results = []
             for start in range(0, ticks - 200, starts_every):
                 for home in range(len(zones)):
@@ -304,10 +306,19 @@ def traces_part(starts_every: int) -> str:
                     results.append(run_twin(plan, cloud, horizon_seconds=3 * workload.work_hours * 3600))
             losses = sum(r.gang_losses for r in results)
             lost = sum(r.lost_work_hours for r in results)
-            restores = {k: sum(r.restores.get(k, 0) for r in results) for k in ("local", "peer", "store")}
-            mix = "-" if not any(restores.values()) else "/".join(str(restores[k]) for k in ("local", "peer", "store"))
+            kinds = ("local", "peer", "store")
+            moved = {k: sum(r.moved_restores.get(k, 0) for r in results) for k in kinds}
+            restores = {k: sum(r.restores.get(k, 0) for r in results) - moved[k] for k in kinds}
+            total = sum(restores.values())
+            mix = shares = model = after_moves = "-"
+            if d.tiers is not None and total:
+                mix = "/".join(str(restores[k]) for k in kinds)
+                shares = "/".join(f"{restores[k] / total:.0%}" for k in kinds)
+                model = "/".join(f"{getattr(d.tiers.mix, k):.0%}" for k in kinds)
+                after_moves = "/".join(str(moved[k]) for k in kinds)
             lines.append(f"  {placement:<10}{label:<7}{len(results):>5}{losses:>12}{lost / len(results):>11.3f}"
-                         f"{lost * 3600 / max(losses, 1):>12.0f}{np.mean([r.cost_usd for r in results]):>11.2f}{mix:>27}")  # fmt: skip
+                         f"{lost * 3600 / max(losses, 1):>12.0f}{np.mean([r.cost_usd for r in results]):>11.2f}{mix:>27}"
+                         f"{shares:>16}{model:>16}{after_moves:>13}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -350,7 +350,7 @@ def _lost_compute(p: WorkloadProfile, e: Exposure, d: IntervalDecision, notice_c
     lost = "lost = T/2 + C (less a delivered notice)"
     if d.tiers is not None:
         inputs.update(durable_interval_seconds=float(d.tiers.durable_seconds), joint_loss_probability=d.tiers.q)
-        lost = "lost = (1-q)(T_l/2 + K_l) + q(T_d/2 + K_l + C_s) (less a delivered notice), q = P(peers lost too)"
+        lost = "lost = (1-q)(T_l/2 + K_l) + q(T_d/2 + K_l + C_s) (less a delivered notice), q = P(a shard loses every copy)"
     return CostTerm(
         "lost_compute",
         e.times(e.lost_seconds / 3600.0 * p.nodes * p.prices.spot_per_hour),

@@ -83,8 +83,9 @@ def choose_interval(
 
     With ``checkpointTiers`` this is the *local* interval (the tier's write seconds as the
     cost) and :attr:`IntervalDecision.tiers` carries the durable one
-    (:func:`spotgpu.economics.tiers.choose_durable`); ``joint_loss`` is the chance a lost
-    node's peer copies go with it (default: the shipped traces, peers in the node's zone).
+    (:func:`spotgpu.economics.tiers.choose_durable`); ``joint_loss`` is what an interruption
+    takes from the gang: the chance it falls back to the store and the share of nodes lost
+    (default: the shipped traces, the gang in one zone).
     """
     reasons: list[str] = []
     write, _ = profile.periodic_write_seconds
@@ -149,7 +150,7 @@ def _with_tiers(
 
     rate = gang_rate(profile, gang_per_hour)
     mtbi = 3600.0 / rate if rate > 0 else math.inf
-    joint = joint_loss if joint_loss is not None else default_joint_loss(tiers.peers(profile.nodes), False)
+    joint = joint_loss if joint_loss is not None else default_joint_loss(profile.nodes, tiers.peers(profile.nodes), False)
     tier = choose_durable(profile, tiers, decision.seconds, mtbi, joint)
     return IntervalDecision(decision.seconds, decision.method, decision.final_checkpoint_fits_notice,
                             (*decision.reasons, *tier.reasons), tier)  # fmt: skip

@@ -241,7 +241,7 @@ def render_economics(report: dict[str, Any]) -> str:
             lines.append(
                 f"    tiers: local every {t['localIntervalSeconds']} s (blocks {t['localWriteSeconds']:g} s), store "
                 f"every {t['durableIntervalSeconds']} s (every {t['durableEvery']} local); restores expected from: "
-                f"{mix}; P(a node's peers go with it) {t['jointLossProbability']:.1%}"
+                f"{mix}; P(an interruption falls back to the store) {t['jointLossProbability']:.1%}"
             )
         if "effectiveCost" not in p:
             continue

@@ -4,7 +4,7 @@
   unlimited on-demand group; or a *regional* group given one trace per zone (a GCP
   regional MIG, an AWS Auto Scaling group over several zones' subnets, an Azure zonal
   scale set), which launches each VM where a zone has room, the zone holding the fewest
-  of its VMs first (:func:`~spotgpu.simulation.placement.next_zone`), so a gang spreads
+  of its VMs first (:func:`~spotgpu.economics.placement.next_zone`), so a gang spreads
   over the zones and a zone's reclaim takes that zone's VMs only; VMs above what a
   zone's trace allows are interrupted, newest first, and an :class:`Interruption` event is delivered (optionally a
   notice ``notice_seconds`` earlier, in which the agent writes a final checkpoint
@@ -44,9 +44,9 @@ from spotgpu.controller.observe import (
     Vm,
 )
 from spotgpu.controller.reconcile import PoolPlan
+from spotgpu.economics.placement import spread
 from spotgpu.models.ladder import StepKind
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob
-from spotgpu.simulation.placement import spread
 
 _EPS = 1e-9
 

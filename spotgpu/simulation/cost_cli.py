@@ -108,7 +108,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         t = decision.tiers
         print(f"  tiers: local every {t.local_seconds} s (blocks {t.write_seconds:.3g} s), store every "
               f"{t.durable_seconds} s (every {t.durable_every} local); restores expected from: {t.mix.describe()}; "
-              f"P(a node's peers go with it) {t.q:.1%}")  # fmt: skip
+              f"P(an interruption falls back to the store) {t.q:.1%}")  # fmt: skip
     print("\n".join(render_figures(figures, indent="  ", prices=True)))
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))

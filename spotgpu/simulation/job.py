@@ -20,7 +20,7 @@ With checkpoint tiers (:class:`TwinTiers`, ``spotgpu.economics.tiers``) each com
 one (``write_seconds`` the local write), every ``durable_every``-th reaches the object store
 ``upload_seconds`` later, and each gang VM's shard has copies on ``peer_copies`` other gang
 VMs (the checkpoint library's ring over the gang, alternating its VMs' zones:
-:func:`spotgpu.simulation.placement.holders`), chosen as the library chooses them: when a gang forms,
+:func:`spotgpu.economics.placement.holders`), chosen as the library chooses them: when a gang forms,
 from its VMs' current zones, and holding the copies of that gang's own commits (the step a gang
 restored stays where it was until it commits). Every VM that goes (taken,
 removed) takes its tier with it. When the next gang forms, it resumes from the newest local
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from spotgpu.contract.drain import DrainChannel
-from spotgpu.simulation.placement import holders
+from spotgpu.economics.placement import holders
 
 _EPS = 1e-9
 
@@ -151,6 +151,10 @@ class JobRun:
         self.restored = 0.0  # the committed work the current gang restored (its commits are the ones above it)
         self.durable = 0.0
         self.restores = {"local": 0, "peer": 0, "store": 0}
+        #: the part of ``restores`` made by gangs formed after a drain (the controller moved the job, and its final
+        #: checkpoint went to the store), not after an interruption: what the cost model's mix leaves out
+        self.moved_restores = {"local": 0, "peer": 0, "store": 0}
+        self.moved = False  # the gang last stopped for a drain, not an interruption
         self.idle_since: float | None = None  # when the job last stopped with no gang (None: a gang holds it)
         self.idle_seconds = 0.0  # wall time with no gang (what the baselines' idle hours count)
 
@@ -259,6 +263,8 @@ class JobRun:
                 restored = {owner: ({owner} if owner in held else set()) for owner in owners}
             for source in sources:
                 self.restores[source] += 1
+                if self.moved:
+                    self.moved_restores[source] += 1
             self.holders = restored
         self.restored = self.committed
         self.ring = holders([(v.id, v.zone) for v in gang], tiers.peer_copies)
@@ -311,6 +317,7 @@ class JobRun:
         """A gang VM is gone: the work since the last commit is lost, the gang stops."""
         if self.phase in ("running", "loading"):
             self.gang_losses += 1
+            self.moved = False
         if self.phase == "running":
             self.settle_commits(t)
             _, done = self.work_at(t)
@@ -330,6 +337,7 @@ class JobRun:
         self.durable = self.durable_at(notice_at)
         self.committed = done  # the final checkpoint fit the notice (with tiers: on the local tier and the peers)
         self.gang_losses += 1
+        self.moved = False
         for vm_id in self.gang:
             self.channel.report(vm_id, notice_at + self.job.write_seconds, int(done))
         self.phase = "idle"
@@ -340,6 +348,7 @@ class JobRun:
         """The agent on ``vm_id`` read a drain request at ``t``: a gang member stops the job and writes a final
         checkpoint; any other VM just acknowledges. Either way its report follows ``write_seconds`` later."""
         if vm_id in self.gang and self.phase in ("running", "loading"):
+            self.moved = True
             if self.phase == "running":
                 self.settle_commits(t)
                 _, done = self.work_at(t)

@@ -53,6 +53,9 @@ class TwinResult:
     gangs: list[tuple[str, ...]] = field(default_factory=list)
     #: with checkpoint tiers: rank restores from each source (local, peer, store)
     restores: dict[str, int] = field(default_factory=dict)
+    #: of ``restores``, those of gangs formed after the controller drained and moved the job (not after an
+    #: interruption, which is what the cost model's restore mix counts)
+    moved_restores: dict[str, int] = field(default_factory=dict)
     #: wall hours the job stood with no gang (job-hours: the unit of the baselines' idle hours)
     idle_hours: float = 0.0
 
@@ -125,6 +128,7 @@ def run_twin(
         removals=list(cloud.removals),
         gangs=list(run.gangs),
         restores=dict(run.restores) if job.tiers is not None else {},
+        moved_restores=dict(run.moved_restores) if job.tiers is not None else {},
         idle_hours=run.idle_hours(min(done_at, end) if math.isfinite(done_at) else end),
     )
 

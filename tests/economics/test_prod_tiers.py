@@ -19,6 +19,7 @@ from test_pool_economics import _cli
 
 from spotgpu.agent.config import AgentConfig
 from spotgpu.bootstrap_tier import TIER_UNIT
+from spotgpu.economics.tiers import default_joint_loss, restore_mix
 
 POOLS = ("train-aws", "train-gcp", "train-az")
 #: Where each cloud's pool carries its boot script in the preview: (resource type, input path).
@@ -57,8 +58,10 @@ def test_every_prod_pool_previews_both_intervals_and_the_restore_mix() -> None:
         assert every > 1 and durable == every * local and pools[name]["checkpointIntervalSeconds"] == local, name
         mix = tiers["restoreMix"]
         assert set(mix) == {"local", "peer", "store"} and sum(mix.values()) == pytest.approx(1, abs=1e-3), name
-        # most restores come from a node: its own tier, or a peer across its 3 zones (not in the one-zone ticks)
-        assert mix["local"] + mix["peer"] > 0.8 and tiers["peerCopies"] == 1, name
+        # the shipped traces' figures for the 2-node gang spread over its 3 zones: a reclaim mostly takes the
+        # whole gang, so most ranks restore from the store
+        assert mix == restore_mix(default_joint_loss(2, 1, True)).as_dict() and tiers["peerCopies"] == 1, name
+        assert mix["store"] > 0.5 and mix["local"] == pytest.approx(mix["peer"], abs=0.05), name
         percent = {k: f"{v:.0%}" for k, v in mix.items()}
         line = (f"tiers: local every {local} s (blocks {tiers['localWriteSeconds']:g} s), store every {durable} s "
                 f"(every {every} local); restores expected from: local {percent['local']}, peer {percent['peer']}, "

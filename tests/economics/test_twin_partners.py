@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spotgpu.economics.placement import holders
 from spotgpu.simulation.job import AgentChannel, JobRun, TwinJob, TwinTiers
-from spotgpu.simulation.placement import holders
 
 INTERVAL, WRITE, LOAD, TIER_LOAD = 600.0, 10.0, 300.0, 5.0
 TIERS = TwinTiers(durable_every=100, upload_seconds=30.0, tier_load_seconds=TIER_LOAD, peer_copies=1)

@@ -12,10 +12,10 @@ from collections import Counter
 
 import numpy as np
 
+from spotgpu.economics.placement import holders, next_zone, spread
 from spotgpu.models.ladder import FallbackLadder
 from spotgpu.models.workload import Prices, WorkloadProfile
 from spotgpu.simulation.job import TwinJob, TwinTiers
-from spotgpu.simulation.placement import holders, next_zone, spread
 from spotgpu.simulation.twin import TwinCloud, TwinResult, regional_groups, run_twin, twin_plan, zone_groups
 
 ZONES = ["a", "b", "c"]

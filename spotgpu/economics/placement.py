@@ -5,12 +5,13 @@ zones, an AWS Auto Scaling group over several subnets balances across their Avai
 Azure Flexible scale set with zones spreads across them. Each launches where a zone has room, the
 zone holding the fewest of the group's instances first, and elsewhere when a zone has none.
 :func:`next_zone` is that choice, one launch at a time (the twin's regional group calls it), and
-:func:`spread` the placement of a whole gang launched at once.
+:func:`spread` the placement of a whole gang launched at once (the cost model places its traced gang
+with it: :func:`spotgpu.economics.tiers.gang_loss_from_traces`).
 
 Peer copies (issue 33) go to partners on a ring that alternates zones, the checkpoint library's own
 rule (:func:`spotgpu.checkpoint.tiered.plan.partners`), so that a zone reclaim, which often takes a
 zone's nodes together, rarely takes a shard with every copy of it; :func:`holders` applies it to the
-twin's VMs.
+twin's VMs and to the cost model's traced gang.
 """
 
 from __future__ import annotations
