@@ -10,6 +10,7 @@ a repeated listErrors entry is not double-counted), and fallback spend so far.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -114,7 +115,7 @@ class ControllerRecord:
             pools = _POOLS.validate_python(doc.get("pools", {}))
         except ValidationError as err:
             first = err.errors()[0]
-            at = ".".join(str(part) for part in first["loc"])
+            at = ".".join(_loc_part(part) for part in first["loc"])
             raise ValueError(
                 f"controller record pools.{at}: {first['msg']} (value: {_short(first.get('input'))}); fix: {REBUILD}"
             ) from None
@@ -124,6 +125,12 @@ class ControllerRecord:
 #: What to do about a record that cannot be read: the cloud holds the truth it summarises.
 REBUILD = "delete the record to rebuild it from the cloud (the drains and backoffs it held start over)"
 _POOLS = TypeAdapter(dict[str, PoolState])
+
+
+def _loc_part(part: str | int) -> str:
+    """A path part as the error line shows it: a key that is not a plain name is quoted (a key with a
+    line break would otherwise split the one line)."""
+    return str(part) if isinstance(part, int) or re.fullmatch(r"[\w-]+", part) else json.dumps(part)
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from spotgpu.contract.state_store import ObjectJsonStore
@@ -72,6 +72,8 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
 
 @settings(max_examples=200, deadline=None)
 @given(field=st.sampled_from(sorted(PoolState.__dataclass_fields__)), value=_JSON)
+@example(field="drains", value={"\n": "x"})  # a key with a line break: the error spanned two lines (found by CI)
+@example(field="backoff", value={"a\nb": "x"})
 def test_any_mutated_field_decodes_or_is_one_value_error(field: str, value: Any) -> None:
     doc = real_record()
     doc["pools"]["pool-a"][field] = value
