@@ -172,13 +172,16 @@ class OnDemandBaseline:
 
 
 def on_demand_baseline(profile: WorkloadProfile, interval_seconds: float, work_hours: float | None = None,
-                       nodes: int | None = None) -> OnDemandBaseline:  # fmt: skip
+                       nodes: int | None = None, write_seconds: float | None = None) -> OnDemandBaseline:  # fmt: skip
+    """``write_seconds``: training blocked per save every ``interval_seconds`` (default the profile's
+    periodic write); a replayed tiered job passes its own (the store-only equivalent's)."""
     w = profile.work_hours if work_hours is None else work_hours
     n = profile.nodes if nodes is None else nodes
     rate = n * profile.prices.on_demand
+    write = profile.periodic_write_seconds[0] if write_seconds is None else write_seconds
     return OnDemandBaseline(
         compute_usd=w * rate,
-        checkpoint_stall_usd=checkpoint_stalls(w, profile.periodic_write_seconds[0], interval_seconds) * rate,
+        checkpoint_stall_usd=checkpoint_stalls(w, write, interval_seconds) * rate,
         first_start_usd=(profile.restart_seconds + profile.checkpoint_load_seconds) / 3600.0 * rate,
     )
 

@@ -345,8 +345,10 @@ def _drivers(model_usd: float | None, workload: WorkloadProfile, notice: AnyNoti
     return sorted(found, key=lambda d: abs(d.model_usd_with_traces - target))
 
 
-def job_for(workload: WorkloadProfile, interval_seconds: float, tiers: TierDecision | None = None) -> Job:
-    """The replayed job (``simulate``'s: a deadline of twice the work when the workload has none).
+def job_for(workload: WorkloadProfile, interval_seconds: float, tiers: TierDecision | None = None,
+            **overrides: Any) -> Job:
+    """The replayed job (``simulate``'s: a deadline of twice the work when the workload has none);
+    ``overrides``: :meth:`Job.from_profile` keywords (``simulate``'s ``--nodes``, ``--work-hours``...).
 
     With checkpoint ``tiers`` (``choose_interval(...).tiers``) the replay, which knows one store, runs the
     store-only job that stalls as much per hour and loses as much per interruption: interval ``T`` and
@@ -354,12 +356,12 @@ def job_for(workload: WorkloadProfile, interval_seconds: float, tiers: TierDecis
     loss; its load is the tier's expected load. The tiers' own mechanics are the twin's (``TwinTiers``).
     """
     if tiers is None:
-        return Job.from_profile(workload, interval_seconds)
+        return Job.from_profile(workload, interval_seconds, **overrides)
     stall = tiers.write_seconds / tiers.local_seconds
     interval = tiers.lost_seconds() / (0.5 + stall)
     load = tiers.load()
-    return Job.from_profile(workload, interval, checkpoint_write_seconds=stall * interval, load_seconds=load,
-                            restart_seconds=workload.restart_seconds + load)  # fmt: skip
+    return Job.from_profile(workload, interval, **{"checkpoint_write_seconds": stall * interval, "load_seconds": load,
+                            "restart_seconds": workload.restart_seconds + load, **overrides})  # fmt: skip
 
 
 

@@ -29,6 +29,7 @@ from spotgpu.models import FallbackLadder, StepKind, WorkloadProfile, default_no
 from spotgpu.models.pool_types import pool_types
 from spotgpu.models.pools import PoolSpec
 from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
+from spotgpu.simulation.check import job_for
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
 from spotgpu.traces import all_groups, load_group, trace_cloud
@@ -51,7 +52,8 @@ def _job_for(profile: WorkloadProfile, args: argparse.Namespace, groups: list[st
                 f"--interval {seconds} must exceed checkpointWriteSeconds {profile.checkpoint_write_seconds:g}"
             )
         return Job.from_profile(profile, seconds, **_job_overrides(profile, args)), "given"
-    return Job.from_profile(profile, decision.seconds, **_job_overrides(profile, args)), decision.method
+    # a tiered workload replays as the preview's check does (one function: check.job_for)
+    return job_for(profile, decision.seconds, decision.tiers, **_job_overrides(profile, args)), decision.method
 
 
 def _job_overrides(profile: WorkloadProfile, args: argparse.Namespace) -> dict[str, Any]:
@@ -204,7 +206,7 @@ def _simulate_group(
             if isinstance(policy, ControllerLadder):
                 hours, work = ladder_progress(policy, job, aligned_counts(traces), gap, int(st[0]), int(homes[0]), zones)
                 drawn.append((policy.name, hours, work))
-    baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    baseline = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes, job.checkpoint_write_seconds)
     doc = {"group": group, "zones": zones, "rows": [r.to_dict() for r in rows], "onDemandBaseline": baseline.to_dict(),
            "units": {"money": "USD", "capacity": "node-hours (spotNodeHours, onDemandNodeHours: each billed node)",
                      "job": "job-hours (lostWorkJobHours, idleJobHours: the job itself)",
@@ -218,7 +220,7 @@ def _simulate_group(
 
 def baseline_line(profile: WorkloadProfile, job: Job, rows: list[Any]) -> str:
     """The replayed on-demand-only cost beside the cost model's baseline, the difference named."""
-    b = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes)
+    b = on_demand_baseline(profile, job.interval_seconds, job.work_hours, job.nodes, job.checkpoint_write_seconds)
     replayed = next((r.mean_cost_usd for r in rows if r.policy == "on-demand only"), None)
     seen = "" if replayed is None else f" (replayed here: ${replayed:,.2f})"
     return (f"on-demand baseline: `spotgpu cost`'s on-demand total ${b.compute_usd:,.2f} (the work alone) + "

@@ -129,6 +129,34 @@ def test_one_on_demand_baseline_across_cost_and_simulate() -> None:
     assert "nan" not in table.stdout
 
 
+def test_simulate_replays_a_tiered_pool_as_the_preview_check_does() -> None:
+    """Defect (audit of issue 35): ``simulate --stack prod --pool train-aws`` ignored checkpointTiers and
+    replayed the store-only job (a 75 s write every 368 s: ladder $379 where the preview's check said $331),
+    and its baseline line paired the tier's write with the replayed interval ($426 against $493 replayed)."""
+    from spotgpu.config import parse_stack_config, read_stack_file
+    from spotgpu.economics.interval import choose_interval
+    from spotgpu.models import default_notice
+    from spotgpu.simulation.check import job_for
+
+    sim = _cli("simulate", "--stack", "prod", "--pool", "train-aws", "--program", str(REPO), "--trace-group",
+               "1-node/aws-02-15-2023", "--policy", "baseline-on-demand", "--json")  # fmt: skip
+    assert sim.returncode == 0, sim.stderr
+    doc = _strict(sim.stdout)
+    raw, _ = read_stack_file(str(REPO / "stacks" / "Pulumi.prod.yaml"))
+    config = parse_stack_config(raw, project_dir=str(REPO))
+    pool = next(p for p in config.pools if p.name == "train-aws")
+    workload = config.workload_for(pool)
+    decision = choose_interval(workload, default_notice("aws"))
+    assert decision.tiers is not None
+    expected = job_for(workload, decision.seconds, decision.tiers)
+    job = doc["job"]
+    assert job["intervalSeconds"] == pytest.approx(expected.interval_seconds)
+    assert job["checkpointWriteSeconds"] == pytest.approx(expected.checkpoint_write_seconds)
+    assert job["loadSeconds"] == pytest.approx(expected.load_seconds)
+    group = doc["groups"][0]
+    assert group["rows"][0]["meanCostUsd"] == pytest.approx(group["onDemandBaseline"]["replayedUsd"], rel=0.005)
+
+
 @functools.cache
 def _prod_preview() -> dict[str, Any]:
     done = _cli("preview", "--stack", "prod", "--no-policy", "--json")
