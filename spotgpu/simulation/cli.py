@@ -28,8 +28,8 @@ from spotgpu.economics.work_rate import pool_speeds, restate
 from spotgpu.models import FallbackLadder, StepKind, WorkloadProfile, default_notice
 from spotgpu.models.pool_types import pool_types
 from spotgpu.models.pools import PoolSpec
-from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.check import job_for
+from spotgpu.simulation.compare import POLICY_NAMES, RENAMED_POLICIES, build_policies, compare, render_table, start_grid
 from spotgpu.simulation.ladder import ControllerLadder, ladder_progress
 from spotgpu.simulation.replay import Job
 from spotgpu.traces import all_groups, load_group, trace_cloud
