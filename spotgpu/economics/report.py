@@ -8,6 +8,7 @@ which term dominates, and whether the pool is spot-eligible at all.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from spotgpu.economics.work_rate import PoolSpeeds, pool_speeds, render_rungs, r
 from spotgpu.models import FallbackLadder, PoolSpec, StackConfig, WorkloadProfile
 from spotgpu.models.stack import idle_groups, idle_rungs
 from spotgpu.models.workload import MEASURED_FIELDS, SOURCE_KINDS
+from spotgpu.traces import trace_cloud
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, Any]:
     out = figure_origins(workload, lambda key: f"workloads.{name}.{key}", workload.sources)
     if pool.spot_per_hour is not None and "prices.spotPerHour" in out:
         out["prices.spotPerHour"] = {"value": pool.spot_per_hour, "kind": "typed", "from": f"pools[{pool.name}].spotPerHour"}
+    for figure in out.values():
+        figure["from"] = _stand_in(figure, pool.cloud)
     quote = config.bill_quote(pool)  # the pool's on-demand price, typed or the catalogue's, always shown
     out["prices.onDemandPerHour"] = {
         "value": quote.usd_per_hour if quote else None,
@@ -126,6 +130,20 @@ def figure_sources(config: StackConfig, pool: PoolSpec) -> dict[str, Any]:
         "from": quote.source if quote else "no price",
     }
     return nest({key: out[key] for key in FIGURES if key in out})
+
+
+#: A trace group named in a fitted figure's source: ``traces/availability/1-node/aws-02-15-2023``.
+_TRACE_GROUP = re.compile(r"traces/availability/([\w.-]+/[\w.-]+)")
+
+
+def _stand_in(figure: Mapping[str, Any], cloud: str) -> str:
+    """A fitted figure's source, saying so when its traces were recorded on another cloud than the pool's
+    (a workload shared by pools of several clouds is fitted on the one cloud that has traces)."""
+    where = str(figure["from"])
+    found = _TRACE_GROUP.search(where) if figure["kind"] == "fitted" else None
+    if found is None or (recorded := trace_cloud(found.group(1))) == cloud:
+        return where
+    return f"{where} [{recorded} traces: a stand-in for {cloud}]"
 
 
 def figure_origins(profile: WorkloadProfile, key_at: Callable[[str], str], origins: Mapping[str, str]) -> dict[str, dict[str, Any]]:

@@ -311,3 +311,18 @@ def test_a_figure_measured_from_telemetry_names_the_files_and_samples(tmp_path: 
     spot = json.loads(done.stdout)["figures"]["prices"]["spotPerHour"]
     assert spot["value"] == G5_MEDIAN and spot["kind"] == "measured"
     assert "g5.12xlarge's 15 price(s)" in spot["from"] and str(prices) in spot["from"]
+
+
+def test_a_figure_fitted_on_another_clouds_traces_says_it_stands_in() -> None:
+    """Audit of issue 35 ("every figure says where it came from"): the prod workload is fitted on AWS
+    traces and shared by the GCP and Azure pools, whose figures named the AWS traces as if their own."""
+    from spotgpu.economics.report import figure_sources, flat_figures, load_stack
+
+    config = load_stack("prod", REPO)
+    for pool in config.pools:
+        fitted = {k: f["from"] for k, f in flat_figures(figure_sources(config, pool)).items() if f["kind"] == "fitted"}
+        assert fitted, pool.name
+        for key, where in fitted.items():
+            said = "[aws traces: a stand-in for " in where
+            assert said == (pool.cloud != "aws"), (pool.name, key, where)
+            assert not said or where.endswith(f"a stand-in for {pool.cloud}]")
