@@ -418,7 +418,7 @@ def test_azure_observe_reads_capacity_allocation_errors_and_evictions() -> None:
         (FailureReason.CAPACITY, "ZonalAllocationFailed"),
         (FailureReason.PRICE, "SpotPriceGreaterThanProvidedMaxPrice"),
     ]
-    assert [(i.vm_id, i.kind) for i in obs.interruptions] == [("nc4-spot_c3", "evicted")]
+    assert [(i.vm_id, i.kind, i.zone) for i in obs.interruptions] == [("nc4-spot_c3", "evicted", "1")]
     assert obs.groups["nc4-od"].desired == 0
 
 
