@@ -218,6 +218,21 @@ def test_gcp_entry_through_the_subscription(subscription: FakeSubscription, case
     assert subscription.messages == []  # counted and acknowledged, not redelivered forever
 
 
+def test_gcp_entry_without_a_timestamp_takes_its_publish_time_not_the_tick(subscription: FakeSubscription) -> None:
+    """Defect: it took the tick's receive time, so a controller that was down an hour dated the
+    preemption an hour late (AWS already takes SQS SentTimestamp)."""
+    [case] = [c for c in GCP if c.name == "preempted-minimal-no-timestamp"]
+    now = time.time()
+    subscription.publish(case.body, published_at=now - 3600.0)  # published, then the controller was down an hour
+    subscription.messages.append(_Message("9", json.dumps(case.body).encode()))  # no publish_time: the tick's time
+    adapter = _gcp_adapter(subscription)
+    obs = adapter.observe(now)
+    got = sorted((e.at, e.time_basis) for e in obs.interruptions)
+    assert got == [(pytest.approx(now - 3600.0, abs=1e-3), "received"), (now, "received")]
+    adapter.ack(obs.receipts)
+    assert subscription.messages == []
+
+
 def test_gcp_a_body_that_is_not_json_is_a_counted_drop(subscription: FakeSubscription) -> None:
     subscription.messages.append(_Message("9", b"\x00not json"))
     obs = _gcp_adapter(subscription).observe(0.0)
