@@ -17,6 +17,7 @@ from azure_fixtures import pool_args, stack_raw
 from doc_blocks import marked_block
 
 from spotgpu.config import parse_stack_config
+from spotgpu.models.pools import AzurePoolSpec
 from spotgpu_pulumi.args import PoolArgs
 from spotgpu_pulumi.azure.plan import eviction_warnings, plan_pool
 from spotgpu_pulumi.clouds import plan_stack
@@ -37,8 +38,9 @@ def _dev_unset() -> dict[str, Any]:
 
 def test_unset_under_delete_is_one_line_naming_the_key_the_value_and_the_fix() -> None:
     spec = parse_stack_config(_dev_unset()).pools_for("azure")[0]
+    assert isinstance(spec, AzurePoolSpec)
     assert spec.eviction_policy == "Delete" and spec.publish_events_to_event_grid is False
-    (line,) = eviction_warnings(spec)  # type: ignore[arg-type]
+    (line,) = eviction_warnings(spec)
     assert line == DOC_WARNING  # docs/azure.md shows it as the preview prints it
     assert line.startswith("pools[dev-az].publishEventsToEventGrid: ") and "\n" not in line
     assert "(value: false, the default); fix: set it to true" in line

@@ -63,15 +63,16 @@ class FakeSubscription:
     def pull(self, request: types.PullRequest) -> types.PullResponse:
         self.calls.append("Pull")
         now = time.monotonic()
-        out = []
+        out: list[types.ReceivedMessage] = []
         with self._lock:
             for m in self.messages:
                 if m.out_until <= now and len(out) < request.max_messages:
                     m.deliveries += 1
                     m.out_until = now + ACK_DEADLINE_SECONDS
                     m.ack_id = f"{m.message_id}-{m.deliveries}"
-                    published = {} if m.published_at is None else {
-                        "publish_time": datetime.fromtimestamp(m.published_at, UTC)}
+                    published = (
+                        {} if m.published_at is None else {"publish_time": datetime.fromtimestamp(m.published_at, UTC)}
+                    )
                     message = types.PubsubMessage(data=m.data, message_id=m.message_id, **published)
                     out.append(types.ReceivedMessage(ack_id=m.ack_id, delivery_attempt=m.deliveries, message=message))
         return types.PullResponse(received_messages=out)
