@@ -226,6 +226,8 @@ class AzurePoolPlan:
     rendezvous: AzureRendezvousPlan | None
     #: the Scheduled Events route to the controller; None without publishEventsToEventGrid
     events: EventsPlan | None = None
+    #: lines the component logs as warnings (:func:`eviction_warnings`), each naming a key, its value and the fix
+    warnings: tuple[str, ...] = ()
 
     @property
     def checkpoint_store(self) -> str:
@@ -240,6 +242,28 @@ def custom_data(args: PoolArgs, capacity_type: planning.CapacityType, store: str
     ``ManagedIdentityCredential()`` needs no client id to reach the checkpoint store.
     """
     return render_bootstrap_b64(planning.agent_config(args, capacity_type, store), args.spec.agent_package, gang)
+
+
+def eviction_warnings(spec: AzurePoolSpec) -> tuple[str, ...]:
+    """A warning when the pool's evictions would reach the controller only through the VM list.
+
+    Under ``evictionPolicy: Delete`` an evicted VM leaves the list within seconds, so a tick sees
+    the eviction only if it lands while the VM shows "deleting": most evictions then go unrecorded
+    (the lost capacity is still seen and replaced; the interruption counts, per-zone rates and
+    latency clocks are what is lost). ``publishEventsToEventGrid`` is off by default because it
+    creates (or joins) the subscription's one Scheduled Events system topic, whose owner stack's
+    lifetime every other stack's route then depends on; so the default warns, and writing the key
+    (``true`` or ``false``) is the decision that silences it. ``Deallocate`` keeps the evicted VM
+    listed, so its evictions are read reliably.
+    """
+    if spec.eviction_policy != "Delete" or "publish_events_to_event_grid" in spec.model_fields_set:
+        return ()
+    return (
+        f"pools[{spec.name}].publishEventsToEventGrid: not set with evictionPolicy Delete, so the controller reads "
+        "evictions from the VM list, which an evicted VM leaves within seconds, and records few of them "
+        "(value: false, the default); fix: set it to true (one Scheduled Events topic per subscription: a pool of "
+        "another stack names it in scheduledEventsTopic), or to false to accept this, or use evictionPolicy Deallocate",
+    )
 
 
 def plan_pool(args: PoolArgs) -> AzurePoolPlan:
@@ -363,6 +387,7 @@ def _plan(args: PoolArgs, spec: AzurePoolSpec) -> AzurePoolPlan:
         ),
         rendezvous=rendezvous,
         events=events,
+        warnings=eviction_warnings(spec),
     )
 
 

@@ -60,6 +60,8 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
     def __init__(self, name: str, plan: AzurePoolPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, None, opts)
         spec, roles = plan.spec, plan.roles
+        for line in plan.warnings:
+            pulumi.log.warn(line, resource=self)
         client = authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
         subscription_id = client.subscription_id
 

@@ -14,7 +14,9 @@ is an eviction at the event's time, even when the VM is already gone from the li
 default Delete policy removes it within seconds, so a VM list read on a tick sees the eviction
 only if it lands while the VM shows "deleting"). Without a queue the adapter falls back to that
 VM-list reading (a Spot VM going ``deallocated`` or ``deleting``). Messages are deleted after
-the record is saved; a dry run releases them.
+the record is saved; a dry run releases them. An event carries a location, not a zone: a VM
+still listed gives its zone here, and one already deleted gets the zone the controller's record
+remembers from an earlier tick (:func:`spotgpu.controller.runner.with_known_zones`).
 Act: ``begin_update`` with the new ``sku.capacity`` and ``begin_delete_instances``
 for one drained VM (Flexible instance ids are VM names). Pollers are not waited on.
 """
@@ -143,7 +145,7 @@ def vm_state(vm: Any, group: str, now: float) -> tuple[Vm | None, LaunchFailure 
     if leaving:
         if spot:
             gone = next(c for c in codes if c in _GONE_POWER or c == "ProvisioningState/deleting")
-            interruption = Interruption(f"azure:{vm.name}:{gone}", vm.name, InterruptionKind.EVICTED, now)
+            interruption = Interruption(f"azure:{vm.name}:{gone}", vm.name, InterruptionKind.EVICTED, now, zone)
         return None, failure, interruption
     ready = "ProvisioningState/succeeded" in codes and "PowerState/running" in codes
     return Vm(vm.name, group, ready, zone=zone, sku=getattr(vm.hardware_profile, "vm_size", "") or ""), failure, None

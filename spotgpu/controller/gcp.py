@@ -8,8 +8,9 @@ pool's Pub/Sub subscription as Cloud Audit Log entries (``compute.instances.pree
 routed by a log sink; the sink's filter and this parser share one list of methods
 (:data:`spotgpu.contract.sources.GCP_INTERRUPTIONS`). An entry names its zone (``resource.labels.zone``,
 or the zone in ``resourceName``); one without a usable ``timestamp`` (the minimal message
-spot-interruption-exporter tells its users to publish) takes the tick's time and says so; a
-message that is not such an entry is a counted drop. Act: ``resize`` and ``delete_instances``
+spot-interruption-exporter tells its users to publish) takes the message's Pub/Sub
+``publish_time`` (else the tick's time) and says so, so a controller that was down an hour does
+not date it an hour late; a message that is not such an entry is a counted drop. Act: ``resize`` and ``delete_instances``
 (which lowers the target size by the instances deleted). Operations are not waited on: the next
 tick observes their effect, so one slow operation cannot stall every pool.
 """
@@ -32,9 +33,10 @@ _LEAVING_ACTIONS = ("DELETING", "ABANDONING")
 
 
 class PubSubSource(Protocol):
-    """Pulls decoded JSON message bodies (None for a body that is not JSON); ack ids are returned with them."""
+    """Pulls decoded JSON message bodies (None for a body that is not JSON) with their ack ids and
+    publish times (Unix seconds; None when the message carries none)."""
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]: ...
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None, float | None]]: ...
     def ack(self, ack_ids: list[str]) -> None: ...
     def release(self, ack_ids: list[str]) -> None:
         """Make pulled messages deliverable again at once (ack deadline 0): a dry run's peek."""
@@ -163,9 +165,13 @@ class GcpPoolAdapter:
         dropped: list[Dropped] = []
         receipts: list[str] = []
         if self.pubsub is not None:
-            for ack_id, body in self.pubsub.pull(self.max_messages):
+            for ack_id, body, published_at in self.pubsub.pull(self.max_messages):
                 receipts.append(ack_id)
-                event = Dropped(DropReason.NOT_JSON, SOURCE, ack_id) if body is None else parse_log_entry(body, now)
+                # the receive time of an entry without its own: when Pub/Sub got it, not this tick
+                received_at = now if published_at is None else published_at
+                event = (
+                    Dropped(DropReason.NOT_JSON, SOURCE, ack_id) if body is None else parse_log_entry(body, received_at)
+                )
                 if isinstance(event, Interruption):
                     interruptions.append(event)
                 else:
@@ -209,17 +215,20 @@ class GooglePubSubSource:
         self.subscription = subscription
         self.client = pubsub_v1.SubscriberClient()
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]:
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None, float | None]]:
         import json
 
         resp = self.client.pull(request={"subscription": self.subscription, "max_messages": max_messages}, timeout=10)
-        out: list[tuple[str, dict[str, Any] | None]] = []
+        out: list[tuple[str, dict[str, Any] | None, float | None]] = []
         for received in resp.received_messages:
             try:
                 body = json.loads(received.message.data)
             except ValueError:
                 body = None  # counted as a drop, then acknowledged rather than redelivered forever
-            out.append((received.ack_id, body if isinstance(body, dict) or body is None else {"body": body}))
+            # set by Pub/Sub when it accepted the message (proto-plus gives a datetime, None if unset)
+            published = received.message.publish_time
+            published_at = published.timestamp() if isinstance(published, datetime) else None
+            out.append((received.ack_id, body if isinstance(body, dict) or body is None else {"body": body}, published_at))
         return out
 
     def ack(self, ack_ids: list[str]) -> None:

@@ -164,6 +164,7 @@ class Controller:
                 self.unobserved[name] = describe_observe_error(err)
                 self._emit(Event.of(name, now, ActionFailed(action="observe", error=self.unobserved[name])))
                 continue
+            obs = with_known_zones(state, obs, plan.event_max_age_seconds)
             obs = self._with_reports(name, plan, state, obs)
             result = reconcile(plan, obs, state)
             for event in result.events:
@@ -242,6 +243,21 @@ class Controller:
             except Exception as err:
                 self._emit(Event.of(EVERY_POOL, started, ActionFailed(action="tick", error=str(err)[:300])))
             stop.wait(max(0.0, self.config.tick_seconds - (clock() - started)))
+
+
+def with_known_zones(state: PoolState, obs: PoolObservation, max_age: float) -> PoolObservation:
+    """Note the zone of every listed VM in the record, and give an interruption that names no zone the
+    zone its VM was last listed in.
+
+    An Azure eviction (Event Grid carries only a location) names a VM the Delete policy has already
+    removed from the list, so only an earlier tick knew its zone; the fitted interruption rates and
+    the twin are per zone. A VM never listed (or gone longer than ``max_age``) keeps "".
+    """
+    state.note_zones(((v.id, v.zone) for g in obs.groups.values() for v in g.vms), obs.now, max_age)
+    if all(i.zone for i in obs.interruptions):
+        return obs
+    filled = tuple(i if i.zone else dataclasses.replace(i, zone=state.zone_of(i.vm_id)) for i in obs.interruptions)
+    return dataclasses.replace(obs, interruptions=filled)
 
 
 def taken(action: Action) -> ActionTaken:

@@ -4,13 +4,16 @@ What the cloud cannot tell us after a restart is kept here: when the pool lost
 capacity (so the ladder wait survives a restart), which rung it reached, which
 VMs were asked to drain and when (so scale-in waits for a commit *after* that),
 which events and failures were already counted (so a redelivered SQS message or
-a repeated listErrors entry is not double-counted), and fallback spend so far.
+a repeated listErrors entry is not double-counted), fallback spend so far, and
+each VM's zone while it may still be named by a late event (an evicted Azure VM
+is deleted, so no later listing says where it ran).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,6 +50,14 @@ class Backoff:
 
 
 @dataclass
+class KnownVm:
+    """Where a VM ran and when a listing last showed it: an event naming it after it is gone still gets its zone."""
+
+    zone: str
+    seen_at: float
+
+
+@dataclass
 class PoolState:
     lost_since: float | None = None  # capacity below target since (ladder clock)
     interrupted_at: float | None = None  # first interruption of this episode (latency clock)
@@ -65,6 +76,26 @@ class PoolState:
     fallback_seconds: float = 0.0
     fallback_cost_usd: float = 0.0
     last_tick: float | None = None
+    #: vm id -> its zone, for VMs listed within the event max age (see :meth:`note_zones`).
+    zones: dict[str, KnownVm] = field(default_factory=dict)
+
+    def note_zones(self, listed: Iterable[tuple[str, str]], now: float, max_age: float) -> None:
+        """Remember the zone of each listed ``(vm id, zone)``; forget VMs not listed for longer than ``max_age``.
+
+        An event about a VM gone for longer than the event max age is stale (recorded, never
+        acted on), so its zone is not worth keeping: the memory holds at most the VMs the pool
+        listed within that window.
+        """
+        for vm, zone in listed:
+            if zone:
+                self.zones[vm] = KnownVm(zone, now)
+        for vm in [vm for vm, known in self.zones.items() if now - known.seen_at > max_age]:
+            del self.zones[vm]
+
+    def zone_of(self, vm: str) -> str:
+        """The zone a listing last showed ``vm`` in; "" for a VM never seen (or forgotten)."""
+        known = self.zones.get(vm)
+        return known.zone if known is not None else ""
 
     def remember(self, key: str) -> bool:
         """Record a key; False when it was already seen (so the caller skips it)."""
@@ -81,6 +112,7 @@ class PoolState:
     def from_json(cls, data: dict[str, Any]) -> PoolState:
         raw = dict(data)
         raw["backoff"] = {k: Backoff(**v) for k, v in raw.get("backoff", {}).items()}
+        raw["zones"] = {k: KnownVm(**v) for k, v in raw.get("zones", {}).items()}
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in raw.items() if k in known})
 

@@ -590,7 +590,12 @@ class AzurePoolSpec(_PoolBase):
         description="Enable Spot restore with this ISO 8601 timeout (e.g. PT1H).",
         json_schema_extra=fix_hint("use an ISO 8601 duration like PT1H"),
     )
-    publish_events_to_event_grid: bool = False
+    publish_events_to_event_grid: bool = Field(
+        default=False,
+        description="Publish the scale sets' Scheduled Events to the subscription's Event Grid system topic and "
+        "route them to a queue the controller reads (evictions of deleted VMs included). Left unset with "
+        "evictionPolicy Delete, the preview warns: evictions are then read from the VM list, which misses most.",
+    )
     scheduled_events_topic: AzureEventsTopic | None = Field(
         default=None,
         description="With publishEventsToEventGrid: subscribe to this existing system topic instead of creating "

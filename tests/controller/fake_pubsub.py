@@ -16,6 +16,7 @@ import time
 import warnings
 from concurrent import futures
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -35,6 +36,9 @@ class _Message:
     out_until: float = 0.0  # leased to a puller until then
     deliveries: int = 0
     ack_id: str = ""
+    #: Unix time Pub/Sub accepted it (``PubsubMessage.publish_time``, which the service always sets;
+    #: None here leaves it unset, to test a reader's fallback).
+    published_at: float | None = None
 
 
 @dataclass
@@ -44,9 +48,11 @@ class FakeSubscription:
     calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def publish(self, body: dict[str, Any]) -> None:
+    def publish(self, body: dict[str, Any], published_at: float | None = None) -> None:
+        """Accept a message as Pub/Sub does, stamping its publish time (now, unless given)."""
+        at = time.time() if published_at is None else published_at
         with self._lock:
-            self.messages.append(_Message(str(len(self.messages) + 1), json.dumps(body).encode()))
+            self.messages.append(_Message(str(len(self.messages) + 1), json.dumps(body).encode(), published_at=at))
 
     def visible(self) -> list[str]:
         """Ids of the messages a pull would get now."""
@@ -57,15 +63,18 @@ class FakeSubscription:
     def pull(self, request: types.PullRequest) -> types.PullResponse:
         self.calls.append("Pull")
         now = time.monotonic()
-        out = []
+        out: list[types.ReceivedMessage] = []
         with self._lock:
             for m in self.messages:
                 if m.out_until <= now and len(out) < request.max_messages:
                     m.deliveries += 1
                     m.out_until = now + ACK_DEADLINE_SECONDS
                     m.ack_id = f"{m.message_id}-{m.deliveries}"
-                    out.append(types.ReceivedMessage(ack_id=m.ack_id, delivery_attempt=m.deliveries,
-                                                     message=types.PubsubMessage(data=m.data, message_id=m.message_id)))  # fmt: skip
+                    published = (
+                        {} if m.published_at is None else {"publish_time": datetime.fromtimestamp(m.published_at, UTC)}
+                    )
+                    message = types.PubsubMessage(data=m.data, message_id=m.message_id, **published)
+                    out.append(types.ReceivedMessage(ack_id=m.ack_id, delivery_attempt=m.deliveries, message=message))
         return types.PullResponse(received_messages=out)
 
     def acknowledge(self, request: types.AcknowledgeRequest) -> empty_pb2.Empty:

@@ -152,10 +152,10 @@ class FakeMigs:
 
 
 class FakePubSub:
-    def __init__(self, messages: list[tuple[str, dict[str, Any] | None]]) -> None:
+    def __init__(self, messages: list[tuple[str, dict[str, Any] | None, float | None]]) -> None:
         self.messages, self.acked = messages, []  # type: ignore[var-annotated]
 
-    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None]]:
+    def pull(self, max_messages: int) -> list[tuple[str, dict[str, Any] | None, float | None]]:
         out, self.messages = self.messages[:max_messages], self.messages[max_messages:]
         return out
 
@@ -190,7 +190,7 @@ def _gcp() -> tuple[GcpPoolAdapter, FakeMigs, FakePubSub]:
         },
         [{"name": "spot-mig", "role": "same_pool"}, {"name": "od-mig", "role": "on_demand"}],
     )
-    migs, pubsub = FakeMigs(), FakePubSub([("ack-1", PREEMPTED_LOG), ("ack-2", {"unrelated": True})])
+    migs, pubsub = FakeMigs(), FakePubSub([("ack-1", PREEMPTED_LOG, 4990.0), ("ack-2", {"unrelated": True}, 4991.0)])
     return GcpPoolAdapter(config.pools[0], migs, pubsub), migs, pubsub  # type: ignore[arg-type]
 
 
@@ -418,7 +418,7 @@ def test_azure_observe_reads_capacity_allocation_errors_and_evictions() -> None:
         (FailureReason.CAPACITY, "ZonalAllocationFailed"),
         (FailureReason.PRICE, "SpotPriceGreaterThanProvidedMaxPrice"),
     ]
-    assert [(i.vm_id, i.kind) for i in obs.interruptions] == [("nc4-spot_c3", "evicted")]
+    assert [(i.vm_id, i.kind, i.zone) for i in obs.interruptions] == [("nc4-spot_c3", "evicted", "1")]
     assert obs.groups["nc4-od"].desired == 0
 
 

@@ -17,6 +17,8 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -216,6 +218,21 @@ def test_gcp_entry_through_the_subscription(subscription: FakeSubscription, case
     assert subscription.messages == []  # counted and acknowledged, not redelivered forever
 
 
+def test_gcp_entry_without_a_timestamp_takes_its_publish_time_not_the_tick(subscription: FakeSubscription) -> None:
+    """Defect: it took the tick's receive time, so a controller that was down an hour dated the
+    preemption an hour late (AWS already takes SQS SentTimestamp)."""
+    [case] = [c for c in GCP if c.name == "preempted-minimal-no-timestamp"]
+    now = time.time()
+    subscription.publish(case.body, published_at=now - 3600.0)  # published, then the controller was down an hour
+    subscription.messages.append(_Message("9", json.dumps(case.body).encode()))  # no publish_time: the tick's time
+    adapter = _gcp_adapter(subscription)
+    obs = adapter.observe(now)
+    got = sorted((e.at, e.time_basis) for e in obs.interruptions)
+    assert got == [(pytest.approx(now - 3600.0, abs=1e-3), "received"), (now, "received")]
+    adapter.ack(obs.receipts)
+    assert subscription.messages == []
+
+
 def test_gcp_a_body_that_is_not_json_is_a_counted_drop(subscription: FakeSubscription) -> None:
     subscription.messages.append(_Message("9", b"\x00not json"))
     obs = _gcp_adapter(subscription).observe(0.0)
@@ -226,13 +243,22 @@ def test_gcp_a_body_that_is_not_json_is_a_counted_drop(subscription: FakeSubscri
 
 
 class _Compute:
-    """The pool's scale sets, empty: with the Delete eviction policy an evicted VM is gone from the list."""
+    """The pool's scale sets, empty unless a test lists VMs in ``listed`` (scale set -> VMs): with the Delete
+    eviction policy an evicted VM is gone from the list."""
 
     def __init__(self) -> None:
         sets = {name: SimpleNamespace(id=f"/vmss/{name}", sku=SimpleNamespace(capacity=1, name="Standard_NC4as_T4_v3"))
                 for name in ("myvmss", "myvmss-od")}  # fmt: skip
+        self.listed: dict[str, list[Any]] = {}
         self.virtual_machine_scale_sets = SimpleNamespace(get=lambda rg, name: sets[name])
-        self.virtual_machines = SimpleNamespace(list=lambda rg, filter, expand: [])
+        self.virtual_machines = SimpleNamespace(
+            list=lambda rg, filter, expand: self.listed.get(filter.split(" eq ")[1].strip("'"), []))
+
+
+def _azure_config(url: str, state_url: str = "file:///tmp/unused") -> ControllerConfig:
+    config = _config({"cloud": "azure", "subscriptionId": "00000000-0000-0000-0000-000000000000",
+                      "resourceGroupName": "rg-name", "eventsQueueUrl": url}, ["myvmss", "myvmss-od"])  # fmt: skip
+    return config.model_copy(update={"state_url": state_url})
 
 
 def _azure_adapter(azurite_queue: dict[str, str], queue: str) -> tuple[AzurePoolAdapter, Any]:
@@ -242,8 +268,7 @@ def _azure_adapter(azurite_queue: dict[str, str], queue: str) -> tuple[AzurePool
     credential = {"account_name": azurite_queue["account_name"], "account_key": azurite_queue["account_key"]}
     client = QueueClient.from_queue_url(url, credential=credential)
     client.create_queue()
-    config = _config({"cloud": "azure", "subscriptionId": "00000000-0000-0000-0000-000000000000",
-                      "resourceGroupName": "rg-name", "eventsQueueUrl": url}, ["myvmss", "myvmss-od"])  # fmt: skip
+    config = _azure_config(url)
     adapter = AzurePoolAdapter(config.pools[0], _Compute(), StorageQueueSource(url, credential))  # type: ignore[arg-type]
     return adapter, client
 
@@ -285,6 +310,59 @@ def test_azure_dry_run_peek_leaves_the_events_for_the_real_controller(azurite_qu
     assert [i.kind for i in seen.interruptions] == ["evicted"] and seen.receipts == ()
     real = adapter.observe(time.time())  # released at once, not after the visibility timeout
     assert [i.event_id for i in real.interruptions] == [i.event_id for i in seen.interruptions]
+
+
+def _running_spot_vm(name: str, zone: str) -> Any:
+    from azure.mgmt.compute import models as az
+
+    return az.VirtualMachine({
+        "name": name, "location": "eastus", "zones": [zone],
+        "properties": {"priority": "Spot", "hardwareProfile": {"vmSize": "Standard_NC4as_T4_v3"},
+                       "instanceView": {"statuses": [{"code": "ProvisioningState/succeeded"},
+                                                     {"code": "PowerState/running"}]}},
+    })  # fmt: skip
+
+
+def test_azure_eviction_of_a_vm_listed_at_an_earlier_tick_carries_its_zone(
+    azurite_queue: dict[str, str], tmp_path: Path
+) -> None:
+    """Defect: Event Grid carries a location, not a zone, and under Delete the evicted VM is gone from the
+    list, so every Azure eviction had zone "" (the fitted rates and the twin are per zone)."""
+    from spotgpu.contract.state_store import ObjectJsonStore
+    from spotgpu.controller.runner import RECORD_KEY
+
+    adapter, client = _azure_adapter(azurite_queue, "zones")
+    compute = adapter.compute
+    state_url = f"file://{tmp_path}"
+    config = _azure_config(adapter.pool.events_queue_url or "", state_url)
+    t0 = time.time()
+
+    def tick(now: float) -> list[dict[str, Any]]:
+        """One tick of a fresh controller process (``controller run --once``): the record comes from the store."""
+        lines = io.StringIO()
+        controller = Controller(config, {"pool-a": adapter}, ObjectJsonStore(state_url),
+                                ControllerTelemetry(CollectorRegistry(), lines))  # fmt: skip
+        controller.tick(now)
+        return [json.loads(line) for line in lines.getvalue().splitlines()]
+
+    compute.listed["/vmss/myvmss"] = [_running_spot_vm("myvmss_1", "2")]
+    tick(t0)
+    compute.listed.clear()  # evicted and deleted before the next tick lists the scale set
+    for vm in ("myvmss_1", "myvmss_9"):  # myvmss_9 was never listed: no zone to give, and no error
+        body = json.loads(json.dumps(AZURE[1].body))
+        body["data"]["resourceInfo"]["properties"]["Resources"] = [vm]
+        body["data"]["resourceInfo"]["properties"]["EventId"] = f"evict-{vm}"
+        body["eventTime"] = datetime.fromtimestamp(t0 + 30, UTC).isoformat()
+        client.send_message(json.dumps(body))
+    records = tick(t0 + 60)
+    got = {(r["vm"], r["type"], r["zone"], r["stale"]) for r in records if r["kind"] == "interruption"}
+    assert got == {("myvmss_1", "evicted", "2", False), ("myvmss_9", "evicted", "", False)}
+    assert not [r for r in records if r["kind"] == "action_failed" and r["action"] == "observe"]
+    saved = ObjectJsonStore(state_url).get(RECORD_KEY)
+    assert saved is not None and saved["pools"]["pool-a"]["zones"] == {"myvmss_1": {"zone": "2", "seen_at": t0}}
+    tick(t0 + config.event_max_age_seconds + 1)  # gone for longer than the event max age: forgotten
+    saved = ObjectJsonStore(state_url).get(RECORD_KEY)
+    assert saved is not None and saved["pools"]["pool-a"]["zones"] == {}
 
 
 def test_every_published_event_names_its_source_and_expectation() -> None:

@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 
 from spotgpu.contract.state_store import ObjectJsonStore
 from spotgpu.controller.runner import RECORD_KEY
-from spotgpu.controller.state import Backoff, ControllerRecord, PoolState
+from spotgpu.controller.state import Backoff, ControllerRecord, KnownVm, PoolState
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def real_record() -> dict[str, Any]:
     state = PoolState(lost_since=5.0, step_index=2, drains={"i-0abc": 3.0}, backoff={"g": Backoff(2, 120.0, 4)},
-                      seen=["evt-1"], work_done_hours=1.5, committed_step=40, fallback_cost_usd=1.25)  # fmt: skip
+                      seen=["evt-1"], work_done_hours=1.5, committed_step=40, fallback_cost_usd=1.25,
+                      zones={"vmss_1": KnownVm("2", 4.0)})  # fmt: skip
     return ControllerRecord({"pool-a": state}).to_doc()
 
 
@@ -34,6 +35,23 @@ def test_a_real_record_round_trips_and_newer_keys_are_ignored() -> None:
     record = ControllerRecord.from_doc(json.loads(json.dumps(doc)))
     assert record.pools["pool-a"].backoff["g"] == Backoff(2, 120.0, 4)
     assert record.pools["pool-a"].drains == {"i-0abc": 3.0}
+    assert record.pools["pool-a"].zones == {"vmss_1": KnownVm("2", 4.0)}
+    assert record.to_doc() == real_record()
+
+
+def test_a_record_from_before_the_zone_memory_loads_with_none() -> None:
+    doc = real_record()
+    del doc["pools"]["pool-a"]["zones"]
+    assert ControllerRecord.from_doc(doc).pools["pool-a"].zones == {}
+
+
+def test_the_zone_memory_keeps_listed_vms_for_the_event_max_age() -> None:
+    state = PoolState()
+    state.note_zones([("vm-a", "1"), ("vm-b", "")], 100.0, max_age=60.0)  # a VM listed without a zone: nothing to keep
+    state.note_zones([("vm-c", "3")], 150.0, max_age=60.0)
+    assert (state.zone_of("vm-a"), state.zone_of("vm-b"), state.zone_of("never")) == ("1", "", "")
+    state.note_zones([("vm-c", "3")], 160.5, max_age=60.0)  # vm-a last listed 60.5 s ago: forgotten
+    assert state.zones == {"vm-c": KnownVm("3", 160.5)}
 
 
 @pytest.mark.parametrize(
@@ -44,6 +62,7 @@ def test_a_real_record_round_trips_and_newer_keys_are_ignored() -> None:
         (["backoff", "g", "attempts"], 1.5, "pools.pool-a.backoff.g.attempts"),
         (["drains", "i-0abc"], "soon", "pools.pool-a.drains.i-0abc"),
         (["seen"], [7, "evt-2"], "pools.pool-a.seen.0"),  # names the bad element (value: 7)
+        (["zones", "vmss_1", "seen_at"], "earlier", "pools.pool-a.zones.vmss_1.seen_at"),
         ([], 3, "pools.pool-a"),
     ],
 )
