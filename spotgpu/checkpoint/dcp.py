@@ -14,10 +14,17 @@ Usage (every rank)::
     restored = ckpt.restore(state_dict)          # in place, resharded; None on a fresh start
     ckpt.save(step, state_dict)                  # periodic
     result = ckpt.save_final(step, state_dict, budget_seconds=30.0)
+
+DCP checkpoints do not go through a node-local tier (``checkpointTiers``): a DCP generation is one
+gang-wide object (the coordinator's metadata locates every item in every rank's shard, and a
+resharded load reads ranges of other ranks' shards), while the tier keeps and restores each rank's
+own part of a same-size gang. Every save goes to the store; on a VM with a tier the manager says so
+once (docs/checkpoints.md, "Checkpoint tiers").
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,7 +46,10 @@ from spotgpu.checkpoint.dcp_storage import (
 )
 from spotgpu.checkpoint.hashing import DEFAULT_HASH
 from spotgpu.checkpoint.results import FinalSaveResult, GenerationInfo, RestoreResult
+from spotgpu.checkpoint.tiered import LocalTier
 from spotgpu.storage.store import Store, open_store
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "COMMITTING",
@@ -121,6 +131,10 @@ class DCPCheckpointManager:
         self.process_group = process_group
         #: Seconds the last committed save of this manager took (the gang's fits-in-budget estimate).
         self.last_save_seconds: float | None = None
+        tier = LocalTier.from_environment()
+        if tier is not None:
+            log.warning("this VM has a local checkpoint tier (%s), which DCP checkpoints do not use: every save goes "
+                        "to the object store (docs/checkpoints.md, \"Checkpoint tiers\")", tier.path)  # fmt: skip
 
     def _rank(self) -> int:
         """This process's rank in the group DCP runs on (the ranks its errors are keyed by)."""

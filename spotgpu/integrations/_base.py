@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from spotgpu.agent.client import AgentClient
 from spotgpu.checkpoint import CheckpointManager
+from spotgpu.checkpoint.tiered import LocalTier, TieredCheckpointManager
 from spotgpu.gang import EXIT_GANG_STOP, Gang, exit_now
 from spotgpu.integrations._generations import (
     FrameworkCheckpoints,
@@ -22,6 +23,22 @@ from spotgpu.integrations._generations import (
     shared_session,
 )
 from spotgpu.integrations.schedule import SaveSchedule
+
+#: ``tier=`` values besides a :class:`LocalTier`: the VM's tier when it has one, or none (None is "off").
+TIER_AUTO, TIER_OFF = "auto", "off"
+
+
+def resolve_tier(tier: LocalTier | str | None) -> LocalTier | None:
+    """The local tier a callback saves through: ``"auto"`` the VM's (:meth:`LocalTier.from_environment`:
+    the bootstrap's ``localTier``, ``$SPOTGPU_LOCAL_DIR``), ``"off"`` or None none, a LocalTier itself."""
+    if isinstance(tier, LocalTier):
+        return tier
+    if tier is None or tier == TIER_OFF:
+        return None
+    if tier == TIER_AUTO:
+        return LocalTier.from_environment()
+    raise ValueError(f"tier: {tier!r} is not a tier choice; fix: 'auto' (the VM's local tier when it has one), "
+                     "'off' or None (every save to the store), or a spotgpu.checkpoint.tiered.LocalTier")  # fmt: skip
 
 
 class SpotgpuCallbackCore:
@@ -33,6 +50,10 @@ class SpotgpuCallbackCore:
     or ``every_steps``. ``agent``: this rank's :class:`AgentClient` (default: the one at
     ``$SPOTGPU_AGENT`` or the standard socket; with no agent running, training just goes on).
     ``gang_every``: steps between the gang's stop checks (``"auto"`` picks them).
+    ``tier``: ``"auto"`` (default) saves through the VM's node-local tier and peer copies when it
+    has one (a pool with ``checkpointTiers``; the store then gets every ``durable_every``-th save,
+    and a restore reads the nearest verified copy), ``"off"`` or None keeps every save in the store,
+    a :class:`~spotgpu.checkpoint.tiered.LocalTier` names one. Every rank must resolve it alike.
     """
 
     def __init__(
@@ -45,8 +66,11 @@ class SpotgpuCallbackCore:
         gang_every: int | str = 1,
         keep: int = 5,
         store_options: Mapping[str, Any] | None = None,
+        tier: LocalTier | str | None = TIER_AUTO,
     ) -> None:
         self.url = url
+        #: the node-local tier saves go through first (None: every save goes to the store)
+        self.tier = resolve_tier(tier)
         self.schedule = SaveSchedule(every_steps=every_steps, every_seconds=every_seconds)
         self._agent = agent
         self._gang_every = gang_every
@@ -63,14 +87,20 @@ class SpotgpuCallbackCore:
         """Once the job's process group exists (every rank calls it: it may broadcast)."""
         if self.checkpoints is None:
             rank, world = process_group()
-            manager = CheckpointManager(
-                self.url,
-                keep=self._keep,
-                rank=rank,
-                world_size=world,
-                session=shared_session(world),
-                store_options=self._store_options,
-            )
+            manager: CheckpointManager | TieredCheckpointManager
+            if self.tier is None:
+                manager = CheckpointManager(
+                    self.url,
+                    keep=self._keep,
+                    rank=rank,
+                    world_size=world,
+                    session=shared_session(world),
+                    store_options=self._store_options,
+                )
+            else:  # makes the tier's two gloo groups and agrees on the session: every rank, here
+                manager = TieredCheckpointManager(
+                    self.url, self.tier, rank=rank, world_size=world, keep=self._keep, store_options=self._store_options
+                )
             self.checkpoints = FrameworkCheckpoints(manager)
             self.gang = Gang(self._agent or AgentClient(), every=self._gang_every)
         return self.checkpoints
@@ -133,5 +163,13 @@ class SpotgpuCallbackCore:
         """End the job with :attr:`exit_code` at once (:func:`spotgpu.gang.exit_now`): the
         interpreter's teardown of a distributed job can hang or abort in torch's gloo group
         (``terminate called without an active exception``), which would turn a clean 75 or 0
-        into a crash. Call it last, once ``train``/``fit`` has returned."""
+        into a crash. Call it last, once ``train``/``fit`` has returned. With a local tier, uploads to
+        the store still queued finish first when training ran to its end (after a gang stop the final
+        checkpoint already spent the budget on its upload)."""
+        self._training_ended()
         exit_now(self.exit_code)
+
+    def _training_ended(self) -> None:
+        """Training ran to its end: let the tier's queued uploads finish (a gang stop leaves them)."""
+        if self.checkpoints is not None and not self.stopped:
+            self.checkpoints.close()

@@ -11,6 +11,11 @@ into a local directory and hands it to the framework's own resume path.
 Each rank stores the files it wrote itself (rank 0 the shared ones, every rank its own
 RNG file), so nothing is written twice. A restore reads every rank's part: each rank needs
 the shared files, and a directory holding all of them is what the framework resumes from.
+
+With a node-local tier (:class:`~spotgpu.checkpoint.tiered.TieredCheckpointManager`) each rank
+saves its part to its node's tier and its peers, and the store gets every ``durable_every``-th;
+a restore is the tier's (each rank's own part from the nearest verified copy: local, peer, store),
+and rank 0's files then reach every rank by a broadcast over the tier's gloo group.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ import numpy as np
 from spotgpu.checkpoint import CheckpointManager, reader
 from spotgpu.checkpoint.errors import CheckpointError
 from spotgpu.checkpoint.manager import SESSION_ENV
+from spotgpu.checkpoint.results import RestoreResult
+from spotgpu.checkpoint.tiered import TieredCheckpointManager
+from spotgpu.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +50,28 @@ FILE_PREFIX = "file/"
 STAGING_DIR = ".spotgpu-staging"
 #: Entries of a rank's part that are not framework files (the callback's rank-local state).
 EXTRA_PREFIX = "extra/"
+#: Bytes per broadcast when rank 0's restored files go to the other ranks (bounds nothing in memory:
+#: each file is received in place; it keeps one collective's message within gloo's comfortable size).
+BROADCAST_CHUNK = 16 << 20
 
 
 @dataclass(frozen=True)
 class RestoredDirectory:
-    """A verified generation's files (relative path -> bytes) and this rank's extras."""
+    """A verified generation's files (relative path -> bytes) and this rank's extras.
+
+    ``source``, ``seconds``, ``nbytes`` and ``notes`` are what the gang's ``restored`` record says
+    (``Gang.restore``): where this rank's part came from (``store``, or with a local tier ``local``
+    or ``peer``), how long the restore took, the bytes of this rank's part, why nearer copies were
+    passed over. A store restore leaves the seconds to the gang's clock."""
 
     step: int
     generation: str
     files: dict[str, Any]
     extras: dict[str, Any] = field(default_factory=dict)
+    source: str = "store"
+    seconds: float | None = None
+    nbytes: int | None = None
+    notes: tuple[str, ...] = ()
 
     def materialise(self, directory: str | os.PathLike[str]) -> Path:
         """Write every file under ``directory`` (each atomically: ranks sharing a disk may
@@ -113,12 +133,20 @@ class FrameworkCheckpoints:
 
     It offers what :class:`spotgpu.gang.Gang` drives (``save``, ``save_final``,
     ``last_save_seconds``, ``restore(max_step=)``), so the gang's final checkpoint and its
-    agreed restore work on framework checkpoints unchanged.
+    agreed restore work on framework checkpoints unchanged, through the node's local tier when
+    ``manager`` has one.
     """
 
-    def __init__(self, manager: CheckpointManager) -> None:
+    def __init__(self, manager: CheckpointManager | TieredCheckpointManager) -> None:
         self.manager = manager
         self.last_save_seconds: float | None = None
+        self._tier_asked = False
+        self._store: Store | None = None
+
+    @property
+    def tiered(self) -> bool:
+        """Saves and restores go through a node-local tier (and its peers) in front of the store."""
+        return isinstance(self.manager, TieredCheckpointManager) and self.manager.tier is not None
 
     def save(self, step: int, state: Mapping[str, Any]) -> Any:
         started = time.monotonic()
@@ -129,10 +157,61 @@ class FrameworkCheckpoints:
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> Any:
         return self.manager.save_final(step, state, budget_seconds=budget_seconds)
 
+    def close(self) -> None:
+        """Let the tier's save in flight and its queued uploads to the store finish (nothing without a tier)."""
+        if isinstance(self.manager, TieredCheckpointManager):
+            self.manager.close()
+
     def restore(self, *, max_step: int | None = None) -> RestoredDirectory | None:
         """The newest committed generation (at or below ``max_step``) whose every part and
-        object verifies; older ones are tried when a newer one fails. None: nothing verifies."""
-        store, rank = self.manager.store, self.manager.rank
+        object verifies; older ones are tried when a newer one fails. None: nothing verifies.
+
+        With a local tier, the first call is the tier's collective restore (every rank calls it:
+        ``Gang.restore``'s first round): the newest step every rank can get, each rank's part from
+        its nearest verified copy, then rank 0's files broadcast to every rank. Only when the tier's
+        plan finds nothing of this world size (a fresh start, or a world-size change) does it read
+        the store part by part, as without a tier; so do later calls (``Gang.restore``'s further
+        rounds reach only some ranks and must not be collective)."""
+        if self.tiered and not self._tier_asked:
+            self._tier_asked = True
+            started = time.monotonic()
+            result = self.manager.restore(max_step=max_step)
+            if result is not None:
+                return self._shared(result, started)
+            log.info("no generation of %s rank(s) in the local tiers or the store; reading the store part by part",
+                     self.manager.world_size)  # fmt: skip
+        return self._from_store(max_step)
+
+    def _shared(self, result: RestoreResult, started: float) -> RestoredDirectory:
+        """This rank's part from the tier's restore, with rank 0's files (the shared ones) from rank 0."""
+        assert isinstance(self.manager, TieredCheckpointManager)
+        own: dict[str, Any] = {}
+        extras: dict[str, Any] = {}
+        for key, value in result.state.items():
+            if key.startswith(FILE_PREFIX):
+                own[key.removeprefix(FILE_PREFIX)] = value
+            elif key.startswith(EXTRA_PREFIX):
+                extras[key.removeprefix(EXTRA_PREFIX)] = value
+        files = own
+        if self.manager.world_size > 1:
+            group = getattr(self.manager.link, "group", None)
+            files = {**broadcast_files(own if self.manager.rank == 0 else {}, group), **own}
+        return RestoredDirectory(result.step, result.generation, files, extras, result.source,
+                                 time.monotonic() - started, result.nbytes, result.notes)  # fmt: skip
+
+    def _durable_store(self) -> Store:
+        """The object store (a tiered manager's own store managers are made per upload)."""
+        if isinstance(self.manager, CheckpointManager):
+            return self.manager.store
+        if self._store is None:
+            manager = self.manager
+            self._store = CheckpointManager(manager.url, rank=manager.rank, world_size=manager.world_size,
+                                            session=manager.session, **manager.store_kwargs).store  # fmt: skip
+        return self._store
+
+    def _from_store(self, max_step: int | None) -> RestoredDirectory | None:
+        """Every rank's part from the store: a directory holding every file (any world size)."""
+        store, rank = self._durable_store(), self.manager.rank
         for step in reader.committed_steps(store):
             if max_step is not None and step > max_step:
                 continue
@@ -151,6 +230,31 @@ class FrameworkCheckpoints:
                 continue
             return RestoredDirectory(step, record.generation, files, extras)
         return None
+
+
+def broadcast_files(files: Mapping[str, Any], group: Any) -> dict[str, np.ndarray]:
+    """Rank 0's ``files`` (relative path -> bytes) on every rank of ``group`` (every rank calls it; the
+    others pass nothing). One small header, then each file in :data:`BROADCAST_CHUNK` pieces received in
+    place: gloo's broadcast, not rank 0 sending one copy per rank."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    rank = dist.get_rank(group)
+    sources = {name: np.ascontiguousarray(value).reshape(-1).view(np.uint8) for name, value in files.items()}
+    header: list[Any] = [[(name, int(data.size)) for name, data in sources.items()] if rank == 0 else None]
+    dist.broadcast_object_list(header, src=0, group=group)
+    out: dict[str, np.ndarray] = {}
+    for name, size in header[0]:
+        data = sources[name] if rank == 0 else np.empty(size, dtype=np.uint8)
+        with warnings.catch_warnings():  # rank 0 sends from its restored (read-only) arrays; nothing writes them
+            warnings.simplefilter("ignore", UserWarning)
+            tensor = torch.from_numpy(data)
+        for start in range(0, size, BROADCAST_CHUNK):
+            dist.broadcast(tensor[start : start + BROADCAST_CHUNK], src=0, group=group)
+        out[name] = data
+    return out
 
 
 def process_group() -> tuple[int, int]:

@@ -71,6 +71,11 @@ class SpotgpuCallback(SpotgpuCallbackCore, TrainerCallback):  # type: ignore[mis
     ) -> None:
         self._start(state.global_step)
 
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self._training_ended()
+
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> TrainerControl:

@@ -57,6 +57,9 @@ class SpotgpuCallback(SpotgpuCallbackCore, Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._start(trainer.global_step)
 
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._training_ended()
+
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
         # After the loader's iterator drew its seed, as it had when the RNG was saved.
         if self._rng_to_load is not None:

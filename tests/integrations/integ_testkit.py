@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,9 +83,11 @@ def ranks(
     agents: Sequence[str | None],
     log_dir: Path,
     cwd: Path | None = None,
+    envs: Sequence[Mapping[str, str]] = (),
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """One process per rank (gloo on loopback through MASTER_ADDR/PORT); on exit any rank
-    still running is killed by PID (its process group), so nothing outlives the test."""
+    still running is killed by PID (its process group), so nothing outlives the test.
+    ``envs``: per rank, variables of its own (its VM's local tier and zone)."""
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -108,6 +110,8 @@ def ranks(
                     WORLD_SIZE=str(world),
                     LOCAL_WORLD_SIZE=str(world),
                 )
+            if envs:
+                env.update(envs[rank])
             with open(log_dir / f"rank{rank}.log", "wb") as out:
                 procs.append(
                     subprocess.Popen(
