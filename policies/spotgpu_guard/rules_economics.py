@@ -115,8 +115,8 @@ def _replayed(pool: SpotPool, profile: Any, ladder: FallbackLadder | None, decis
     """The pool's ladder replayed on its cloud's traces beside the model (``spotgpu.simulation.check``, the
     preview's own check, cached: the preview asks for the same pool); None without traces or a ladder."""
     try:
+        from spotgpu.catalogue.names import region_of
         from spotgpu.economics.interval import choose_interval
-        from spotgpu.economics.topology import region_of
         from spotgpu.simulation.check import clouds_with_traces, compare, job_for, replay_pool
     except ImportError:  # the simulations ship with spotgpu; without them the model alone judges
         return None

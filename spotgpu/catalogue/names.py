@@ -10,6 +10,8 @@ reads it without loading the models.
 
 from __future__ import annotations
 
+import re
+
 #: A pool's stable key: child resource names, tags and telemetry derive from it.
 POOL_NAME = r"[a-z][a-z0-9-]{1,18}[a-z0-9]"
 POOL_NAME_FIX = "use 3 to 20 lowercase letters, digits or '-', starting with a letter, e.g. train-aws"
@@ -23,6 +25,16 @@ GCP_PROJECT = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
 GCP_PROJECT_FIX = "use a project id like ml-prod-123"
 GCP_REGION = r"[a-z]+-[a-z]+\d"
 GCP_REGION_FIX = "use a region like us-central1"
+
+
+_ZONE = re.compile(f"^(?P<aws>{AWS_REGION})[a-z]$|^(?P<gcp>{GCP_REGION})-[a-z]$")
+
+
+def region_of(zone: str) -> str:
+    """The region of an AWS or GCP zone (``us-east-1a`` -> ``us-east-1``, ``us-central1-a`` ->
+    ``us-central1``); ``""`` for anything else (Azure's zones ``1``-``3`` name no region)."""
+    match = _ZONE.match(zone)
+    return (match.group("aws") or match.group("gcp")) if match else ""
 
 
 def whole(pattern: str) -> str:

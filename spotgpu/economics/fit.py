@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from statistics import NormalDist
 from typing import Any
 
 from spotgpu.catalogue import list_price
+from spotgpu.catalogue.names import region_of
 from spotgpu.contract.interruptions import LOSS_NOTICES
 from spotgpu.economics.telemetry import TelemetryRecord
 from spotgpu.models import WorkloadProfile
@@ -323,16 +323,6 @@ class _PriceSamples:
                          self.first, self.last)  # fmt: skip
 
 
-_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")
-_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")
-
-
-def region_of(zone: str) -> str:
-    """The region of an AWS or GCP zone (``us-east-1a`` -> ``us-east-1``); an Azure price's zone is its region."""
-    m = _AWS_ZONE.match(zone) or _GCP_ZONE.match(zone)
-    return m.group(1) if m else zone
-
-
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
 
@@ -358,7 +348,7 @@ class SkuPrices:
         if len(self.prices) < FEW_SAMPLES:
             azure = " (an Azure page quotes each region once)" if "azure" in self.providers else ""
             out.append(f"few samples ({len(self.prices)}): the median is one of them, not a market's middle{azure}")
-        regions = sorted({region_of(z) for z in self.zones})
+        regions = sorted({region_of(z) or z for z in self.zones})  # an Azure price's zone is its region
         if len(regions) > 1:
             out.append(f"prices from {len(regions)} regions ({', '.join(regions)}): the median mixes them; export "
                        "the pool's region only")  # fmt: skip

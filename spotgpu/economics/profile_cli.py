@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from spotgpu.catalogue import CLOUDS
+from spotgpu.catalogue.names import region_of
 from spotgpu.cliutil import add_json_flag, whole
 from spotgpu.economics.inputs import guard, load_model
 from spotgpu.economics.measured import field_diff, fit_files, measured_profile, verdict_change
 from spotgpu.economics.report import load_stack
 from spotgpu.economics.telemetry_files import FORMATS
-from spotgpu.economics.topology import map_pool_zones, region_of
+from spotgpu.economics.topology import map_pool_zones
 from spotgpu.economics.trace_fit import fit_group, read_trace_dir, render_trace_fit
 from spotgpu.models import FallbackLadder, WorkloadProfile, default_notice
 from spotgpu.models.ladder import default_ladder

@@ -16,17 +16,10 @@ The traces record one GPU type per zone, so a pool's other types have no trace: 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_ZONE_LETTER = re.compile(r"^(?P<region>.+?)-?(?P<letter>[a-z])$")
-
-
-def region_of(zone: str) -> str:
-    """``us-east-1a`` -> ``us-east-1``; ``us-central1-a`` -> ``us-central1``; Azure's ``1`` -> ``""``."""
-    match = _ZONE_LETTER.match(zone)
-    return match.group("region") if match and not zone.isdigit() else ""
+from spotgpu.catalogue.names import region_of
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from spotgpu.catalogue.names import region_of
 from spotgpu.economics.cost import MAX_DEADLINE_MISS_PROBABILITY, CostBreakdown, effective_cost
 from spotgpu.economics.estimate import aligned_availability, aligned_counts, gang_traces, probe_size
 from spotgpu.economics.interval import AnyNotice, choose_interval
 from spotgpu.economics.report import figure_sources, flat_figures, pool_bill, stack_economics
 from spotgpu.economics.tiers import TierDecision
-from spotgpu.economics.topology import map_pool_zones, region_of
+from spotgpu.economics.topology import map_pool_zones
 from spotgpu.economics.trace_fit import TraceFit, fit_group
 from spotgpu.models import PoolSpec, StackConfig
 from spotgpu.models.ladder import FallbackLadder

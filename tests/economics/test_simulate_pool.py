@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from test_pool_economics import _project
 
-from spotgpu.economics.topology import map_pool_zones, region_of
+from spotgpu.catalogue.names import region_of
+from spotgpu.economics.topology import map_pool_zones
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "1-node/aws-02-15-2023"  # us-east-1 a c d f, us-east-2 a b, us-west-2 a b c
@@ -25,6 +26,8 @@ TRACED = ["us-east-1a", "us-east-1c", "us-east-1d", "us-east-1f", "us-east-2a", 
 
 def test_regions_of_each_clouds_zone_names() -> None:
     assert [region_of(z) for z in ("us-east-1a", "us-central1-a", "1")] == ["us-east-1", "us-central1", ""]
+    # one rule for every caller (the fit's, the topology's and the agent's used to differ)
+    assert [region_of(z) for z in ("us-gov-west-1a", "europe-west4-b", "eastus", "")] == ["us-gov-west-1", "europe-west4", "", ""]
 
 
 def test_same_zones_first_then_stand_ins_from_the_pools_region() -> None:
