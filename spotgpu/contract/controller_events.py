@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.sources import DropReason, EventTimeBasis
 from spotgpu.contract.telemetry import SCHEMA_VERSION, VERSION_KEY, FailureReason, Fields, check_version, kinds_of
 
 #: The keys every controller line carries besides its fields.
@@ -58,8 +59,8 @@ class LaunchFailure(EventFields):
     reason: FailureReason
     code: str
     zone: str = ""
-    #: cloud, or received when the event carried no usable time (``spotgpu.contract.sources.EventTimeBasis``)
-    time_basis: str = "cloud"
+    #: cloud, or received when the event carried no usable time
+    time_basis: EventTimeBasis = EventTimeBasis.CLOUD
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,13 @@ class Interruption(EventFields):
     #: from before this incarnation of the pool: recorded, never acted on
     stale: bool = False
     zone: str = ""
-    time_basis: str = "cloud"
+    time_basis: EventTimeBasis = EventTimeBasis.CLOUD
 
 
 @dataclass(frozen=True)
 class EventDropped(EventFields):
     KIND = ControllerEventKind.EVENT_DROPPED
-    reason: str
+    reason: DropReason
     source: str
     what: str
 

@@ -78,7 +78,7 @@ def _ts(value: Any) -> float:
     return float(value)
 
 
-def _event_time(value: object, received_at: float) -> tuple[float, str]:
+def _event_time(value: object, received_at: float) -> tuple[float, EventTimeBasis]:
     """The event's own time, or the receive time when it has none that can be read."""
     try:
         at = parse_time(value)
@@ -108,7 +108,7 @@ def parse_activity(group: str, activity: dict[str, Any]) -> LaunchFailure | None
     )
 
 
-def _spot(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _spot(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     vm = detail.get("instance-id")
     if not vm:
         return [Dropped(DropReason.NO_INSTANCE, SOURCE, body["detail-type"])]
@@ -117,7 +117,7 @@ def _spot(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -
     return [Interruption(str(body.get("id", "")), vm, AWS_INTERRUPTIONS[body["detail-type"]], at, zone, basis)]
 
 
-def _state(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _state(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     state, vm = detail.get("state"), detail.get("instance-id")
     if state not in AWS_GONE_STATES:
         return [Dropped(DropReason.UNKNOWN_VALUE, SOURCE, f"state {state}")]
@@ -126,7 +126,7 @@ def _state(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) 
     return [Interruption(str(body.get("id", "")), vm, AWS_GONE_KIND, at, "", basis)]
 
 
-def _launch(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _launch(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     zone = (detail.get("Details") or {}).get("Availability Zone", "")
     if body["detail-type"] == AWS_LAUNCH_SUCCESSFUL:
         vm = detail.get("EC2InstanceId")
@@ -140,7 +140,7 @@ def _launch(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str)
     return [LaunchFailure(detail.get("AutoScalingGroupName", ""), reason, code, at, key, message[:300], zone, basis)]
 
 
-def _lifecycle(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _lifecycle(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     if AWS_TEST_NOTIFICATION in (detail.get("LifecycleTransition"), detail.get("Event")):
         return [Dropped(DropReason.TEST_NOTIFICATION, SOURCE, detail.get("AutoScalingGroupName", ""))]
     vm = detail.get("EC2InstanceId")
@@ -153,7 +153,7 @@ def _fleet_id(body: dict[str, Any]) -> str:
     return next((r.rsplit("/", 1)[-1] for r in body.get("resources") or [] if ":fleet/" in r), "")
 
 
-def _fleet(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _fleet(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     sub_type, description = str(detail.get("sub-type", "")), str(detail.get("description", ""))
     if body["detail-type"] in AWS_FLEET_FAILURES:
         reason, code = classify(sub_type, description)
@@ -175,7 +175,7 @@ def _fleet(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) 
     return [Interruption(str(body.get("id", "")), vm, kind, at, zone, basis)]
 
 
-def _health(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str) -> list[Parsed]:
+def _health(body: dict[str, Any], detail: dict[str, Any], at: float, basis: EventTimeBasis) -> list[Parsed]:
     if any(detail.get(k) not in allowed for k, allowed in AWS_HEALTH_DETAIL.items()):
         what = f"{detail.get('service')}/{detail.get('eventTypeCategory')}"
         return [Dropped(DropReason.UNKNOWN_VALUE, SOURCE, f"{body['detail-type']} {what}")]
@@ -188,7 +188,7 @@ def _health(body: dict[str, Any], detail: dict[str, Any], at: float, basis: str)
 
 
 #: One branch per routed shape (:data:`spotgpu.contract.sources.AWS_ROUTED`'s values).
-_BRANCHES: dict[str, Callable[[dict[str, Any], dict[str, Any], float, str], list[Parsed]]] = {
+_BRANCHES: dict[str, Callable[[dict[str, Any], dict[str, Any], float, EventTimeBasis], list[Parsed]]] = {
     "spot": _spot,
     "state": _state,
     "launch": _launch,

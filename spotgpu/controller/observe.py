@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spotgpu.contract.sources import DropReason, EventTimeBasis
 from spotgpu.contract.telemetry import FailureReason
 
 
@@ -45,8 +46,8 @@ class LaunchFailure:
     key: str  # stable id (activity id, error timestamp+instance) so a failure is counted once
     message: str = ""
     zone: str = ""
-    #: ``cloud``, or ``received`` when the event carried no usable time (a ``spotgpu.contract.sources.EventTimeBasis``).
-    time_basis: str = "cloud"
+    #: ``cloud``, or ``received`` when the event carried no usable time.
+    time_basis: EventTimeBasis = EventTimeBasis.CLOUD
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,15 @@ class Interruption:
     at: float
     #: The VM's zone, when the event or the adapter knows it (the ladder decides by zone).
     zone: str = ""
-    #: ``cloud``, or ``received`` when the event carried no usable time (a ``spotgpu.contract.sources.EventTimeBasis``).
-    time_basis: str = "cloud"
+    #: ``cloud``, or ``received`` when the event carried no usable time.
+    time_basis: EventTimeBasis = EventTimeBasis.CLOUD
 
 
 @dataclass(frozen=True)
 class Dropped:
     """A received message that became no observation, and why: logged once and counted."""
 
-    #: A ``spotgpu.contract.sources.DropReason``.
-    reason: str
+    reason: DropReason
     #: Where it came from: ``sqs``, ``pubsub``, ``eventgrid``.
     source: str
     #: What it was, briefly (detail-type, method, event type, the unknown value).

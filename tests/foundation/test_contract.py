@@ -192,3 +192,20 @@ def test_a_notice_document_that_is_not_one_names_the_field(change: dict[str, Any
     doc = NoticeDocument.told("e", InterruptionKind.PREEMPT, "s", Checkpoint.FINAL, 1.0, 100.0, 15).to_json(50.0)
     with pytest.raises(ValueError, match=rf"^{field}: "):
         NoticeDocument.from_json({**doc, **change})
+
+
+def test_closed_controller_values_are_their_enums_on_the_wire() -> None:
+    """Audit of issue 34: a drop reason and a time basis were free strings beside the enums that name them,
+    so a reader accepted any value; now a value outside the enum is one ValueError naming the field."""
+    from spotgpu.contract.controller_events import EventDropped, Interruption
+    from spotgpu.contract.interruptions import InterruptionKind
+    from spotgpu.contract.sources import DropReason, EventTimeBasis
+
+    read = EventDropped.from_fields({"reason": "not-json", "source": "sqs", "what": "m-1"})
+    assert read.reason is DropReason.NOT_JSON
+    with pytest.raises(ValueError, match="reason"):
+        EventDropped.from_fields({"reason": "lost in the mail", "source": "sqs", "what": "m-1"})
+    read_i = Interruption.from_fields({"type": InterruptionKind.PREEMPT.value, "timeBasis": "received"})
+    assert read_i.time_basis is EventTimeBasis.RECEIVED
+    with pytest.raises(ValueError, match="timeBasis"):
+        Interruption.from_fields({"type": InterruptionKind.PREEMPT.value, "timeBasis": "guessed"})
