@@ -26,24 +26,26 @@ from typing import Any
 
 OUT = Path(__file__).resolve().parents[1] / "spotgpu" / "catalogue" / "data" / "aws.json"
 
-#: name -> (manufacturer, model, GPUs, GiB per GPU); from the AWS EC2 documentation page
-#: "Accelerated computing instance specifications" (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
-SUPPLEMENT: dict[str, tuple[str, str, int, float]] = {
-    "p2.xlarge": ("NVIDIA", "K80", 1, 12),
-    "p2.8xlarge": ("NVIDIA", "K80", 8, 12),
-    "p2.16xlarge": ("NVIDIA", "K80", 16, 12),
-    "p3.2xlarge": ("NVIDIA", "V100", 1, 16),
-    "p3.8xlarge": ("NVIDIA", "V100", 4, 16),
-    "p3.16xlarge": ("NVIDIA", "V100", 8, 16),
-    "g3s.xlarge": ("NVIDIA", "M60", 1, 8),
-    "g3.4xlarge": ("NVIDIA", "M60", 1, 8),
-    "g3.8xlarge": ("NVIDIA", "M60", 2, 8),
-    "g3.16xlarge": ("NVIDIA", "M60", 4, 8),
-    "g4ad.xlarge": ("AMD", "Radeon Pro V520", 1, 8),
-    "g4ad.2xlarge": ("AMD", "Radeon Pro V520", 1, 8),
-    "g4ad.4xlarge": ("AMD", "Radeon Pro V520", 1, 8),
-    "g4ad.8xlarge": ("AMD", "Radeon Pro V520", 2, 8),
-    "g4ad.16xlarge": ("AMD", "Radeon Pro V520", 4, 8),
+#: name -> (manufacturer, model, GPUs, GiB per GPU, vCPUs, host memory GiB, local NVMe disks, local NVMe GB);
+#: from the AWS EC2 documentation pages "Accelerated computing instance specifications"
+#: (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and "Instance store specifications"
+#: (g4ad: one NVMe SSD of 150-2400 GB; g3, g3s, p2 and p3 are EBS only). Every one is sold as spot.
+SUPPLEMENT: dict[str, tuple[str, str, int, float, int, float, int, int]] = {
+    "p2.xlarge": ("NVIDIA", "K80", 1, 12, 4, 61, 0, 0),
+    "p2.8xlarge": ("NVIDIA", "K80", 8, 12, 32, 488, 0, 0),
+    "p2.16xlarge": ("NVIDIA", "K80", 16, 12, 64, 732, 0, 0),
+    "p3.2xlarge": ("NVIDIA", "V100", 1, 16, 8, 61, 0, 0),
+    "p3.8xlarge": ("NVIDIA", "V100", 4, 16, 32, 244, 0, 0),
+    "p3.16xlarge": ("NVIDIA", "V100", 8, 16, 64, 488, 0, 0),
+    "g3s.xlarge": ("NVIDIA", "M60", 1, 8, 4, 30.5, 0, 0),
+    "g3.4xlarge": ("NVIDIA", "M60", 1, 8, 16, 122, 0, 0),
+    "g3.8xlarge": ("NVIDIA", "M60", 2, 8, 32, 244, 0, 0),
+    "g3.16xlarge": ("NVIDIA", "M60", 4, 8, 64, 488, 0, 0),
+    "g4ad.xlarge": ("AMD", "Radeon Pro V520", 1, 8, 4, 16, 1, 150),
+    "g4ad.2xlarge": ("AMD", "Radeon Pro V520", 1, 8, 8, 32, 1, 300),
+    "g4ad.4xlarge": ("AMD", "Radeon Pro V520", 1, 8, 16, 64, 1, 600),
+    "g4ad.8xlarge": ("AMD", "Radeon Pro V520", 2, 8, 32, 128, 1, 1200),
+    "g4ad.16xlarge": ("AMD", "Radeon Pro V520", 4, 8, 64, 256, 1, 2400),
 }
 
 
@@ -95,9 +97,10 @@ def build() -> dict[str, Any]:
                 "from": "DescribeInstanceTypes",
             }
         elif name in SUPPLEMENT:
-            maker, model, count, gib = SUPPLEMENT[name]
+            maker, model, count, gib, vcpus, memory, disks, nvme = SUPPLEMENT[name]
             entry = {"gpuManufacturer": maker, "gpuModel": model, "gpuCount": count, "gpuMemoryGiB": float(gib),
-                     "from": "supplement"}
+                     "from": "supplement", "vcpus": vcpus, "memoryGiB": float(memory), "spot": True,
+                     **({"localNvmeDisks": disks, "localNvmeGB": nvme} if disks else {})}
         if entry is None:
             continue
         if info:

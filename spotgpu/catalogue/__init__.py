@@ -187,7 +187,8 @@ def local_storage(cloud: str, name: str) -> LocalStorage | None:
     """The local NVMe and host memory of one type, or None when the catalogue does not know the type.
 
     AWS comes from the generated ``aws.json`` (``DescribeInstanceTypes``: ``InstanceStorageInfo``,
-    ``MemoryInfo``; an instance store size in GB is taken as GiB, a 7 % overstatement of a disk the
+    ``MemoryInfo``, or the generator's hand-entered ``supplement`` rows for the older families the
+    recording lacks; an instance store size in GB is taken as GiB, a 7 % overstatement of a disk the
     tier never fills); GCP and Azure from the hand-entered ``local_storage.json``. GCP N1 types
     have no bundled Local SSD and their memory follows from the name.
     """
@@ -196,7 +197,7 @@ def local_storage(cloud: str, name: str) -> LocalStorage | None:
         if entry is None:
             return None
         return LocalStorage("aws", name, entry.get("localNvmeDisks", 0), float(entry.get("localNvmeGB", 0)),
-                            entry.get("memoryGiB"), "aws.json (DescribeInstanceTypes)")  # fmt: skip
+                            entry.get("memoryGiB"), f"aws.json ({entry.get('from', 'DescribeInstanceTypes')})")  # fmt: skip
     doc = _load("local_storage")
     if cloud == "gcp":
         m = _N1.match(name)

@@ -52,3 +52,11 @@ def test_a_type_with_neither_is_named_with_the_reason_and_the_fix() -> None:
 
 def test_a_workload_without_tiers_is_not_judged() -> None:
     assert messages(lambda: raw.gcp_pool(types=["g2-standard-4"])) == []
+
+
+def test_the_older_aws_families_say_what_they_hold() -> None:
+    """Audit of issue 33: the hand-entered rows (g3, g4ad, p2, p3) had no local NVMe or memory, so g4ad (an
+    NVMe instance store) and p3 (room for a RAM disk) were both judged to have neither."""
+    assert messages(lambda: raw.aws_pool(tags={WORKLOAD: tiered()}, types=["g4ad.xlarge", "p3.2xlarge"])) == []
+    found = messages(lambda: raw.aws_pool(tags={WORKLOAD: tiered()}, types=["g3s.xlarge"]))
+    assert found == [] or "30.5 GiB memory" in found[0], found  # no NVMe: a RAM disk against its real memory
