@@ -1,5 +1,8 @@
 """What the workload is told, shared by the responder and the control endpoint.
 
+The workload's reports back are :class:`~spotgpu.contract.checkpoint_report.CheckpointReport`
+(re-exported here for the agent's parts that hold them).
+
 Every change bumps ``version`` and wakes long-polling clients, so a training
 loop waiting on the agent learns of a notice the moment the responder decides.
 """
@@ -10,51 +13,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
+from spotgpu.contract.checkpoint_report import CheckpointReport, GangOutcome, ReportKind
 from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 log = logging.getLogger(__name__)
 
 Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
-
-
-@dataclass
-class CheckpointReport:
-    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore |
-    #: step (the first training step after a restore: the end of a recovery)
-    checkpoint: Literal["early", "final", "gang", "restore", "step"]
-    committed: bool
-    step: int | None = None
-    seconds: float | None = None
-    generation: str | None = None
-    reason: str | None = None
-    received_at: float = field(default_factory=time.time)
-    #: A gang's reports (spotgpu.gang): noticed | peer, the noticed ranks, and the agreed outcome.
-    role: str | None = None
-    noticed_ranks: list[int] | None = None
-    outcome: str | None = None
-    #: A restore's source (local | peer | store), bytes read and when it began (epoch seconds).
-    source: str | None = None
-    nbytes: int | None = None
-    started_at: float | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "checkpoint": self.checkpoint,
-            "committed": self.committed,
-            "step": self.step,
-            "seconds": self.seconds,
-            "generation": self.generation,
-            "reason": self.reason,
-            "receivedAt": self.received_at,
-        }
-        if self.role is not None:
-            data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
-        if self.checkpoint == "restore":
-            data.update(source=self.source, bytes=self.nbytes, startedAt=self.started_at)
-        return data
 
 
 class WorkloadState:
@@ -126,17 +92,17 @@ class WorkloadState:
     def add_report(self, report: CheckpointReport) -> None:
         with self._cond:
             self.reports.append(report)
-            if report.checkpoint == "final" and self.final_report is None:
+            if report.checkpoint == ReportKind.FINAL and self.final_report is None:
                 self.final_report = report
-            elif report.outcome == "peer-lost" and self.phase == "final-checkpoint" and self.final_report is None:
+            elif report.outcome == GangOutcome.PEER_LOST and self.phase == "final-checkpoint" and self.final_report is None:
                 self.final_report = report  # the gang lost a node during the notice: no final checkpoint is coming
             if report.role is not None:
                 self.gang = report
-            if report.checkpoint == "restore":
+            if report.checkpoint == ReportKind.RESTORE:
                 self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
-        if report.role is not None or report.checkpoint in ("restore", "step"):
+        if report.role is not None or report.checkpoint in (ReportKind.RESTORE, ReportKind.STEP):
             for gang_listener in list(self.gang_listeners):
                 try:
                     gang_listener(report)
@@ -192,3 +158,6 @@ class WorkloadState:
                 "restored": self.restored.as_dict() if self.restored else None,
                 "now": now,
             }
+
+
+__all__ = ["CheckpointReport", "Phase", "WorkloadState"]
