@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
+from spotgpu.contract.agent_status import AgentStatus, WorkloadSnapshot
 from spotgpu.contract.checkpoint_report import (
     CheckpointReport,
     GangOutcome,
@@ -124,20 +125,21 @@ class AgentClient:
     def _absorb(self, snapshot: Any) -> Notice | None:
         if not isinstance(snapshot, dict):
             return None
+        try:
+            seen = WorkloadSnapshot.from_json(snapshot)
+        except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
+            log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
+            with self._lock:
+                self._version = max(self._version, WorkloadSnapshot.version_of(snapshot))
+                return self._notice
         with self._lock:
-            self._version = max(self._version, int(snapshot.get("version", -1)))
-            raw = snapshot.get("notice")
-            if raw:
-                try:
-                    doc = NoticeDocument.from_json(raw)
-                except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
-                    log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
-                    return self._notice
-                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)},
-                                      stop=bool(snapshot.get("stop")))  # fmt: skip
+            self._version = max(self._version, seen.version)
+            doc = seen.notice
+            if doc is not None:
+                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)}, stop=seen.stop)
                 if self._notice.stop:
                     self._stop_flag.set()
-            elif "notice" in snapshot and not self._stop_flag.is_set():
+            elif not self._stop_flag.is_set():
                 # The agent says "no notice" (an early one cleared): forget it, so
                 # checkpoint_requested() and notice stop naming it. A stop is never undone.
                 self._notice = None
@@ -229,9 +231,13 @@ class AgentClient:
     def zone(self) -> str | None:
         """This VM's zone as its agent read it from the metadata (None: no agent, or not read yet)."""
         status = self._try("GET", "/v1/status")
-        identity = status.get("identity") if isinstance(status, dict) else None
-        zone = identity.get("zone") if isinstance(identity, dict) else None
-        return zone if isinstance(zone, str) and zone else None
+        if status is None:
+            return None
+        try:
+            return AgentStatus.from_json(status).zone
+        except ValueError as err:  # an agent of another version: no zone, as without an agent
+            log.warning("spotgpu agent at %s served a status this client cannot read: %s", self.address, err)
+            return None
 
     def report_first_step(self, step: int) -> None:
         """The first training step after a restore finished (``first-step``: the end of a recovery)."""

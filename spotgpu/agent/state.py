@@ -13,14 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal
 
+from spotgpu.contract.agent_status import Phase, WorkloadSnapshot
 from spotgpu.contract.checkpoint_report import CheckpointReport, GangOutcome, ReportKind
 from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 log = logging.getLogger(__name__)
-
-Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
 
 
 class WorkloadState:
@@ -140,24 +138,24 @@ class WorkloadState:
                     return
                 self._cond.wait(remaining)
 
-    def snapshot(self) -> dict[str, object]:
-        """What ``GET /v1/notice`` serves: the notice (:class:`~spotgpu.contract.notice.NoticeDocument`,
-        its budget counted now), whether to stop, the last cleared notice and the workload's reports."""
-        now = time.time()
+    def view(self) -> WorkloadSnapshot:
+        """What ``GET /v1/notice`` serves (:class:`~spotgpu.contract.agent_status.WorkloadSnapshot`): the
+        notice (its budget counted now), the phase, the last cleared notice and the workload's reports."""
         with self._cond:
-            return {
-                "version": self.version,
-                "phase": self.phase,
-                # Any notice stops new work; only a terminal one stops the running job.
-                "acceptingWork": self.phase == "running",
-                "stop": self.phase in ("final-checkpoint", "draining", "drained"),
-                "notice": self.notice.to_json(now) if self.notice else None,
-                "cleared": self.cleared.to_json() if self.cleared else None,
-                "finalReport": self.final_report.as_dict() if self.final_report else None,
-                "gang": self.gang.as_dict() if self.gang else None,
-                "restored": self.restored.as_dict() if self.restored else None,
-                "now": now,
-            }
+            return WorkloadSnapshot(
+                version=self.version,
+                phase=self.phase,
+                now=time.time(),
+                notice=self.notice,
+                cleared=self.cleared,
+                final_report=self.final_report,
+                gang=self.gang,
+                restored=self.restored,
+            )
+
+    def snapshot(self) -> dict[str, object]:
+        """:meth:`view` as served."""
+        return self.view().to_json()
 
 
 __all__ = ["CheckpointReport", "Phase", "WorkloadState"]
