@@ -34,7 +34,7 @@ from spotgpu.cliutil import (
     style,
 )
 from spotgpu.config import ConfigError, format_error
-from spotgpu.contract.notice import ClearedNotice, NoticeDocument
+from spotgpu.contract.agent_status import AgentStatus
 
 DEFAULT_CONFIG = AGENT_CONFIG_PATH
 
@@ -54,32 +54,34 @@ def load_config(path: str) -> AgentConfig:
 
 
 def render_status(doc: dict[str, Any]) -> str:
-    """The few lines an operator looks at first; ``--json`` has everything."""
-    identity = doc.get("identity") or {}
-    notice = NoticeDocument.from_json(doc["notice"]) if doc.get("notice") else None
+    """The few lines an operator looks at first; ``--json`` has everything. A document that is not an
+    agent's status (:class:`~spotgpu.contract.agent_status.AgentStatus`) raises ValueError naming the key."""
+    status = AgentStatus.from_json(doc)
+    workload, notice = status.workload, status.workload.notice
     deadline: str | None = None
     if notice is not None and notice.deadline is not None:
-        left = notice.deadline - float(doc.get("now") or time.time())
+        left = notice.deadline - (workload.now or time.time())
         deadline = time.strftime("%H:%M:%SZ", time.gmtime(notice.deadline)) + (
             f" (in {left:.0f} s)" if left > 0 else " (passed)"
         )
-    phase = str(doc.get("phase", "?"))
+    node = f"{status.instance_id or '?'} {status.instance_type or ''}".rstrip()
     lines = [
-        f"pool:      {doc.get('pool', '?')} ({doc.get('provider', '?')})",
-        f"node:      {identity.get('instance_id') or '?'} {identity.get('instance_type') or ''}".rstrip(),
-        f"phase:     {style(phase, 'green' if phase == 'running' else 'yellow')}"
-        f" (accepting work: {'yes' if doc.get('acceptingWork') else 'no'})",
+        f"pool:      {status.pool or '?'} ({status.provider or '?'})",
+        f"node:      {node}",
+        f"phase:     {style(workload.phase, 'green' if workload.accepting_work else 'yellow')}"
+        f" (accepting work: {'yes' if workload.accepting_work else 'no'})",
         "notice:    "
         + (f"{notice.kind} from {notice.source}, deadline {deadline or '?'}" if notice else "none"),
     ]
-    if notice is None and isinstance(doc.get("cleared"), dict):
-        cleared = ClearedNotice.from_json(doc["cleared"])
+    cleared = workload.cleared
+    if notice is None and cleared is not None:
         when = time.strftime("%H:%M:%SZ", time.gmtime(cleared.cleared_at))
         lines[-1] += f" (the {cleared.kind} notice from {cleared.source} cleared at {when})"
-    final = doc.get("finalReport")
+    final = workload.final_report
     if final:
-        lines.append(f"final checkpoint: {'committed' if final.get('committed') else 'NOT committed'} {final.get('generation') or ''}".rstrip())
-    lines.append(f"events:    {len(doc.get('events') or [])} seen, {len(doc.get('acknowledged') or [])} acknowledged")
+        saved = "committed" if final.committed else "NOT committed"
+        lines.append(f"final checkpoint: {saved} {final.generation or ''}".rstrip())
+    lines.append(f"events:    {len(status.events)} seen, {len(status.acknowledged)} acknowledged")
     return "\n".join(lines)
 
 
@@ -132,7 +134,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"no agent at {client.address} ({err}); is spotgpu-agent.service running? (or pass --control ADDRESS)",
         )
         return EXIT_CHECK_FAILED
-    _report(status, args.json)
+    try:
+        _report(status, args.json)
+    except ValueError as err:  # an agent of another version
+        error_line("spotgpu agent status", f"the agent at {client.address} served a status this spotgpu cannot read: "
+                   f"{err}; fix: run the spotgpu release the agent runs, or pass --json for the raw document")  # fmt: skip
+        return EXIT_CHECK_FAILED
     return 0
 
 

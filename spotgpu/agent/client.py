@@ -31,6 +31,15 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
+from spotgpu.contract.agent_status import AgentStatus, WorkloadSnapshot
+from spotgpu.contract.checkpoint_report import (
+    CheckpointReport,
+    GangOutcome,
+    GangRole,
+    ReportKind,
+    RestoreSource,
+    member,
+)
 from spotgpu.contract.notice import NoticeDocument
 
 log = logging.getLogger(__name__)
@@ -116,20 +125,21 @@ class AgentClient:
     def _absorb(self, snapshot: Any) -> Notice | None:
         if not isinstance(snapshot, dict):
             return None
+        try:
+            seen = WorkloadSnapshot.from_json(snapshot)
+        except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
+            log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
+            with self._lock:
+                self._version = max(self._version, WorkloadSnapshot.version_of(snapshot))
+                return self._notice
         with self._lock:
-            self._version = max(self._version, int(snapshot.get("version", -1)))
-            raw = snapshot.get("notice")
-            if raw:
-                try:
-                    doc = NoticeDocument.from_json(raw)
-                except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
-                    log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
-                    return self._notice
-                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)},
-                                      stop=bool(snapshot.get("stop")))  # fmt: skip
+            self._version = max(self._version, seen.version)
+            doc = seen.notice
+            if doc is not None:
+                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)}, stop=seen.stop)
                 if self._notice.stop:
                     self._stop_flag.set()
-            elif "notice" in snapshot and not self._stop_flag.is_set():
+            elif not self._stop_flag.is_set():
                 # The agent says "no notice" (an early one cleared): forget it, so
                 # checkpoint_requested() and notice stop naming it. A stop is never undone.
                 self._notice = None
@@ -176,24 +186,21 @@ class AgentClient:
 
         A gang (``spotgpu.gang``) adds ``role`` (noticed | peer), ``noticed_ranks`` and
         ``outcome``; with ``checkpoint="gang"`` the agent records it and does not drain.
+        A kind, role or outcome outside :mod:`spotgpu.contract.checkpoint_report` raises
+        ValueError (a bug in the loop, found at once); an absent agent does not.
         """
-        body: dict[str, Any] = {"checkpoint": checkpoint, "step": step}
-        if role is not None:
-            body.update(role=role, noticedRanks=list(noticed_ranks or []), outcome=outcome)
-        if isinstance(result, bool):
-            body["committed"] = result
-        elif hasattr(result, "committed"):  # FinalSaveResult
-            body.update(
-                committed=bool(result.committed),
-                seconds=getattr(result, "seconds", None),
-                generation=_generation_id(getattr(result, "generation", None)),
-                reason=getattr(result, "reason", None),
-            )
-        else:  # GenerationInfo from a periodic save: it only exists once committed
-            body.update(committed=True, generation=_generation_id(result))
-        if reason is not None:
-            body["reason"] = reason
-        self._try("POST", "/v1/report", body)
+        committed, seconds, generation, said = _saved(result)
+        self._send_report(CheckpointReport(
+            checkpoint=member(ReportKind, checkpoint),
+            committed=committed,
+            step=step,
+            seconds=seconds,
+            generation=generation,
+            reason=said if reason is None else reason,
+            role=None if role is None else member(GangRole, role),
+            noticed_ranks=None if role is None else list(noticed_ranks or []),
+            outcome=None if role is None or outcome is None else member(GangOutcome, outcome),
+        ))  # fmt: skip
 
     def report_restore(
         self,
@@ -209,21 +216,35 @@ class AgentClient:
         """The step this job resumed from (None: from scratch), for the agent's events log (``restored``):
         where its state came from (``local``, ``peer`` or ``store``), how long it took, how many bytes,
         and why a nearer copy was not used."""
-        body: dict[str, Any] = {"checkpoint": "restore", "step": step, "generation": generation}
-        extra = {"source": source, "seconds": seconds, "bytes": nbytes, "reason": reason, "startedAt": started_at}
-        body.update({k: v for k, v in extra.items() if v is not None})
-        self._try("POST", "/v1/report", body)
+        self._send_report(CheckpointReport(
+            checkpoint=ReportKind.RESTORE,
+            committed=True,  # a restore is of a committed generation
+            step=step,
+            seconds=seconds,
+            generation=generation,
+            reason=reason,
+            source=None if source is None else member(RestoreSource, source),
+            nbytes=nbytes,
+            started_at=started_at,
+        ))  # fmt: skip
 
     def zone(self) -> str | None:
         """This VM's zone as its agent read it from the metadata (None: no agent, or not read yet)."""
         status = self._try("GET", "/v1/status")
-        identity = status.get("identity") if isinstance(status, dict) else None
-        zone = identity.get("zone") if isinstance(identity, dict) else None
-        return zone if isinstance(zone, str) and zone else None
+        if status is None:
+            return None
+        try:
+            return AgentStatus.from_json(status).zone
+        except ValueError as err:  # an agent of another version: no zone, as without an agent
+            log.warning("spotgpu agent at %s served a status this client cannot read: %s", self.address, err)
+            return None
 
     def report_first_step(self, step: int) -> None:
         """The first training step after a restore finished (``first-step``: the end of a recovery)."""
-        self._try("POST", "/v1/report", {"checkpoint": "step", "step": step})
+        self._send_report(CheckpointReport(ReportKind.STEP, committed=False, step=step))  # no checkpoint at all
+
+    def _send_report(self, report: CheckpointReport) -> None:
+        self._try("POST", "/v1/report", report.to_json())
 
     def report_throughput(self, step_seconds: float, steps: int = 1, gpu_model: str | None = None) -> None:
         """The mean seconds per step over the last ``steps`` steps, for the agent's events log.
@@ -349,6 +370,17 @@ def _throughput_body(step_seconds: float, steps: int, gpu_model: str | None) -> 
     if gpu_model is not None:
         body["gpuModel"] = gpu_model.strip()
     return body
+
+
+def _saved(result: Any) -> tuple[bool, float | None, str | None, str | None]:
+    """committed, seconds, generation and reason of what a save returned: a FinalSaveResult, a
+    GenerationInfo (a periodic save's: it only exists once committed) or a bool."""
+    if isinstance(result, bool):
+        return result, None, None, None
+    if hasattr(result, "committed"):  # FinalSaveResult
+        generation = _generation_id(getattr(result, "generation", None))
+        return bool(result.committed), getattr(result, "seconds", None), generation, getattr(result, "reason", None)
+    return True, None, _generation_id(result), None
 
 
 def _generation_id(generation: Any) -> str | None:

@@ -7,7 +7,8 @@ Routes (JSON in and out):
   within milliseconds of the agent).
 * ``POST /v1/register {"pgid": N}``    this process group gets the notice signal.
 * ``POST /v1/ready``                    the workload is ready (boot-to-ready, stage=workload).
-* ``POST /v1/report {...}``             a checkpoint outcome (``checkpoint``: early|final; a gang's
+* ``POST /v1/report {...}``             a checkpoint outcome, the body of a
+  :class:`~spotgpu.contract.checkpoint_report.CheckpointReport` (``checkpoint``: early|final; a gang's
   ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step, its
   ``source`` local|peer|store, ``seconds``, ``bytes``; ``step``: the first step after a restore).
 * ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
@@ -36,7 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from spotgpu.agent.state import CheckpointReport, WorkloadState
+from spotgpu.agent.state import WorkloadState
+from spotgpu.contract.checkpoint_report import CheckpointReport
 
 MAX_WAIT_SECONDS = 300.0
 #: How soon an open long poll sees that the server stopped.
@@ -127,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif self.path == "/v1/ready":
                 control.on_ready()
             elif self.path == "/v1/report":
-                control.state.add_report(_report(body))
+                control.state.add_report(CheckpointReport.from_json(body))
             elif self.path == "/v1/throughput":
                 sample = throughput_sample(body)
                 control.state.touch()
@@ -139,58 +141,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": str(err)})
             return
         self._send(200, control.state.snapshot())
-
-
-GANG_ROLES = ("noticed", "peer")
-#: Where a rank's restored state came from (spotgpu.checkpoint.tiers): its node's own tier, a peer's, the store.
-RESTORE_SOURCES = ("local", "peer", "store")
-
-
-def _report(body: dict[str, Any]) -> CheckpointReport:
-    kind = body.get("checkpoint", "final")
-    if kind not in ("early", "final", "gang", "restore", "step"):
-        raise ValueError(f"checkpoint {kind!r}: use early, final, gang, restore or step")
-    if kind == "restore":
-        body = {"committed": True, **body}  # a restore is of a committed generation
-    if kind == "step":
-        body = {**body, "committed": False}  # the first step after a restore: no checkpoint at all
-    source, nbytes, started = body.get("source"), body.get("bytes"), body.get("startedAt")
-    if source is not None and source not in RESTORE_SOURCES:
-        raise ValueError(f"source {source!r}: use one of {', '.join(RESTORE_SOURCES)}")
-    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
-        raise ValueError(f"bytes {nbytes!r}: use the bytes restored, a whole number")
-    if started is not None and (isinstance(started, bool) or not isinstance(started, int | float)):
-        raise ValueError(f"startedAt {started!r}: use epoch seconds")
-    if not isinstance(body.get("committed"), bool):
-        raise ValueError("committed must be true or false")
-    role = body.get("role")
-    if role is None and kind == "gang":
-        raise ValueError("role: missing for a gang report; use noticed or peer")
-    if role is not None and role not in GANG_ROLES:
-        raise ValueError(f"role {role!r}: use noticed or peer")
-    noticed = body.get("noticedRanks")
-    if noticed is not None and not (isinstance(noticed, list) and all(isinstance(r, int) for r in noticed)):
-        raise ValueError(f"noticedRanks {noticed!r}: use a list of ranks")
-    return CheckpointReport(
-        checkpoint=kind,
-        committed=body["committed"],
-        step=body.get("step"),
-        seconds=body.get("seconds"),
-        generation=None if body.get("generation") is None else str(body.get("generation")),
-        reason=body.get("reason"),
-        role=role,
-        noticed_ranks=noticed,
-        outcome=None if role is None else str(body.get("outcome") or _outcome(body)),
-        source=source,
-        nbytes=nbytes,
-        started_at=None if started is None else float(started),
-    )
-
-
-def _outcome(body: dict[str, Any]) -> str:
-    if body["committed"]:
-        return "committed"
-    return "peer-lost" if str(body.get("reason") or "").startswith("peer lost") else "failed"
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from typing import Any
 
 from spotgpu.agent.events import InterruptionEvent, since
 from spotgpu.agent.identity import VmIdentity
-from spotgpu.agent.state import CheckpointReport
 from spotgpu.agent.telemetry import AgentTelemetry
+from spotgpu.contract.checkpoint_report import CheckpointReport
 from spotgpu.contract.drain import DrainChannel, vm_key
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.state_store import ObjectJsonStore
@@ -132,7 +132,7 @@ class ControllerLink:
     # -- commits out ------------------------------------------------------------
     def on_report(self, report: CheckpointReport) -> None:
         """A ``WorkloadState`` commit listener: the workload reported a committed checkpoint."""
-        self.commit(report.received_at, checkpoint=report.checkpoint, step=report.step, generation=report.generation)
+        self.commit(report.received_at, checkpoint=str(report.checkpoint), step=report.step, generation=report.generation)
 
     def commit(self, at: float, **detail: Any) -> None:
         """Queue a commit report; only the newest pending one is written."""

@@ -28,6 +28,7 @@ from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, seconds_since_boot
 from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.agent_records import Started
+from spotgpu.contract.agent_status import AgentStatus, ControllerLinkStatus, SeenEvent
 from spotgpu.contract.interruptions import InterruptionKind
 
 log = logging.getLogger(__name__)
@@ -288,20 +289,17 @@ class Agent:
             return
 
     def status(self) -> dict[str, object]:
-        return {
-            **self.state.snapshot(),
-            "provider": self.config.provider,
-            "pool": self.config.pool,
-            "identity": self.identity.as_dict(),
-            "agentReadyAt": self.ready_at,
-            "telemetryPort": self.telemetry.http_port,
-            "events": [
-                {"eventId": e.event_id, "kind": str(e.kind), "source": e.source, "detectedAt": e.detected_at}
-                for e in self.responder.store.all()
-            ],
-            "acknowledged": list(self.responder.acknowledged),
-            "reports": [r.as_dict() for r in self.state.reports],
-            "controller": None
-            if self.link is None
-            else {"store": self.link.url, "vmId": self.link.vm_id(), "lastReportedAt": self.link.last_reported},
-        }
+        """What ``GET /v1/status`` serves (:class:`~spotgpu.contract.agent_status.AgentStatus`)."""
+        link = self.link
+        return AgentStatus(
+            workload=self.state.view(),
+            provider=self.config.provider,
+            pool=self.config.pool,
+            identity=self.identity.as_dict(),
+            agent_ready_at=self.ready_at,
+            telemetry_port=self.telemetry.http_port,
+            events=[SeenEvent(e.event_id, e.kind, e.source, e.detected_at) for e in self.responder.store.all()],
+            acknowledged=list(self.responder.acknowledged),
+            reports=list(self.state.reports),
+            controller=None if link is None else ControllerLinkStatus(link.url, link.vm_id(), link.last_reported),
+        ).to_json()

@@ -1,5 +1,8 @@
 """What the workload is told, shared by the responder and the control endpoint.
 
+The workload's reports back are :class:`~spotgpu.contract.checkpoint_report.CheckpointReport`
+(re-exported here for the agent's parts that hold them).
+
 Every change bumps ``version`` and wakes long-polling clients, so a training
 loop waiting on the agent learns of a notice the moment the responder decides.
 """
@@ -10,51 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
+from spotgpu.contract.agent_status import Phase, WorkloadSnapshot
+from spotgpu.contract.checkpoint_report import CheckpointReport, GangOutcome, ReportKind
 from spotgpu.contract.notice import ClearedNotice, NoticeDocument
 
 log = logging.getLogger(__name__)
-
-Phase = Literal["running", "early-checkpoint", "final-checkpoint", "draining", "drained"]
-
-
-@dataclass
-class CheckpointReport:
-    #: early | final | gang (a multi-node job's stop seen by a peer: recorded, never drains) | restore |
-    #: step (the first training step after a restore: the end of a recovery)
-    checkpoint: Literal["early", "final", "gang", "restore", "step"]
-    committed: bool
-    step: int | None = None
-    seconds: float | None = None
-    generation: str | None = None
-    reason: str | None = None
-    received_at: float = field(default_factory=time.time)
-    #: A gang's reports (spotgpu.gang): noticed | peer, the noticed ranks, and the agreed outcome.
-    role: str | None = None
-    noticed_ranks: list[int] | None = None
-    outcome: str | None = None
-    #: A restore's source (local | peer | store), bytes read and when it began (epoch seconds).
-    source: str | None = None
-    nbytes: int | None = None
-    started_at: float | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "checkpoint": self.checkpoint,
-            "committed": self.committed,
-            "step": self.step,
-            "seconds": self.seconds,
-            "generation": self.generation,
-            "reason": self.reason,
-            "receivedAt": self.received_at,
-        }
-        if self.role is not None:
-            data.update(role=self.role, noticedRanks=self.noticed_ranks, outcome=self.outcome)
-        if self.checkpoint == "restore":
-            data.update(source=self.source, bytes=self.nbytes, startedAt=self.started_at)
-        return data
 
 
 class WorkloadState:
@@ -126,17 +90,17 @@ class WorkloadState:
     def add_report(self, report: CheckpointReport) -> None:
         with self._cond:
             self.reports.append(report)
-            if report.checkpoint == "final" and self.final_report is None:
+            if report.checkpoint == ReportKind.FINAL and self.final_report is None:
                 self.final_report = report
-            elif report.outcome == "peer-lost" and self.phase == "final-checkpoint" and self.final_report is None:
+            elif report.outcome == GangOutcome.PEER_LOST and self.phase == "final-checkpoint" and self.final_report is None:
                 self.final_report = report  # the gang lost a node during the notice: no final checkpoint is coming
             if report.role is not None:
                 self.gang = report
-            if report.checkpoint == "restore":
+            if report.checkpoint == ReportKind.RESTORE:
                 self.restored = report
             self.workload_seen_at = time.time()
             self._bump()
-        if report.role is not None or report.checkpoint in ("restore", "step"):
+        if report.role is not None or report.checkpoint in (ReportKind.RESTORE, ReportKind.STEP):
             for gang_listener in list(self.gang_listeners):
                 try:
                     gang_listener(report)
@@ -174,21 +138,24 @@ class WorkloadState:
                     return
                 self._cond.wait(remaining)
 
-    def snapshot(self) -> dict[str, object]:
-        """What ``GET /v1/notice`` serves: the notice (:class:`~spotgpu.contract.notice.NoticeDocument`,
-        its budget counted now), whether to stop, the last cleared notice and the workload's reports."""
-        now = time.time()
+    def view(self) -> WorkloadSnapshot:
+        """What ``GET /v1/notice`` serves (:class:`~spotgpu.contract.agent_status.WorkloadSnapshot`): the
+        notice (its budget counted now), the phase, the last cleared notice and the workload's reports."""
         with self._cond:
-            return {
-                "version": self.version,
-                "phase": self.phase,
-                # Any notice stops new work; only a terminal one stops the running job.
-                "acceptingWork": self.phase == "running",
-                "stop": self.phase in ("final-checkpoint", "draining", "drained"),
-                "notice": self.notice.to_json(now) if self.notice else None,
-                "cleared": self.cleared.to_json() if self.cleared else None,
-                "finalReport": self.final_report.as_dict() if self.final_report else None,
-                "gang": self.gang.as_dict() if self.gang else None,
-                "restored": self.restored.as_dict() if self.restored else None,
-                "now": now,
-            }
+            return WorkloadSnapshot(
+                version=self.version,
+                phase=self.phase,
+                now=time.time(),
+                notice=self.notice,
+                cleared=self.cleared,
+                final_report=self.final_report,
+                gang=self.gang,
+                restored=self.restored,
+            )
+
+    def snapshot(self) -> dict[str, object]:
+        """:meth:`view` as served."""
+        return self.view().to_json()
+
+
+__all__ = ["CheckpointReport", "Phase", "WorkloadState"]

@@ -5,6 +5,10 @@ pack never import each other to agree: they import what they agree on from here.
 
 * :mod:`~spotgpu.contract.notice`: what the agent tells the workload about a notice (the served
   document, its budget, the hook environment);
+* :mod:`~spotgpu.contract.checkpoint_report`: what the workload reports back (``POST /v1/report``:
+  the body, its kinds, gang roles and outcomes, restore sources);
+* :mod:`~spotgpu.contract.agent_status`: what the agent serves about itself (``GET /v1/notice``,
+  ``GET /v1/status``);
 * :mod:`~spotgpu.contract.telemetry`, :mod:`~spotgpu.contract.agent_records`,
   :mod:`~spotgpu.contract.controller_events`: the telemetry both producers write and the fleet's
   readers read (record and event kinds, their fields, failure reasons, the schema version);

@@ -179,7 +179,7 @@ class CommitReported(AgentRecord):
 
 @dataclass(frozen=True)
 class GangStop(AgentRecord):
-    """A workload's checkpoint report (``spotgpu.agent.state.CheckpointReport``) of a gang stop."""
+    """A workload's checkpoint report (``spotgpu.contract.checkpoint_report.CheckpointReport``) of a gang stop."""
 
     KIND = AgentRecordKind.GANG_STOP
     OMITTED_WHEN_NONE = frozenset({"role", "noticed_ranks", "outcome"})

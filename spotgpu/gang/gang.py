@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from spotgpu.checkpoint.results import FinalSaveResult
+from spotgpu.contract.checkpoint_report import PEER_LOST_REASON, GangOutcome, GangRole, ReportKind
 from spotgpu.contract.notice import budget_left
 from spotgpu.gang import agreement
 from spotgpu.gang.exitcodes import EXIT_PEER_LOST, RESTARTABLE, exit_now
@@ -238,7 +239,7 @@ class Gang:
                 f"no final checkpoint: the gang's budget of {max(budget, 0.0):.1f}s cannot fit a save ({why}); "
                 f"nothing written, the gang resumes from the last committed generation",
             )
-            self._report_outcome(result, step, "skipped")
+            self._report_outcome(result, step, GangOutcome.SKIPPED)
             return result
         started = time.monotonic()
         try:
@@ -258,7 +259,7 @@ class Gang:
                 f"gang checkpoint of step {step} committed by all {self.world_size} ranks "
                 f"in a {budget:.1f}s budget ({stop.reason}); this rank: {own.reason}",
             )
-            outcome = "committed"
+            outcome = GangOutcome.COMMITTED
         else:
             names = ", ".join(str(r) for r in failed_ranks)
             result = FinalSaveResult(
@@ -267,7 +268,7 @@ class Gang:
                 None,
                 f"gang checkpoint of step {step} not committed: rank(s) {names} failed; this rank: {own.reason}",
             )
-            outcome = "failed"
+            outcome = GangOutcome.FAILED
         self._report_outcome(result, step, outcome)
         return result
 
@@ -381,15 +382,16 @@ class Gang:
 
     def _lost_reason(self, what: str, err: BaseException) -> str:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return f"peer lost: the {what} at step {self._step} failed on rank {self.rank}: {first}"
+        return f"{PEER_LOST_REASON}: the {what} at step {self._step} failed on rank {self.rank}: {first}"
 
     def _report_loss(self, reason: str) -> None:
         if self._reported_loss or self.client is None:
             return
         self._reported_loss = True
-        self.client.report(False, "gang", self._step, role="peer", reason=reason, outcome="peer-lost", noticed_ranks=[])
+        self.client.report(False, ReportKind.GANG, self._step, role=GangRole.PEER, reason=reason,
+                           outcome=GangOutcome.PEER_LOST, noticed_ranks=[])  # fmt: skip
 
-    def _report_outcome(self, result: FinalSaveResult, step: int, outcome: str) -> None:
+    def _report_outcome(self, result: FinalSaveResult, step: int, outcome: GangOutcome) -> None:
         stop = self.stop
         assert stop is not None
         if self.client is None:
@@ -397,9 +399,9 @@ class Gang:
         noticed = self.rank in stop.noticed_ranks  # its own agent waits for a "final" report, then drains
         self.client.report(
             result,
-            "final" if noticed else "gang",
+            ReportKind.FINAL if noticed else ReportKind.GANG,
             step,
-            role="noticed" if noticed else "peer",
+            role=GangRole.NOTICED if noticed else GangRole.PEER,
             noticed_ranks=list(stop.noticed_ranks),
             outcome=outcome,
         )

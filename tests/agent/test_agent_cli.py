@@ -17,6 +17,7 @@ from agent_testkit import fast_config, wait_until
 from spotgpu.agent.cli import load_config, render_status
 from spotgpu.cli import main
 from spotgpu.config import ConfigError
+from spotgpu.contract.agent_status import SeenEvent
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument
 
@@ -93,7 +94,8 @@ def test_status_summary_names_the_notice_and_the_deadline() -> None:
         "identity": {"instance_id": "i-1", "instance_type": "g5.xlarge"},
         "notice": NoticeDocument.told("e-1", InterruptionKind.PREEMPT, "aws/spot-instance-action", Checkpoint.FINAL,
                                       95.0, 130.0, 15.0).to_json(100.0),
-        "finalReport": {"committed": True, "generation": "g-000042"}, "events": [{}], "acknowledged": [],
+        "finalReport": {"committed": True, "generation": "g-000042"}, "acknowledged": [],
+        "events": [SeenEvent("e-1", InterruptionKind.PREEMPT, "aws/spot-instance-action", 95.0).to_json()],
     }  # fmt: skip
     text = render_status(doc)
     assert "pool:      train (aws)" in text
