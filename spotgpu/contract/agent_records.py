@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from spotgpu.contract.checkpoint_report import GangOutcome, GangRole, RestoreSource
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument
 from spotgpu.contract.telemetry import SCHEMA_VERSION, VERSION_KEY, Fields, check_version, kinds_of
@@ -190,11 +191,9 @@ class GangStop(AgentRecord):
     generation: str | None = None
     reason: str | None = None
     received_at: float | None = None
-    #: noticed | peer
-    role: str | None = None
+    role: GangRole | None = None
     noticed_ranks: list[int] | None = None
-    #: committed | failed | skipped | peer-lost
-    outcome: str | None = None
+    outcome: GangOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -203,8 +202,8 @@ class Restored(AgentRecord):
     RENAMED: ClassVar[Mapping[str, str]] = {"nbytes": "bytes"}
     step: int | None = None
     generation: str | None = None
-    #: local | peer | store (``spotgpu.checkpoint.tiered``): this rank's own tier, a peer's copy, the store
-    source: str | None = None
+    #: this rank's own tier, a peer's copy, the store (``spotgpu.checkpoint.tiered``)
+    source: RestoreSource | None = None
     seconds: float | None = None
     nbytes: int | None = None
     #: why nearer copies were passed over

@@ -209,3 +209,18 @@ def test_closed_controller_values_are_their_enums_on_the_wire() -> None:
     assert read_i.time_basis is EventTimeBasis.RECEIVED
     with pytest.raises(ValueError, match="timeBasis"):
         Interruption.from_fields({"type": InterruptionKind.PREEMPT.value, "timeBasis": "guessed"})
+
+
+def test_a_gang_stop_and_a_restore_record_read_their_values_as_the_report_enums() -> None:
+    """One value set each: the telemetry records take the report's enums (they were free strings)."""
+    from spotgpu.contract.agent_records import GangStop, Restored
+    from spotgpu.contract.checkpoint_report import GangOutcome, GangRole, RestoreSource
+
+    stop = GangStop.from_fields({"checkpoint": "gang", "committed": True, "role": "peer", "outcome": "peer-lost"})
+    assert (stop.role, stop.outcome) == (GangRole.PEER, GangOutcome.PEER_LOST)
+    assert Restored.from_fields({"source": "peer"}).source is RestoreSource.PEER
+    for bad in ({"role": "bystander"}, {"outcome": "maybe"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            GangStop.from_fields({"checkpoint": "gang", "committed": True, **bad})
+    with pytest.raises(ValueError, match="source"):
+        Restored.from_fields({"source": "tape"})
