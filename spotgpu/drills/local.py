@@ -21,8 +21,9 @@ environment is what a job reads on a pool VM, pointed at its simulated VM:
 ``SPOTGPU_CHECKPOINT_URL`` (the drill's store), so a docs recipe runs under the drill as written;
 ``--nodes 1`` gives a single-node job the same, and ``--no-notice`` just runs it. It fails
 (exit 1) if a rank hung (a phase ran past ``--timeout-seconds``), crashed (a launcher
-exited non-zero), stopped at different steps, or resumed from an older step than the gang
-committed.
+exited non-zero), stopped at different steps (ranks that lost a peer may stop one step apart: a
+collective can finish on some ranks before the failure reaches the others), or resumed from an older
+step than the gang committed.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from spotgpu.contract.agent_records import (
     Restored,
     read_agent_line,
 )
+from spotgpu.contract.checkpoint_report import GangOutcome
 from spotgpu.drills.local_nodes import Node
 
 
@@ -379,9 +381,8 @@ class Drill:
         for name, code in report.launchers.items():
             if code != 0 and name not in self.unannounced:  # reclaimed without notice: killed, not crashed
                 report.fail(f"{name}: launcher exited {code}")
-        steps = {stop.get("step") for stop in report.stops.values()}
-        if len(steps) > 1:
-            report.fail(f"the ranks stopped at different steps: {sorted(map(str, steps))}")
+        for finding in stop_step_findings(report.stops):
+            report.fail(finding)
         committed = [stop for stop in report.stops.values() if stop.get("committed")]
         floor = max((int(stop["step"]) for stop in committed), default=None)
         for name, step in report.resumed.items():
@@ -397,6 +398,23 @@ class Drill:
             self.report.fail(f"processes left running after the drill: {self.report.processes_left}")
             self.report.status = "failed"
         self.store = None
+
+
+def stop_step_findings(stops: dict[str, dict[str, Any]]) -> list[str]:
+    """What is wrong with the ranks' stop steps. Ranks that stopped by agreement (a notice) must share one
+    step. A rank that lost a peer stops where its collective failed, and a collective can finish on some
+    ranks before the failure reaches the others (gloo's ring all-reduce: a rank has its result once its
+    neighbours sent theirs), so lost-peer stops may lie one step apart; further apart, a rank ran on alone."""
+    agreed = {stop.get("step") for stop in stops.values() if stop.get("outcome") != GangOutcome.PEER_LOST}
+    if len(agreed) > 1:
+        return [f"the ranks stopped at different steps: {sorted(map(str, agreed))}"]
+    steps = [stop.get("step") for stop in stops.values()]
+    if None in steps and len(set(steps)) > 1:
+        return [f"the ranks stopped at different steps: {sorted(map(str, set(steps)))}"]
+    known = [int(step) for step in steps if step is not None]
+    if known and max(known) - min(known) > 1:
+        return [f"the ranks stopped more than one step apart after losing a peer: {sorted(set(known))}"]
+    return []
 
 
 def run_drill(spec: LocalDrill, say: Callable[[str], None] = print) -> Report:

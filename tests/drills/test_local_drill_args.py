@@ -8,7 +8,7 @@ import pytest
 
 from spotgpu.cli import build_parser
 from spotgpu.cliutil import UserError
-from spotgpu.drills.local import LocalDrill, check_args
+from spotgpu.drills.local import LocalDrill, check_args, stop_step_findings
 
 
 def parse(*argv: str) -> LocalDrill:
@@ -48,3 +48,30 @@ def test_one_node_is_a_drill_too_and_no_notice_just_runs_the_job() -> None:
 def test_the_command_becomes_torchruns_script(cmd: list[str], torchrun: list[str]) -> None:
     spec = parse("--", *cmd)
     assert spec.command == torchrun
+
+
+def stops(*entries: tuple[int | None, str]) -> dict[str, dict[str, object]]:
+    return {f"node{i}": {"step": step, "outcome": outcome} for i, (step, outcome) in enumerate(entries)}
+
+
+@pytest.mark.parametrize(
+    ("entries", "finding"),
+    [
+        # Defect (CI on b74fd22): node 2 killed mid all-reduce; rank 0 had its result and failed at the next
+        # step's stop check, ranks 1 and 3 failed inside step 31. The drill failed a correct recovery.
+        (((32, "peer-lost"), (31, "peer-lost"), (31, "peer-lost")), None),
+        (((30, "peer-lost"), (32, "peer-lost")), "more than one step apart"),
+        (((12, "committed"), (12, "committed"), (12, "committed")), None),
+        (((12, "committed"), (13, "committed")), "different steps: ['12', '13']"),
+        (((12, "failed"), (12, "skipped")), None),
+        (((12, "committed"), (None, "peer-lost")), "different steps"),
+    ],
+)
+def test_stop_steps_agree_by_notice_and_lie_within_one_step_after_a_lost_peer(
+    entries: tuple[tuple[int | None, str], ...], finding: str | None
+) -> None:
+    findings = stop_step_findings(stops(*entries))
+    if finding is None:
+        assert findings == []
+    else:
+        assert len(findings) == 1 and finding in findings[0]
