@@ -26,7 +26,7 @@ from spotgpu_pulumi.gcp.events import PreemptionEvents, PreemptionEventsArgs
 from spotgpu_pulumi.gcp.fallback import OnDemandFallbackGroup, OnDemandFallbackGroupArgs
 from spotgpu_pulumi.gcp.identity import NodeIdentity, NodeIdentityArgs
 from spotgpu_pulumi.gcp.plan import GcpPoolPlan
-from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousHost, GcpRendezvousHostArgs
+from spotgpu_pulumi.gcp.rendezvous import GcpRendezvousHost
 from spotgpu_pulumi.gcp.spot import SpotGroup, SpotGroupArgs
 from spotgpu_pulumi.outputs import PoolOutputs, common_exports
 
@@ -76,7 +76,7 @@ class GpuPool(PoolOutputs, pulumi.ComponentResource):
             child,
         )
         if plan.rendezvous is not None:
-            host = GcpRendezvousHost(f"{name}-rendezvous", GcpRendezvousHostArgs(plan.rendezvous, identity.email), child)
+            host = GcpRendezvousHost(f"{name}-rendezvous", plan.rendezvous, identity.email, child)
         after_bucket = pulumi.ResourceOptions(parent=self, depends_on=[bucket])
         spot_groups = [
             SpotGroup(f"{name}-spot-{group.key}", SpotGroupArgs(plan, i, identity.email), after_bucket)

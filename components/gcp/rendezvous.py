@@ -70,20 +70,17 @@ def plan_gcp_rendezvous(spec: GcpPoolSpec, prefix: str, labels: dict[str, str]) 
     )
 
 
-@dataclass(frozen=True)
-class GcpRendezvousHostArgs:
-    plan: GcpRendezvousPlan
-    #: the pool nodes' service account: the only source the firewall rule admits
-    node_service_account: pulumi.Input[str]
-
-
 class GcpRendezvousHost(pulumi.ComponentResource):
-    """A firewall rule (the port from the pool's node service account only) and one standard VM."""
+    """A firewall rule (the port from the pool's node service account only) and one standard VM.
 
-    def __init__(self, name: str, args: GcpRendezvousHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    Takes its plan as the AWS and Azure hosts do; ``node_service_account`` (the pool nodes' service
+    account, the only source the firewall rule admits) is the one input a plan cannot hold: it is
+    an output of the pool's identity."""
+
+    def __init__(self, name: str, plan: GcpRendezvousPlan, node_service_account: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
         super().__init__(TOKEN, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        plan, node_service_account = args.plan, args.node_service_account
         compute.Firewall(
             f"{name}-in",
             project=plan.project,
