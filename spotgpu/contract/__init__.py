@@ -21,6 +21,9 @@ pack never import each other to agree: they import what they agree on from here.
   leases, drain requests and agent commits in the pool's object store (conditional writes over
   the storage layer's ``Store``, :mod:`spotgpu.storage`).
 
+The documents read their JSON fields through :mod:`~spotgpu.contract.fields`: one reader per JSON
+type, one error line (``{what}.{key}: not {wanted} (value: {value!r})``).
+
 This package imports no part (agent, controller, economics, components); below it are only the
 models, the catalogue and the storage layer. ``tests/foundation/test_layers.py`` fails on an
 import that points the wrong way; ``tests/foundation/test_contract.py`` round-trips every record
