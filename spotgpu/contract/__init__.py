@@ -7,6 +7,8 @@ pack never import each other to agree: they import what they agree on from here.
   document, its budget, the hook environment);
 * :mod:`~spotgpu.contract.checkpoint_report`: what the workload reports back (``POST /v1/report``:
   the body, its kinds, gang roles and outcomes, restore sources);
+* :mod:`~spotgpu.contract.throughput`: the workload's step time (``POST /v1/throughput``: the body,
+  its rules written once for the client's arguments and the agent's read);
 * :mod:`~spotgpu.contract.agent_status`: what the agent serves about itself (``GET /v1/notice``,
   ``GET /v1/status``);
 * :mod:`~spotgpu.contract.telemetry`, :mod:`~spotgpu.contract.agent_records`,

@@ -76,7 +76,7 @@ def _hand_checks(tree: ast.AST) -> list[int]:
         or (isinstance(node.func, ast.Attribute) and node.func.attr == "isfinite"))]  # fmt: skip
 
 
-@pytest.mark.parametrize("module", ["notice.py", "agent_status.py", "checkpoint_report.py"])
+@pytest.mark.parametrize("module", ["notice.py", "agent_status.py", "checkpoint_report.py", "throughput.py"])
 def test_the_documents_read_their_fields_through_the_readers(module: str) -> None:
     tree = ast.parse((REPO / "spotgpu" / "contract" / module).read_text(encoding="utf-8"))
     for node in ast.walk(tree):  # WorkloadSnapshot.version_of reads the version leniently, on purpose

@@ -152,3 +152,10 @@ def _string_constants(path: Path) -> set[str]:
 def test_the_client_and_the_agent_spell_no_report_key(module: str) -> None:
     """Defect: the client wrote the body's keys and the control server read them, each by hand."""
     assert sorted(_string_constants(REPO / module) & WIRE_KEYS) == []
+
+
+@pytest.mark.parametrize("module", ["spotgpu/agent/client.py", "spotgpu/agent/control.py"])
+def test_the_client_and_the_agent_spell_no_throughput_key(module: str) -> None:
+    """Defect: the client built the ``/v1/throughput`` body by hand and the control server read it by hand
+    (``steps`` is also the client's argument name, so it is not looked for)."""
+    assert sorted(_string_constants(REPO / module) & {"stepSeconds", "gpuModel"}) == []
