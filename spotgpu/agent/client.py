@@ -21,8 +21,6 @@ import contextlib
 import http.client
 import json
 import logging
-import math
-import numbers
 import os
 import socket
 import threading
@@ -30,7 +28,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from spotgpu.agent.control import MAX_GPU_MODEL_CHARS, parse_address
+from spotgpu.agent.control import parse_address
 from spotgpu.contract.agent_status import AgentStatus, WorkloadSnapshot
 from spotgpu.contract.checkpoint_report import (
     CheckpointReport,
@@ -41,6 +39,7 @@ from spotgpu.contract.checkpoint_report import (
     member,
 )
 from spotgpu.contract.notice import NoticeDocument
+from spotgpu.contract.throughput import ThroughputReport
 
 log = logging.getLogger(__name__)
 
@@ -252,11 +251,12 @@ class AgentClient:
         ``profile fit`` turns these into each GPU model's speed against the reference type
         (``gpu.relativeThroughput``). Leave ``gpu_model`` out: the agent knows its VM's type and
         names the model from the catalogue (give it where the agent cannot: GCP N1 with attached
-        GPUs). Bad arguments raise ValueError (a bug in the loop, found at once); an absent agent
-        does not (like every report, the training goes on).
+        GPUs). Bad arguments raise ValueError in one line naming the argument (a bug in the loop, found
+        at once; the agent refuses the same values in the same words); an absent agent does not (like
+        every report, the training goes on).
         """
-        body = _throughput_body(step_seconds, steps, gpu_model)
-        self._try("POST", "/v1/throughput", body)
+        report = ThroughputReport.of(step_seconds, steps, gpu_model, what="report_throughput")
+        self._try("POST", "/v1/throughput", report.to_json())
 
     def mark_served(self) -> None:
         """The current notice was answered (a gang agreed on it): checkpoint_requested() stops returning it."""
@@ -349,27 +349,6 @@ class AgentClient:
         finally:
             self._watch_conn = None
             conn.close()
-
-
-def _throughput_body(step_seconds: float, steps: int, gpu_model: str | None) -> dict[str, Any]:
-    """The ``/v1/throughput`` body; an argument no step time can have is the caller's bug, said in one line."""
-    if isinstance(step_seconds, bool) or not isinstance(step_seconds, numbers.Real) or not (
-        math.isfinite(step_seconds) and step_seconds > 0
-    ):
-        raise ValueError(f"report_throughput: step_seconds {step_seconds!r} is not a step time; pass the mean seconds "
-                         "per step over the steps since the last report, a finite number above 0")  # fmt: skip
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
-        raise ValueError(f"report_throughput: steps {steps!r} is not a step count; pass how many steps step_seconds "
-                         "is the mean of, a whole number of at least 1")  # fmt: skip
-    named = isinstance(gpu_model, str) and bool(gpu_model.strip()) and len(gpu_model) <= MAX_GPU_MODEL_CHARS
-    if gpu_model is not None and not named:
-        raise ValueError(f"report_throughput: gpu_model {gpu_model!r} is not a GPU model name; pass a catalogue name "
-                         f"such as 'A100' (at most {MAX_GPU_MODEL_CHARS} characters), or leave it out for the agent "
-                         "to name")  # fmt: skip
-    body: dict[str, Any] = {"stepSeconds": float(step_seconds), "steps": int(steps)}
-    if gpu_model is not None:
-        body["gpuModel"] = gpu_model.strip()
-    return body
 
 
 def _saved(result: Any) -> tuple[bool, float | None, str | None, str | None]:

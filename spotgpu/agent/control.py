@@ -12,7 +12,8 @@ Routes (JSON in and out):
   ``gang`` with ``role`` noticed|peer, recorded and never drained; ``restore``: the resumed step, its
   ``source`` local|peer|store, ``seconds``, ``bytes``; ``step``: the first step after a restore).
 * ``POST /v1/throughput {"stepSeconds", "steps", "gpuModel"}``  the mean step time of the last
-  ``steps`` steps (and the GPU model, when the workload knows it): logged, never a checkpoint.
+  ``steps`` steps (and the GPU model, when the workload knows it), the body of a
+  :class:`~spotgpu.contract.throughput.ThroughputReport`: logged, never a checkpoint.
 * ``GET  /v1/status``                   everything, for ``spotgpu agent status``.
 * ``GET  /healthz``                     liveness.
 
@@ -25,20 +26,19 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import socketserver
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from spotgpu.agent.state import WorkloadState
 from spotgpu.contract.checkpoint_report import CheckpointReport
+from spotgpu.contract.throughput import ThroughputReport
 
 MAX_WAIT_SECONDS = 300.0
 #: How soon an open long poll sees that the server stopped.
@@ -131,7 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif self.path == "/v1/report":
                 control.state.add_report(CheckpointReport.from_json(body))
             elif self.path == "/v1/throughput":
-                sample = throughput_sample(body)
+                sample = ThroughputReport.from_json(body)
                 control.state.touch()
                 control.on_throughput(sample)
             else:
@@ -141,32 +141,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": str(err)})
             return
         self._send(200, control.state.snapshot())
-
-
-@dataclass(frozen=True)
-class ThroughputSample:
-    """What the workload measured: the mean seconds of its last ``steps`` steps, on ``gpu_model`` if it said."""
-
-    step_seconds: float
-    steps: int
-    gpu_model: str | None
-
-
-#: Longer than any catalogue GPU model name; a longer one is a mistake, not a GPU.
-MAX_GPU_MODEL_CHARS = 64
-
-
-def throughput_sample(body: dict[str, Any]) -> ThroughputSample:
-    """The ``/v1/throughput`` body, validated here at the edge (the client checks the same before sending)."""
-    seconds, steps, model = body.get("stepSeconds"), body.get("steps", 1), body.get("gpuModel")
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"stepSeconds {seconds!r}: use the mean seconds per training step, a finite number above 0")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps {steps!r}: use the number of steps the mean covers, a whole number of at least 1")
-    if model is not None and not (isinstance(model, str) and model.strip() and len(model) <= MAX_GPU_MODEL_CHARS):
-        raise ValueError(f"gpuModel {model!r}: use a catalogue GPU model name such as 'A100', or leave it out "
-                         "(the agent fills it from its instance type)")  # fmt: skip
-    return ThroughputSample(float(seconds), steps, None if model is None else model.strip())
 
 
 class _QuietAboutLeavers:
@@ -198,7 +172,7 @@ class ControlServer:
         state: WorkloadState,
         status: Callable[[], dict[str, object]] | None = None,
         on_ready: Callable[[], None] | None = None,
-        on_throughput: Callable[[ThroughputSample], None] | None = None,
+        on_throughput: Callable[[ThroughputReport], None] | None = None,
     ) -> None:
         self.address = address
         self.state = state
@@ -236,7 +210,7 @@ class ControlServer:
     def on_ready(self) -> None:
         self._on_ready()
 
-    def on_throughput(self, sample: ThroughputSample) -> None:
+    def on_throughput(self, sample: ThroughputReport) -> None:
         self._on_throughput(sample)
 
     def long_poll(self, since: int, wait: float) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from spotgpu.agent import actions, aws, azure, gcp
 from spotgpu.agent.config import AgentConfig
-from spotgpu.agent.control import ControlServer, ThroughputSample
+from spotgpu.agent.control import ControlServer
 from spotgpu.agent.controller_link import DRAIN_SOURCE, ControllerLink, DrainMonitor, boot_time
 from spotgpu.agent.events import InterruptionEvent, NoticeWithdrawn
 from spotgpu.agent.http import MetadataError, MetadataHttp
@@ -30,6 +30,7 @@ from spotgpu.agent.transitions import Transitions
 from spotgpu.contract.agent_records import Started
 from spotgpu.contract.agent_status import AgentStatus, ControllerLinkStatus, SeenEvent
 from spotgpu.contract.interruptions import InterruptionKind
+from spotgpu.contract.throughput import ThroughputReport
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ class Agent:
         if self.state.mark_ready():
             self.telemetry.ready("workload", seconds_since_boot())
 
-    def _throughput(self, sample: ThroughputSample) -> None:
+    def _throughput(self, sample: ThroughputReport) -> None:
         """A step-time report: logged with this VM's GPU model when the workload did not name one."""
         self.telemetry.throughput(sample, self.identity)
 

@@ -20,7 +20,6 @@ from typing import IO, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
 from spotgpu import catalogue
-from spotgpu.agent.control import ThroughputSample
 from spotgpu.agent.events import InterruptionEvent
 from spotgpu.agent.identity import VmIdentity
 from spotgpu.contract.agent_records import (
@@ -40,6 +39,7 @@ from spotgpu.contract.agent_records import (
     agent_line,
 )
 from spotgpu.contract.notice import ClearedNotice, NoticeDocument
+from spotgpu.contract.throughput import ThroughputReport
 
 LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0)
 LEAD_BUCKETS = (0.0, 5.0, 15.0, 30.0, 60.0, 90.0, 120.0, 300.0, 900.0, 3600.0)
@@ -231,7 +231,7 @@ class AgentTelemetry:
         self.gang_stops.labels(role=str(report.get("role")), outcome=str(report.get("outcome"))).inc()
         self.log(GangStop.from_fields(report))
 
-    def throughput(self, sample: ThroughputSample, ident: VmIdentity) -> None:
+    def throughput(self, sample: ThroughputReport, ident: VmIdentity) -> None:
         """One step-time report, with the GPU model it was measured on: the client's, else this VM's own.
 
         ``gpuModelSource`` says which (``client``, ``catalogue``, or ``unknown`` when neither knows:

@@ -10,11 +10,11 @@ wrong type raises ValueError naming it.
 
 from __future__ import annotations
 
-import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spotgpu.contract import fields
 from spotgpu.contract.checkpoint_report import CheckpointReport
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.notice import ClearedNotice, NoticeDocument
@@ -25,34 +25,16 @@ PHASES: tuple[Phase, ...] = typing.get_args(Phase)
 STOPPING: frozenset[Phase] = frozenset({"final-checkpoint", "draining", "drained"})
 
 
-def _get(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
-    """``doc[key]`` if it is a ``kind`` (absent or null: None); another value raises ValueError naming it."""
-    value = doc.get(key)
-    if value is None:
-        return None
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    wrong = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)  # True is an int
-    if wrong or (isinstance(value, float) and not math.isfinite(value)):
-        raise ValueError(f"{what}.{key}: not a {_name(kind)} (value: {value!r})")
-    return value
-
-
-def _name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return {int: "whole number", float: "number", str: "string", bool: "boolean", dict: "JSON object",
-            list: "list"}.get(kinds[-1], kinds[-1].__name__)  # fmt: skip
-
-
 def _report(doc: dict[str, Any], key: str, what: str) -> CheckpointReport | None:
-    served = _get(doc, key, dict, what)
+    served = fields.mapping(doc, key, what)
     return None if served is None else _served_report(served, f"{what}.{key}")
 
 
 def _served_report(served: dict[str, Any], where: str) -> CheckpointReport:
     """A report in its served form (:meth:`CheckpointReport.as_dict`, with ``receivedAt``)."""
-    received = _get(served, "receivedAt", (int, float), where)
+    received = fields.epoch(served, "receivedAt", where)
     try:
-        return CheckpointReport.from_json(served, received_at=None if received is None else float(received))
+        return CheckpointReport.from_json(served, received_at=received)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
 
@@ -104,19 +86,18 @@ class WorkloadSnapshot:
 
     @classmethod
     def from_json(cls, doc: object, what: str = "snapshot") -> WorkloadSnapshot:
-        if not isinstance(doc, dict):
-            raise ValueError(f"{what}: not a JSON object (value: {doc!r})")
+        doc = fields.document(doc, what)
         phase = doc.get("phase", "running")
         if phase not in PHASES:
-            raise ValueError(f"{what}.phase: not one of {', '.join(PHASES)} (value: {phase!r})")
-        notice = _get(doc, "notice", dict, what)
-        cleared = _get(doc, "cleared", dict, what)
-        version = _get(doc, "version", int, what)
-        now = _get(doc, "now", (int, float), what)
+            raise fields.problem(f"{what}.phase", f"one of {', '.join(PHASES)}", phase)
+        notice = fields.mapping(doc, "notice", what)
+        cleared = fields.mapping(doc, "cleared", what)
+        version = fields.whole(doc, "version", what)
+        now = fields.epoch(doc, "now", what)
         return cls(
             version=-1 if version is None else version,
             phase=phase,
-            now=0.0 if now is None else float(now),
+            now=0.0 if now is None else now,
             notice=None if notice is None else NoticeDocument.from_json(notice),
             cleared=None if cleared is None else ClearedNotice.from_json(cleared),
             final_report=_report(doc, "finalReport", what),
@@ -140,12 +121,10 @@ class SeenEvent:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], what: str) -> SeenEvent:
-        kind = _get(doc, "kind", str, what)
-        if kind not in tuple(InterruptionKind):
-            raise ValueError(f"{what}.kind: not an interruption kind (value: {kind!r})")
-        detected = _get(doc, "detectedAt", (int, float), what)
-        return cls(_get(doc, "eventId", str, what) or "", InterruptionKind(kind), _get(doc, "source", str, what) or "",
-                   0.0 if detected is None else float(detected))  # fmt: skip
+        kind = fields.choice(doc, "kind", what, InterruptionKind, "an interruption kind")
+        detected = fields.epoch(doc, "detectedAt", what)
+        return cls(fields.text(doc, "eventId", what) or "", kind, fields.text(doc, "source", what) or "",
+                   0.0 if detected is None else detected)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -161,9 +140,8 @@ class ControllerLinkStatus:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], what: str) -> ControllerLinkStatus:
-        last = _get(doc, "lastReportedAt", (int, float), what)
-        return cls(_get(doc, "store", str, what) or "", _get(doc, "vmId", str, what) or "",
-                   None if last is None else float(last))  # fmt: skip
+        return cls(fields.text(doc, "store", what) or "", fields.text(doc, "vmId", what) or "",
+                   fields.epoch(doc, "lastReportedAt", what))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,22 +194,20 @@ class AgentStatus:
         what = "status"
         workload = WorkloadSnapshot.from_json(doc, what)
         assert isinstance(doc, dict)  # from_json refused anything else
-        identity = _get(doc, "identity", dict, what) or {}
+        identity = fields.mapping(doc, "identity", what) or {}
         if not all(isinstance(v, str) for v in identity.values()):
-            raise ValueError(f"{what}.identity: not labels of strings (value: {identity!r})")
-        events = _get(doc, "events", list, what) or []
-        reports = _get(doc, "reports", list, what) or []
-        acknowledged = _get(doc, "acknowledged", list, what) or []
-        controller = _get(doc, "controller", dict, what)
-        port = _get(doc, "telemetryPort", int, what)
-        ready = _get(doc, "agentReadyAt", (int, float), what)
+            raise fields.problem(f"{what}.identity", "labels of strings", identity)
+        events = fields.items(doc, "events", what) or []
+        reports = fields.items(doc, "reports", what) or []
+        acknowledged = fields.items(doc, "acknowledged", what) or []
+        controller = fields.mapping(doc, "controller", what)
         return cls(
             workload=workload,
-            provider=_get(doc, "provider", str, what),
-            pool=_get(doc, "pool", str, what),
+            provider=fields.text(doc, "provider", what),
+            pool=fields.text(doc, "pool", what),
             identity=dict(identity),
-            agent_ready_at=None if ready is None else float(ready),
-            telemetry_port=port,
+            agent_ready_at=fields.epoch(doc, "agentReadyAt", what),
+            telemetry_port=fields.whole(doc, "telemetryPort", what),
             events=[SeenEvent.from_json(*_item(e, f"{what}.events[{i}]")) for i, e in enumerate(events)],
             acknowledged=[str(a) for a in acknowledged],
             reports=[_served_report(*_item(r, f"{what}.reports[{i}]")) for i, r in enumerate(reports)],
@@ -241,9 +217,7 @@ class AgentStatus:
 
 def _item(value: object, where: str) -> tuple[dict[str, Any], str]:
     """A list item that must be a JSON object, and where it is."""
-    if not isinstance(value, dict):
-        raise ValueError(f"{where}: not a JSON object (value: {value!r})")
-    return value, where
+    return fields.document(value, where), where
 
 
 __all__ = ["PHASES", "STOPPING", "AgentStatus", "ControllerLinkStatus", "Phase", "SeenEvent", "WorkloadSnapshot"]

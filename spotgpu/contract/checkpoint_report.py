@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from spotgpu.contract import fields
+
 
 class ReportKind(StrEnum):
     """What a report is about."""
@@ -67,6 +69,9 @@ def _choices(enum: type[StrEnum]) -> str:
 
 
 E = TypeVar("E", bound=StrEnum)
+
+#: What a field's one-line error calls the body (``report.committed: not true or false ...``).
+WHAT = "report"
 
 #: Each value set's key on the body, and what its one-line error tells the sender to use.
 _KEY_AND_USE: dict[type[StrEnum], tuple[str, str]] = {
@@ -132,24 +137,18 @@ class CheckpointReport:
             body = {"committed": True, **body}  # a restore is of a committed generation
         if kind is ReportKind.STEP:
             body = {**body, "committed": False}  # the first step after a restore: no checkpoint at all
-        source, nbytes, started = body.get("source"), body.get("bytes"), body.get("startedAt")
+        source = body.get("source")
         if source is not None:
             source = member(RestoreSource, source)
-        if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
-            raise ValueError(f"bytes {nbytes!r}: use the bytes restored, a whole number")
-        if started is not None and (isinstance(started, bool) or not isinstance(started, int | float)):
-            raise ValueError(f"startedAt {started!r}: use epoch seconds")
-        committed = body.get("committed")
-        if not isinstance(committed, bool):
-            raise ValueError("committed must be true or false")
+        nbytes = fields.whole(body, "bytes", WHAT, least=0, fix="use the bytes restored")
+        started = fields.epoch(body, "startedAt", WHAT)
+        committed = fields.flag(body, "committed", WHAT)
         role = body.get("role")
         if role is None and kind is ReportKind.GANG:
             raise ValueError(f"role: missing for a gang report; use {_choices(GangRole)}")
         if role is not None:
             role = member(GangRole, role)
-        noticed = body.get("noticedRanks")
-        if noticed is not None and not (isinstance(noticed, list) and all(isinstance(r, int) for r in noticed)):
-            raise ValueError(f"noticedRanks {noticed!r}: use a list of ranks")
+        noticed = fields.items(body, "noticedRanks", WHAT, wanted="a list of ranks", of=int)
         outcome = body.get("outcome") or None
         if outcome is not None:
             outcome = member(GangOutcome, outcome)
@@ -169,7 +168,7 @@ class CheckpointReport:
             outcome=None if role is None else outcome,
             source=source,
             nbytes=nbytes,
-            started_at=None if started is None else float(started),
+            started_at=started,
         )
 
     def as_dict(self) -> dict[str, object]:

@@ -10,11 +10,11 @@ smallest budget of its ranks. "Seconds left in the budget" is :func:`budget_left
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from spotgpu.contract import fields
 from spotgpu.contract.interruptions import InterruptionKind
 
 
@@ -91,24 +91,17 @@ class NoticeDocument:
     @classmethod
     def from_json(cls, doc: object) -> NoticeDocument:
         """Read the served form back; a document that is not one raises ValueError naming the field."""
-        if not isinstance(doc, dict):
-            raise ValueError(f"notice: not a JSON object (value: {doc!r})")
-        try:
-            kind = InterruptionKind(str(doc.get("kind")))
-        except ValueError:
-            raise ValueError(f"notice.kind: not an interruption kind (value: {doc.get('kind')!r})") from None
-        try:
-            checkpoint = Checkpoint(str(doc.get("checkpoint")))
-        except ValueError:
-            raise ValueError(f"notice.checkpoint: not early or final (value: {doc.get('checkpoint')!r})") from None
+        doc = fields.document(doc, "notice")
+        kind = fields.choice(doc, "kind", "notice", InterruptionKind, "an interruption kind")
+        checkpoint = fields.choice(doc, "checkpoint", "notice", Checkpoint, "early or final")
         return cls(
-            event_id=_text(doc, "eventId"),
+            event_id=fields.text(doc, "eventId", "notice", required=True),
             kind=kind,
-            source=_text(doc, "source"),
+            source=fields.text(doc, "source", "notice", required=True),
             checkpoint=checkpoint,
-            detected_at=_time(doc, "detectedAt", required=True) or 0.0,
-            deadline=_time(doc, "deadline"),
-            budget_deadline=_time(doc, "budgetDeadline"),
+            detected_at=fields.epoch(doc, "detectedAt", "notice", required=True),
+            deadline=fields.epoch(doc, "deadline", "notice"),
+            budget_deadline=fields.epoch(doc, "budgetDeadline", "notice"),
         )
 
     def hook_environment(self, now: float) -> dict[str, str]:
@@ -146,25 +139,8 @@ class ClearedNotice:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ClearedNotice:
         """Read the served form back; a document that is not one raises ValueError naming the field."""
-        try:
-            kind = InterruptionKind(str(doc.get("kind")))
-        except ValueError:
-            raise ValueError(f"cleared.kind: not an interruption kind (value: {doc.get('kind')!r})") from None
-        at = _time(doc, "clearedAt", required=True, what="cleared") or 0.0
-        return cls(_text(doc, "eventId", "cleared"), kind, _text(doc, "source", "cleared"), at)
+        kind = fields.choice(doc, "kind", "cleared", InterruptionKind, "an interruption kind")
+        at = fields.epoch(doc, "clearedAt", "cleared", required=True)
+        return cls(fields.text(doc, "eventId", "cleared", required=True), kind,
+                   fields.text(doc, "source", "cleared", required=True), at)  # fmt: skip
 
-
-def _text(doc: dict[str, Any], key: str, what: str = "notice") -> str:
-    value = doc.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{what}.{key}: not a string (value: {value!r})")
-    return value
-
-
-def _time(doc: dict[str, Any], key: str, required: bool = False, what: str = "notice") -> float | None:
-    value = doc.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{what}.{key}: not a time in epoch seconds (value: {value!r})")
-    return float(value)

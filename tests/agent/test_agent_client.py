@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -112,7 +113,7 @@ def test_failed_final_save_is_reported_and_raised(control: ControlServer) -> Non
 
 def test_bad_report_is_a_400_naming_the_field(control: ControlServer) -> None:
     client = AgentClient(control.url, register=False)
-    with pytest.raises(RuntimeError, match="committed must be true or false"):
+    with pytest.raises(RuntimeError, match=re.escape("report.committed: not true or false (value: 'yes')")):
         client._call("POST", "/v1/report", {"checkpoint": "final", "committed": "yes"})
 
 

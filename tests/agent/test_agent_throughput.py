@@ -3,6 +3,7 @@ from its own type, and docs/agent.md's "Step time per GPU model" loop runs exact
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from spotgpu.agent.control import ControlServer
 from spotgpu.agent.identity import VmIdentity, unknown_identity
 from spotgpu.agent.state import WorkloadState
 from spotgpu.agent.telemetry import AgentTelemetry, gpu_model_of
+from spotgpu.contract.throughput import ARGUMENTS, KEYS, ThroughputReport
 from tests.doc_blocks import block_after
 
 MARKER = "<!-- tested: tests/agent/test_agent_throughput.py"
@@ -37,23 +39,25 @@ def control() -> Iterator[ControlServer]:
 @pytest.mark.parametrize(
     ("kwargs", "named"),
     [
-        ({"step_seconds": 0.0}, "step_seconds 0.0"),
-        ({"step_seconds": -1.5}, "step_seconds -1.5"),
-        ({"step_seconds": math.nan}, "step_seconds nan"),
-        ({"step_seconds": math.inf}, "step_seconds inf"),
-        ({"step_seconds": "0.5"}, "step_seconds '0.5'"),
-        ({"step_seconds": True}, "step_seconds True"),
-        ({"step_seconds": 0.5, "steps": 0}, "steps 0"),
-        ({"step_seconds": 0.5, "steps": 2.5}, "steps 2.5"),
-        ({"step_seconds": 0.5, "gpu_model": " "}, "gpu_model ' '"),
-        ({"step_seconds": 0.5, "gpu_model": "x" * 65}, "gpu_model 'xxx"),
+        ({"step_seconds": 0.0}, "step_seconds: not a finite number above 0 (value: 0.0)"),
+        ({"step_seconds": -1.5}, "step_seconds: not a finite number above 0 (value: -1.5)"),
+        ({"step_seconds": math.nan}, "step_seconds: not a finite number above 0 (value: nan)"),
+        ({"step_seconds": math.inf}, "step_seconds: not a finite number above 0 (value: inf)"),
+        ({"step_seconds": "0.5"}, "step_seconds: not a finite number above 0 (value: '0.5')"),
+        ({"step_seconds": True}, "step_seconds: not a finite number above 0 (value: True)"),
+        ({"step_seconds": 0.5, "steps": 0}, "steps: not a whole number of at least 1 (value: 0)"),
+        ({"step_seconds": 0.5, "steps": 2.5}, "steps: not a whole number of at least 1 (value: 2.5)"),
+        ({"step_seconds": 0.5, "steps": True}, "steps: not a whole number of at least 1 (value: True)"),
+        ({"step_seconds": 0.5, "gpu_model": " "}, "gpu_model: not a GPU model name of 1 to 64 characters (value: ' ')"),
+        ({"step_seconds": 0.5, "gpu_model": "x" * 65}, "gpu_model: not a GPU model name of 1 to 64 characters (value: 'xxx"),
     ],
-)
+)  # fmt: skip
 def test_bad_arguments_raise_naming_the_argument_the_value_and_the_fix(kwargs: dict[str, Any], named: str) -> None:
     client = AgentClient("127.0.0.1:1", timeout=0.2, register=False)
-    with pytest.raises(ValueError, match=re.escape(f"report_throughput: {named}")) as err:
+    with pytest.raises(ValueError) as err:
         client.report_throughput(**kwargs)
-    assert "; pass " in str(err.value)
+    line = str(err.value)
+    assert line.startswith(f"report_throughput.{named}") and "; fix: use " in line and "\n" not in line
 
 
 def test_numpy_numbers_are_step_times() -> None:
@@ -72,13 +76,55 @@ def test_no_agent_means_the_report_is_dropped_not_raised() -> None:
 
 def test_the_endpoint_refuses_a_bad_body_naming_the_field_and_counts_as_contact(control: ControlServer) -> None:
     client = AgentClient(control.url, register=False)
-    for body, field in (({"stepSeconds": 0}, "stepSeconds 0"), ({"stepSeconds": 1, "steps": 0}, "steps 0"),
-                        ({"stepSeconds": 1, "gpuModel": 7}, "gpuModel 7"), ({}, "stepSeconds None")):  # fmt: skip
-        with pytest.raises(RuntimeError, match=f"400 .*{field}"):
+    for body, field in (({"stepSeconds": 0}, "stepSeconds: not a finite number above 0 (value: 0)"),
+                        ({"stepSeconds": 1, "steps": 0}, "steps: not a whole number of at least 1 (value: 0)"),
+                        ({"stepSeconds": 1, "gpuModel": 7}, "gpuModel: not a GPU model name of 1 to 64 characters (value: 7)"),
+                        ({}, "stepSeconds: not a finite number above 0 (value: None)")):  # fmt: skip
+        with pytest.raises(RuntimeError, match=f"400 .*{re.escape('throughput.' + field)}; fix: use "):
             client._call("POST", "/v1/throughput", body)
     assert control.state.workload_seen_at is None  # a refused body is not a workload's report
     client.report_throughput(0.5)
     assert control.state.workload_seen_at is not None  # the agent waits for a workload that reports
+
+
+@pytest.mark.parametrize(
+    ("step_seconds", "steps", "gpu_model"),
+    [(0, 1, None), (-2, 1, None), (True, 1, None), (1, 0, None), (1, True, None), (1, 3, " "), (1, 3, "x" * 65)],
+)
+def test_the_client_and_the_agent_refuse_a_value_in_the_same_words(
+    control: ControlServer, step_seconds: Any, steps: Any, gpu_model: Any
+) -> None:
+    """One set of rules (``spotgpu.contract.throughput``): the client's ValueError and the agent's 400 for
+    the same bad value are the same line but the name (the argument's, the body key's)."""
+    client = AgentClient(control.url, register=False)
+    with pytest.raises(ValueError) as raised:
+        client.report_throughput(step_seconds, steps=steps, gpu_model=gpu_model)
+    host, port = control.url.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        body = {"stepSeconds": step_seconds, "steps": steps, "gpuModel": gpu_model}
+        conn.request("POST", "/v1/throughput", json.dumps(body), {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        status, served = reply.status, json.loads(reply.read())["error"]
+    finally:
+        conn.close()
+    assert status == 400
+    argument, said = str(raised.value).split(": ", 1)
+    key, served_said = served.split(": ", 1)
+    assert said == served_said
+    assert (argument.split(".")[1], key.split(".")[1]) in set(zip(ARGUMENTS, KEYS, strict=True))
+
+
+def test_the_agent_strips_the_gpu_model_and_reads_a_body_without_steps_as_one_step() -> None:
+    seen: list[Any] = []
+    server = ControlServer("127.0.0.1:0", WorkloadState(), on_throughput=seen.append).start()
+    try:
+        client = AgentClient(server.url, register=False)
+        client._call("POST", "/v1/throughput", {"stepSeconds": 0.5})  # an older client's body may leave steps out
+        client.report_throughput(0.25, steps=4, gpu_model="  A100 40GB ")
+    finally:
+        server.stop()
+    assert seen == [ThroughputReport(0.5, 1, None), ThroughputReport(0.25, 4, "A100 40GB")]
 
 
 @pytest.mark.parametrize(

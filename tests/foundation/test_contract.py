@@ -7,13 +7,15 @@ be a declared kind (no record written around the contract), and each one must co
 from the JSON line its producer writes. Defects: the agent wrote its records as free keyword
 lists the reader matched by name (it read a ``bytes`` no producer wrote); the controller typed an
 event's kind as a free ``str`` whose comment listed 10 kinds while it emitted 17; ``SCHEMA_VERSION``
-was defined and never written; the notice document was a dict read back by key in three places.
+was defined and never written; the notice document was a dict read back by key in three places;
+the throughput body was built and checked in the client and checked again, in other words, by the agent.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import typing
 from collections.abc import Iterator
 from enum import Enum
@@ -31,6 +33,7 @@ from spotgpu.contract.controller_events import EVENTS, Event, EventFields
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.notice import Checkpoint, ClearedNotice, NoticeDocument
 from spotgpu.contract.telemetry import SCHEMA_VERSION, VERSION_KEY, Fields, field_types
+from spotgpu.contract.throughput import ARGUMENTS, MAX_GPU_MODEL_CHARS, ThroughputReport
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD_CLASSES: dict[str, type[Fields]] = {c.__name__: c for c in (*AGENT_RECORDS.values(), *EVENTS.values())}
@@ -224,3 +227,66 @@ def test_a_gang_stop_and_a_restore_record_read_their_values_as_the_report_enums(
             GangStop.from_fields({"checkpoint": "gang", "committed": True, **bad})
     with pytest.raises(ValueError, match="source"):
         Restored.from_fields({"source": "tape"})
+
+
+# -- the throughput report ----------------------------------------------------------------------
+
+_STEP_SECONDS = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
+_GPU_MODEL = st.one_of(st.none(), st.text(min_size=1, max_size=MAX_GPU_MODEL_CHARS).map(str.strip).filter(bool))
+
+
+@settings(max_examples=50, deadline=None)
+@given(seconds=_STEP_SECONDS, steps=st.integers(1, 2**40), model=_GPU_MODEL)
+def test_the_throughput_report_round_trips(seconds: float, steps: int, model: str | None) -> None:
+    report = ThroughputReport(seconds, steps, model)
+    body = _wire(report.to_json())
+    assert ThroughputReport.from_json(body) == report
+    assert set(body) == {"stepSeconds", "steps"} | ({"gpuModel"} if model is not None else set())  # the keys before it
+    assert ThroughputReport.of(seconds, steps, model, what="report_throughput") == report
+
+
+def test_an_older_throughput_body_reads_as_the_agent_before_the_contract_read_it() -> None:
+    """The body without ``steps`` is the mean of one step (commit 7ce5f9e's ``control.throughput_sample``)."""
+    assert ThroughputReport.from_json({"stepSeconds": 0.5}) == ThroughputReport(0.5, 1, None)
+    assert ThroughputReport.from_json({"stepSeconds": 2, "steps": 10, "gpuModel": " A100 40GB\n"}) == ThroughputReport(
+        2.0, 10, "A100 40GB"
+    )  # whitespace round a model name is stripped, on both sides
+    assert ThroughputReport.of(2, 10, "  H100 ", what="f") == ThroughputReport(2.0, 10, "H100")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"stepSeconds": True}, "throughput.stepSeconds: not a finite number above 0 (value: True)"),
+        ({"stepSeconds": math.nan}, "throughput.stepSeconds: not a finite number above 0 (value: nan)"),
+        ({"stepSeconds": math.inf}, "throughput.stepSeconds: not a finite number above 0 (value: inf)"),
+        ({"stepSeconds": 0}, "throughput.stepSeconds: not a finite number above 0 (value: 0)"),
+        ({}, "throughput.stepSeconds: not a finite number above 0 (value: None)"),
+        ({"stepSeconds": 1, "steps": True}, "throughput.steps: not a whole number of at least 1 (value: True)"),
+        ({"stepSeconds": 1, "steps": 2.0}, "throughput.steps: not a whole number of at least 1 (value: 2.0)"),
+        ({"stepSeconds": 1, "steps": 0}, "throughput.steps: not a whole number of at least 1 (value: 0)"),
+        ({"stepSeconds": 1, "gpuModel": " "}, "throughput.gpuModel: not a GPU model name of 1 to 64 characters (value: ' ')"),
+        ({"stepSeconds": 1, "gpuModel": 7}, "throughput.gpuModel: not a GPU model name of 1 to 64 characters (value: 7)"),
+    ],
+)  # fmt: skip
+def test_a_throughput_body_that_is_not_one_is_one_line_naming_the_key_the_value_and_the_fix(
+    body: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError) as err:
+        ThroughputReport.from_json(body)
+    line = str(err.value)
+    assert line.startswith(message + "; fix: use ") and "\n" not in line
+
+
+def test_a_throughput_argument_is_named_as_the_argument_in_the_words_the_body_gets() -> None:
+    """One set of rules: the client's line and the agent's line differ only in the name."""
+    for seconds, steps, model in ((0, 1, None), (math.nan, 1, None), (1.0, 0, None), (1.0, 1, "x" * 65)):
+        with pytest.raises(ValueError) as arg:
+            ThroughputReport.of(seconds, steps, model, what="report_throughput")
+        with pytest.raises(ValueError) as key:
+            ThroughputReport.from_json({"stepSeconds": seconds, "steps": steps, "gpuModel": model})
+        where, said = str(arg.value).split(": ", 1)
+        assert where.startswith("report_throughput.") and where.split(".")[1] in ARGUMENTS
+        assert str(key.value).split(": ", 1)[1] == said
+    with pytest.raises(ValueError, match=r"^throughput: not a JSON object \(value: \[0\.5\]\)$"):
+        ThroughputReport.from_json([0.5])

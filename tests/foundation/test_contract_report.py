@@ -113,16 +113,19 @@ def test_an_older_agent_reads_this_body_as_this_agent_does(kind: ReportKind, gan
     ("body", "message"),
     [
         ({"checkpoint": "later", "committed": True}, "checkpoint 'later': use early, final, gang, restore or step"),
-        ({"checkpoint": "final", "committed": "yes"}, "committed must be true or false"),
+        ({"checkpoint": "final", "committed": "yes"}, "report.committed: not true or false (value: 'yes')"),
         ({"checkpoint": "gang", "committed": True}, "role: missing for a gang report; use noticed or peer"),
         ({"checkpoint": "gang", "committed": True, "role": "leader"}, "role 'leader': use noticed or peer"),
         ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"},
-         "noticedRanks '1': use a list of ranks"),
+         "report.noticedRanks: not a list of ranks (value: '1')"),
         ({"checkpoint": "gang", "committed": True, "role": "peer", "outcome": "won"},
          "outcome 'won': use committed, failed, skipped or peer-lost, or leave it out"),
         ({"checkpoint": "restore", "source": "disk"}, "source 'disk': use one of local, peer, store"),
-        ({"checkpoint": "restore", "bytes": -1}, "bytes -1: use the bytes restored, a whole number"),
-        ({"checkpoint": "restore", "startedAt": "noon"}, "startedAt 'noon': use epoch seconds"),
+        ({"checkpoint": "restore", "bytes": -1},
+         "report.bytes: not a whole number of at least 0 (value: -1); fix: use the bytes restored"),
+        ({"checkpoint": "restore", "startedAt": "noon"}, "report.startedAt: not a time in epoch seconds (value: 'noon')"),
+        ({"checkpoint": "restore", "startedAt": float("nan")}, "report.startedAt: not a time in epoch seconds (value: nan)"),
+        ({"checkpoint": "final", "committed": 1}, "report.committed: not true or false (value: 1)"),
     ],
 )  # fmt: skip
 def test_a_body_that_is_not_a_report_is_one_line_naming_the_field(body: dict[str, Any], message: str) -> None:
@@ -149,3 +152,10 @@ def _string_constants(path: Path) -> set[str]:
 def test_the_client_and_the_agent_spell_no_report_key(module: str) -> None:
     """Defect: the client wrote the body's keys and the control server read them, each by hand."""
     assert sorted(_string_constants(REPO / module) & WIRE_KEYS) == []
+
+
+@pytest.mark.parametrize("module", ["spotgpu/agent/client.py", "spotgpu/agent/control.py"])
+def test_the_client_and_the_agent_spell_no_throughput_key(module: str) -> None:
+    """Defect: the client built the ``/v1/throughput`` body by hand and the control server read it by hand
+    (``steps`` is also the client's argument name, so it is not looked for)."""
+    assert sorted(_string_constants(REPO / module) & {"stepSeconds", "gpuModel"}) == []

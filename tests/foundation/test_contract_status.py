@@ -68,6 +68,11 @@ def test_an_older_agents_status_without_the_newer_keys_reads() -> None:
          "status.events[0].kind: not an interruption kind (value: 'exploded')"),
         ({"identity": {"zone": 3}}, "status.identity: not labels of strings (value: {'zone': 3})"),
         ({"controller": {"store": "s3://b/", "vmId": 7}}, "status.controller.vmId: not a string (value: 7)"),
+        ({"agentReadyAt": float("inf")}, "status.agentReadyAt: not a time in epoch seconds (value: inf)"),
+        ({"now": True}, "status.now: not a time in epoch seconds (value: True)"),
+        ({"events": "e-1"}, "status.events: not a list (value: 'e-1')"),
+        ({"reports": [{"checkpoint": "final", "committed": "yes"}]},
+         "status.reports[0]: report.committed: not true or false (value: 'yes')"),
     ],
 )  # fmt: skip
 def test_a_key_of_the_wrong_type_is_one_line_naming_it(change: dict[str, Any], message: str) -> None:

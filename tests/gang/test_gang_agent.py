@@ -87,7 +87,7 @@ def test_a_restore_says_where_from_how_long_how_much_and_the_first_step_follows(
         ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"}, "noticedRanks"),
         ({"checkpoint": "later", "committed": True}, "use early, final, gang, restore or step"),
         ({"checkpoint": "restore", "source": "disk"}, "source 'disk': use one of local, peer, store"),
-        ({"checkpoint": "restore", "bytes": -1}, "bytes -1"),
+        ({"checkpoint": "restore", "bytes": -1}, "report.bytes: not a whole number of at least 0 (value: -1)"),
     ],
 )
 def test_a_malformed_gang_report_is_one_clear_error(agent: Agent, body: dict[str, object], message: str) -> None:
