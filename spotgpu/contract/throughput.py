@@ -61,6 +61,8 @@ class ThroughputReport:
         """A report from a caller's arguments, by the same rules; a bad one raises ValueError naming the
         argument as ``{what}.{argument}`` (``report_throughput.step_seconds: ...``), in the words
         :meth:`from_json` uses for the same value."""
+        if steps is None:  # an argument left at None is the caller's bug; an older body without the key is not
+            raise fields.problem(f"{what}.steps", "a whole number of at least 1", steps, _STEPS_FIX)
         return cls._read(dict(zip(ARGUMENTS, (step_seconds, steps, gpu_model), strict=True)), what, ARGUMENTS)
 
     @classmethod

@@ -290,3 +290,10 @@ def test_a_throughput_argument_is_named_as_the_argument_in_the_words_the_body_ge
         assert str(key.value).split(": ", 1)[1] == said
     with pytest.raises(ValueError, match=r"^throughput: not a JSON object \(value: \[0\.5\]\)$"):
         ThroughputReport.from_json([0.5])
+
+
+def test_a_caller_that_passes_steps_none_is_told_so_while_an_older_body_without_steps_reads_as_one() -> None:
+    """``steps=None`` from a training loop is its bug (the argument defaults to 1); only the wire form may omit it."""
+    with pytest.raises(ValueError, match=r"^report_throughput\.steps: not a whole number of at least 1 \(value: None\); fix: "):
+        ThroughputReport.of(0.5, None, None, what="report_throughput")
+    assert ThroughputReport.from_json({"stepSeconds": 0.5, "steps": None}).steps == 1
