@@ -16,6 +16,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any, ClassVar
 
+from spotgpu.contract import fields
 from spotgpu.contract.interruptions import InterruptionKind
 from spotgpu.contract.sources import DropReason, EventTimeBasis
 from spotgpu.contract.telemetry import SCHEMA_VERSION, VERSION_KEY, FailureReason, Fields, check_version, kinds_of
@@ -229,8 +230,7 @@ class Event:
             kind = ControllerEventKind(str(obj.get(KIND_KEY)))
         except ValueError:
             return None
-        pool, at = obj.get(POOL_KEY), obj.get(AT_KEY)
-        if not isinstance(pool, str) or isinstance(at, bool) or not isinstance(at, int | float):
-            raise ValueError(f"{kind.value}: needs its pool and its time at (value: {pool!r}, {at!r})")
-        fields = {k: v for k, v in obj.items() if k not in (VERSION_KEY, KIND_KEY, POOL_KEY, AT_KEY)}
-        return cls(pool, float(at), EVENTS[kind].from_fields(fields))
+        pool = fields.text(obj, POOL_KEY, kind.value, required=True)
+        at = fields.epoch(obj, AT_KEY, kind.value, required=True)
+        own = {k: v for k, v in obj.items() if k not in (VERSION_KEY, KIND_KEY, POOL_KEY, AT_KEY)}
+        return cls(pool, at, EVENTS[kind].from_fields(own))
