@@ -20,7 +20,10 @@ Three tables, each with its baseline in the same run:
    the rest runs on the tier's save thread; the second ``save_async`` copies into the first's host
    buffers, as a steady run does), with the local commit's steps, and by the store-only
    ``CheckpointManager.save`` and ``save_async`` to moto. Each row says how long the call held the
-   training thread and when the generation counted.
+   training thread and when the generation counted. The same bytes as a framework's checkpoint files
+   through the HF/Lightning callbacks' periodic save: ``callback save`` as they saved before (the tier's
+   ``save``), ``callback save_periodic`` as they save now (its ``save_async``; the files are read before
+   it returns).
 3. **Lost work and effective cost on the shipped traces**, prod workload (``stacks/Pulumi.prod.yaml``)
    with and without tiers: the cost model per prod pool (its zones: peers across them), and the
    digital twin replaying the AWS pool's ladder on the 16-node traces, twice: a spot group per zone (the
@@ -103,6 +106,8 @@ def _rank(rank: int, world: int, port: int, root: str, gib: float, s3: dict[str,
         node = base / "node"
         background = _background_saves(tiered(base / "bg", 1000), state, dist)
         shutil.rmtree(base / "bg", ignore_errors=True)
+        callback = _callback_saves(tiered(base / "cb", 1000), state, base / "framework", dist)
+        shutil.rmtree(base / "cb", ignore_errors=True)
         upload = medium == next(iter(media))  # the first medium's save feeds the store restore below
         mgr = tiered(node, 1 if upload else 1000)
         dist.barrier()
@@ -119,7 +124,7 @@ def _rank(rank: int, world: int, port: int, root: str, gib: float, s3: dict[str,
         dist.barrier()
         peer = restore(node if rank == 0 else base / "replacement", cold)
         out["media"][medium] = {"blocked": blocked, "phases": phases, "raw": raw, "local": local, "peer": peer,
-                                "background": background}  # fmt: skip
+                                "background": background, "callback": callback}  # fmt: skip
         dist.barrier()
         shutil.rmtree(base, ignore_errors=True)
     out["store"] = restore(Path(root) / f"fresh{rank}", False)  # every node lost: every rank reads the store
@@ -156,6 +161,33 @@ def _background_saves(mgr: Any, state: dict[str, np.ndarray], dist: Any) -> dict
         out[f"{call} #{step}"] = {"blocked": blocked, "counted": time.perf_counter() - t0,
                                   "phases": dict(mgr.last_save_phases)}  # fmt: skip
     mgr.close(60)
+    return out
+
+
+def _callback_saves(mgr: Any, state: dict[str, np.ndarray], directory: Path, dist: Any) -> dict[str, Any]:
+    """The HF/Lightning callbacks' periodic save of a framework checkpoint holding the same bytes (one file per
+    array, packed as the callbacks pack them: memory-mapped), as they saved before (``FrameworkCheckpoints.save``:
+    the tier's ``save``) and as they save now (``save_periodic``: its ``save_async``), twice each (the second is
+    the steady one): ``last_blocked_seconds``, and when each generation counted, from the call."""
+    from spotgpu.integrations._generations import FrameworkCheckpoints, pack_files
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, value in state.items():
+        value.tofile(directory / f"{key}.bin")
+    files = sorted(f"{key}.bin" for key in state)
+    checkpoints = FrameworkCheckpoints(mgr)
+    out: dict[str, Any] = {}
+    for step, call in ((1, "save"), (2, "save"), (3, "save_periodic"), (4, "save_periodic")):
+        dist.barrier()
+        t0 = time.perf_counter()
+        result = getattr(checkpoints, call)(step, pack_files(directory, files))
+        blocked = checkpoints.last_blocked_seconds
+        if call == "save_periodic":
+            result.wait()
+        out[f"{call} #{step}"] = {"blocked": blocked, "counted": time.perf_counter() - t0,
+                                  "phases": dict(mgr.last_save_phases)}  # fmt: skip
+    mgr.close(60)
+    shutil.rmtree(directory, ignore_errors=True)
     return out
 
 
@@ -226,21 +258,22 @@ def render_io(results: list[dict[str, Any]], gib: float) -> str:
                      f"{store['bytes'] / GIB / store['seconds']:>8.2f}{1.0:>9.1f}x")
     lines += ["  media: " + "; ".join(f"{k}: {MEDIA_NOTES.get(k, k)}" for k in results[0]["media"]), ""]
     lines.append("Training blocked per periodic save (seconds; ratio = store only's save / this one)")
-    lines.append(f"  {'rank':<5}{'tier medium':<13}{'call':<24}{'blocked':>9}{'counted':>9}{'ratio':>8}   steps of the local commit")
+    lines.append(f"  {'rank':<5}{'tier medium':<13}{'call':<28}{'blocked':>9}{'counted':>9}{'ratio':>8}   steps of the local commit")
     for rank, r in enumerate(results):
         base = r["blockedStore"]
         for medium, m in r["media"].items():
             steps = ", ".join(f"{k} {v:.2f}" for k, v in m["phases"].items())
-            lines.append(f"  {rank:<5}{medium:<13}{'tiered save (first)':<24}{m['blocked']:>9.2f}{m['blocked']:>9.2f}"
+            lines.append(f"  {rank:<5}{medium:<13}{'tiered save (first)':<28}{m['blocked']:>9.2f}{m['blocked']:>9.2f}"
                          f"{base / m['blocked']:>7.1f}x   {steps}")
-            for call, b in m["background"].items():
+            rows = [(f"tiered {c}", b) for c, b in m["background"].items()]
+            rows += [(f"callback {c}", b) for c, b in m["callback"].items()]
+            for call, b in rows:
                 steps = ", ".join(f"{k} {v:.2f}" for k, v in b["phases"].items())
-                call = f"tiered {call}"
-                lines.append(f"  {rank:<5}{medium:<13}{call:<24}{b['blocked']:>9.2f}{b['counted']:>9.2f}"
+                lines.append(f"  {rank:<5}{medium:<13}{call:<28}{b['blocked']:>9.2f}{b['counted']:>9.2f}"
                              f"{base / b['blocked']:>7.1f}x   {steps}")
         a = r["storeAsync"]
-        lines.append(f"  {rank:<5}{'-':<13}{'store only save':<24}{base:>9.2f}{base:>9.2f}{1.0:>7.1f}x")
-        lines.append(f"  {rank:<5}{'-':<13}{'store only save_async':<24}{a['blocked']:>9.2f}{a['counted']:>9.2f}"
+        lines.append(f"  {rank:<5}{'-':<13}{'store only save':<28}{base:>9.2f}{base:>9.2f}{1.0:>7.1f}x")
+        lines.append(f"  {rank:<5}{'-':<13}{'store only save_async':<28}{a['blocked']:>9.2f}{a['counted']:>9.2f}"
                      f"{base / a['blocked']:>7.1f}x")
     lines.append("  blocked: the call held the training thread; counted: the generation counts (tiered: every rank's "
                  "local write and peer copies verified; store: committed), from the call")

@@ -54,6 +54,9 @@ class SpotgpuCallbackCore:
     has one (a pool with ``checkpointTiers``; the store then gets every ``durable_every``-th save,
     and a restore reads the nearest verified copy), ``"off"`` or None keeps every save in the store,
     a :class:`~spotgpu.checkpoint.tiered.LocalTier` names one. Every rank must resolve it alike.
+    With a tier, a periodic save blocks training only for the copy of the framework's files to host
+    memory (``TieredCheckpointManager.save_async``); the local write, the peer copies and the upload
+    run in the background. An early checkpoint and the gang's final one first let that save finish.
     """
 
     def __init__(
@@ -144,9 +147,9 @@ class SpotgpuCallbackCore:
         if kind == "final":
             self.final_result = gang.final_checkpoint(checkpoints, step, state)
             return self.final_result
-        if kind == "early":
+        if kind == "early":  # committed before it is reported (after the save in flight)
             return gang.early_checkpoint(checkpoints, step, state)
-        return checkpoints.save(step, state)
+        return checkpoints.save_periodic(step, state)  # with a tier: training waits for the host copy only
 
     # -- the outcome ----------------------------------------------------------------
     @property
@@ -163,13 +166,15 @@ class SpotgpuCallbackCore:
         """End the job with :attr:`exit_code` at once (:func:`spotgpu.gang.exit_now`): the
         interpreter's teardown of a distributed job can hang or abort in torch's gloo group
         (``terminate called without an active exception``), which would turn a clean 75 or 0
-        into a crash. Call it last, once ``train``/``fit`` has returned. With a local tier, uploads to
-        the store still queued finish first when training ran to its end (after a gang stop the final
-        checkpoint already spent the budget on its upload)."""
+        into a crash. Call it last, once ``train``/``fit`` has returned. With a local tier, the periodic
+        save in flight and the uploads to the store still queued finish first when training ran to its
+        end (after a gang stop the final checkpoint already waited for the one and spent the budget on
+        its own upload)."""
         self._training_ended()
         exit_now(self.exit_code)
 
     def _training_ended(self) -> None:
-        """Training ran to its end: let the tier's queued uploads finish (a gang stop leaves them)."""
+        """Training ran to its end: let the tier's save in flight and its queued uploads finish (a gang stop
+        leaves them: its final checkpoint waited for the save, within the budget)."""
         if self.checkpoints is not None and not self.stopped:
             self.checkpoints.close()

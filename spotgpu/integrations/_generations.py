@@ -134,12 +134,15 @@ class FrameworkCheckpoints:
     It offers what :class:`spotgpu.gang.Gang` drives (``save``, ``save_final``,
     ``last_save_seconds``, ``restore(max_step=)``), so the gang's final checkpoint and its
     agreed restore work on framework checkpoints unchanged, through the node's local tier when
-    ``manager`` has one.
+    ``manager`` has one. The callbacks' periodic saves go through :meth:`save_periodic`: with a
+    tier, training waits only for the host copy of the state.
     """
 
     def __init__(self, manager: CheckpointManager | TieredCheckpointManager) -> None:
         self.manager = manager
-        self.last_save_seconds: float | None = None
+        #: seconds the last save call held the training thread (``save_periodic`` with a tier: the wait for the
+        #: save before it and the host copy; otherwise the whole save)
+        self.last_blocked_seconds: float | None = None
         self._tier_asked = False
         self._store: Store | None = None
 
@@ -148,11 +151,43 @@ class FrameworkCheckpoints:
         """Saves and restores go through a node-local tier (and its peers) in front of the store."""
         return isinstance(self.manager, TieredCheckpointManager) and self.manager.tier is not None
 
+    @property
+    def last_save_seconds(self) -> float | None:
+        """Seconds the manager's last committed save took from start to commit (with a tier: its local
+        commit, steps 3-6 of :mod:`spotgpu.checkpoint.tiered.manager`, run in the background for a periodic
+        save), not what training waited (:attr:`last_blocked_seconds`): the gang's estimate of whether a
+        final save fits its budget."""
+        manager = self.manager
+        if isinstance(manager, TieredCheckpointManager) and manager.plain is not None:
+            return manager.plain.last_save_seconds  # no tier on this VM: the store's manager saved
+        return manager.last_save_seconds
+
     def save(self, step: int, state: Mapping[str, Any]) -> Any:
+        """Commit ``step`` now (after the save in flight, if any) and return once it counts: the early
+        checkpoint a rebalance notice asks for (``Gang.early_checkpoint``) is reported as committed."""
         started = time.monotonic()
-        info = self.manager.save(step, state)
-        self.last_save_seconds = time.monotonic() - started
-        return info
+        try:
+            return self.manager.save(step, state)
+        finally:
+            self.last_blocked_seconds = time.monotonic() - started
+
+    def save_periodic(self, step: int, state: Mapping[str, Any]) -> Any:
+        """A periodic save. With a tier, the tier's ``save_async``: it waits for the save in flight, copies
+        ``state`` to host memory (within the tier's ``memory_budget_bytes``; over it, until all but the last
+        budget's worth is written) and returns; the local write, the peer copies and the upload run in the
+        background, and a failure is raised by the next save call on every rank. Every byte of ``state`` is
+        read before it returns: the framework may delete its checkpoint files right after (the Trainer's
+        ``save_total_limit``, Lightning's staging directory). Without a tier, ``save`` as before: the plain
+        manager's background save would hold a whole host copy of the state (the callback gives it no
+        budget; weights and optimizer can exceed host memory) and write it to the store after training
+        has moved on; its time is the store's upload, which the tier takes off the training thread."""
+        if not self.tiered:
+            return self.save(step, state)
+        started = time.monotonic()
+        try:
+            return self.manager.save_async(step, state)
+        finally:
+            self.last_blocked_seconds = time.monotonic() - started
 
     def save_final(self, step: int, state: Mapping[str, Any], budget_seconds: float) -> Any:
         return self.manager.save_final(step, state, budget_seconds=budget_seconds)

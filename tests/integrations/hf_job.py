@@ -8,6 +8,8 @@ usage: hf_job.py OUT_DIR STORE_URL [--steps N] [--stop-at K --noticed-rank R] [-
                scratch without spotgpu (the uninterrupted run to compare with; it runs after
                the resumed run, so nothing of it can leak into the run under test).
   --step-seconds S: every step takes at least S (a drill's notice then lands mid-run).
+  --hold-commit S: the tier's background commit of step S waits for the final checkpoint to begin
+               (commit_hold.py: a notice while a periodic save is in flight; OUT_DIR/events-rR.jsonl).
 Writes OUT_DIR/{run,reference}-losses-rR-fromA.json ({step: loss}) and OUT_DIR/result-rR-fromA.json
 (A: the step this attempt resumed from, 0 for a fresh start and for the reference);
 exits with the callback's exit code (75 after a gang stop).
@@ -136,9 +138,14 @@ def main() -> None:
     parser.add_argument("--stop-at", type=int)
     parser.add_argument("--noticed-rank", type=int, default=0)
     parser.add_argument("--then-reference", action="store_true")
+    parser.add_argument("--hold-commit", type=int)  # commit_hold.py: this step's save still in flight at the notice
     parser.add_argument("--step-seconds", type=float, default=0.0)
     opts = parser.parse_args()
     rank = int(os.environ.get("RANK", "0"))
+    if opts.hold_commit is not None:
+        import commit_hold
+
+        commit_hold.install(opts.hold_commit, opts.out, rank)
     opts.agent = AgentClient()
     spot = SpotgpuCallback(opts.url, every_steps=4, agent=opts.agent)
     results = {"run": train(opts, "run", spot)}

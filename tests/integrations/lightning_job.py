@@ -104,9 +104,14 @@ def main() -> None:
     parser.add_argument("--stop-at", type=int)
     parser.add_argument("--noticed-rank", type=int, default=0)
     parser.add_argument("--then-reference", action="store_true")
+    parser.add_argument("--hold-commit", type=int)  # commit_hold.py: this step's save still in flight at the notice
     opts = parser.parse_args()
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    if opts.hold_commit is not None:
+        import commit_hold
+
+        commit_hold.install(opts.hold_commit, opts.out, dist.get_rank() if dist.is_initialized() else 0)
     opts.agent = AgentClient()
     spot = SpotgpuCallback(opts.url, every_steps=4, agent=opts.agent)
     results = {"run": train(opts, "run", spot)}

@@ -10,8 +10,14 @@ own tier, the peer's copy when its node's tier was wiped (a replacement VM), the
 were; the resumed run equals an uninterrupted one bit for bit, and the Trainer's restored
 ``checkpoint-13`` is byte for byte what the first run wrote.
 
+The periodic save of 12 is still in flight when the notice comes (``--hold-commit 12``,
+commit_hold.py: its background commit waits for the final checkpoint to begin), so the final
+checkpoint first lets it finish, and every restart above is one after such a notice.
+
 Defect (audit of docs/checkpoints.md): the callbacks always built a plain ``CheckpointManager`` and
 restored from ``manager.store``: every save went to the store, every restore read it.
+Defect (periodic saves blocked training): the callbacks saved periodically with the tier's ``save``,
+so training waited for the local write and the peer copies on every periodic save.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from commit_hold import events
 from integ_testkit import nodes, ranks, read_json, wait_all, wait_for
 
 from spotgpu.checkpoint import CheckpointManager
@@ -31,6 +38,7 @@ from spotgpu.models.tiers import LOCAL_DIR_ENV, ZONE_ENV
 HERE = Path(__file__).parent
 JOBS = {"hf": HERE / "hf_job.py", "lightning": HERE / "lightning_job.py"}
 WORLD, STEPS, STOP_AT = 2, 20, 13  # saves at 4, 8, 12 (every_steps=4), the gang's final one at 13
+IN_FLIGHT = 12  # the periodic save whose commit is still running when the notice comes
 ZONES = ["zone-a", "zone-b"]
 
 
@@ -55,7 +63,8 @@ def stopped_run(job: str, root: Path) -> Path:
     """The first run: a notice to rank 1's VM at step 13; every rank exits 75 after the final checkpoint."""
     first = root / "interrupted"
     with nodes(WORLD) as vms:
-        args = [str(first), store_url(root), "--steps", str(STEPS), "--stop-at", str(STOP_AT), "--noticed-rank", "1"]
+        args = [str(first), store_url(root), "--steps", str(STEPS), "--stop-at", str(STOP_AT), "--noticed-rank", "1",
+                "--hold-commit", str(IN_FLIGHT)]  # fmt: skip
         with ranks(JOBS[job], args, WORLD, [vm.address for vm in vms], first, envs=vm_envs(root)) as procs:
             wait_for(first / "ready-r1", 150, procs, first)
             vms[1].fake.raise_preempted()
@@ -128,6 +137,23 @@ def test_every_save_lands_in_both_tiers_and_the_store_gets_every_second(
         assert {m.step for m in tier.markers()} >= {12, STOP_AT}
         assert newest.step == STOP_AT and newest.holders == {0: [1], 1: [0]}  # each part's copy on the other node
         assert tier.shards() == [0, 1] and all(tier.committed(s, STOP_AT) == newest.generation for s in (0, 1))
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("job", ["hf", "lightning"])
+def test_training_goes_on_while_a_periodic_save_commits_and_the_final_checkpoint_waits_for_it(
+    job: str, hf_stopped: Path, lightning_stopped: Path
+) -> None:
+    """On every rank: the callback returned from the save of 12 before its commit ended, the notice's final
+    checkpoint began while that commit was still running, and the final one (13) committed after it."""
+    first = {"hf": hf_stopped, "lightning": lightning_stopped}[job] / "interrupted"
+    for rank in range(WORLD):
+        log = events(first, rank)
+        at = log.index
+        assert log.count(("commit-held", IN_FLIGHT)) == 1, log
+        assert at(("periodic-returned", IN_FLIGHT)) < at(("commit-ended", IN_FLIGHT)), log  # training went on
+        assert at(("final-started", STOP_AT)) < at(("commit-ended", IN_FLIGHT)), log  # the notice came mid-commit
+        assert at(("commit-ended", IN_FLIGHT)) < at(("commit-ended", STOP_AT)) < at(("final-returned", STOP_AT)), log
 
 
 @pytest.mark.timeout(400)

@@ -103,3 +103,103 @@ def test_a_generation_of_another_world_size_is_read_from_the_store_part_by_part(
     restored = SpotgpuCallbackCore(url, every_steps=3)._setup().restore()
     assert restored is not None and (restored.step, restored.source) == (5, "store")
     assert sorted(restored.files) == files_under(directory)
+
+
+def test_a_periodic_save_returns_after_the_host_copy_and_never_reads_the_directory_again(vm: Path) -> None:
+    """Defect: the callbacks' periodic saves used the tier's ``save``, so training waited for the local write
+    and the peer copies. Now the callback returns while the local write is held, the framework may rewrite
+    and delete its files at once, and what commits is what the files held when the callback returned."""
+    import threading
+    import time
+
+    url = (vm / "store").as_uri()
+    core = SpotgpuCallbackCore(url, every_steps=3)
+    checkpoints = core._setup()
+    manager = checkpoints.manager
+    assert isinstance(manager, TieredCheckpointManager)
+    gate, writing = threading.Event(), threading.Event()
+    local_save = manager._local._save
+
+    def held_write(*args: object, **kwargs: object) -> object:  # the node tier's local write, slowed
+        writing.set()
+        assert gate.wait(60)
+        return local_save(*args, **kwargs)  # type: ignore[arg-type]
+
+    manager._local._save = held_write  # type: ignore[method-assign]
+    directory = _framework_checkpoint(vm / "ck3", 3)
+    written = {rel: (directory / rel).read_bytes() for rel in files_under(directory)}
+    returned, result = threading.Event(), []
+    started = time.monotonic()
+
+    def periodic() -> None:
+        result.append(core._commit("periodic", 3, pack_files(directory, files_under(directory))))
+        returned.set()
+
+    thread = threading.Thread(target=periodic)
+    thread.start()
+    try:
+        assert returned.wait(30), "the periodic save waited for the local write"
+        returned_after = time.monotonic() - started
+        assert writing.wait(30) and not result[0].done()  # the local write is held: nothing committed yet
+        with open(directory / "model.bin", "r+b") as handle:  # the framework overwrites it in place, then deletes it
+            handle.write(b"\xff" * 100_000)
+        shutil.rmtree(directory)
+        time.sleep(0.5)  # the commit takes at least this long
+        held_for = time.monotonic() - started - returned_after
+    finally:
+        gate.set()
+        thread.join(60)
+    result[0].wait(60)
+    blocked, commit = checkpoints.last_blocked_seconds, checkpoints.last_save_seconds
+    assert blocked is not None and commit is not None
+    assert blocked <= returned_after and commit >= held_for > blocked  # what training waited vs the whole commit
+    checkpoints.close()
+
+    restored = SpotgpuCallbackCore(url, every_steps=3)._setup().restore()
+    assert restored is not None and (restored.step, restored.source) == (3, "local")
+    out = restored.materialise(vm / "restored")
+    assert {rel: (out / rel).read_bytes() for rel in files_under(out)} == written
+
+
+def test_an_early_checkpoint_waits_for_the_periodic_save_in_flight(vm: Path) -> None:
+    """Saves commit in step order: the early checkpoint a rebalance notice asks for returns committed, after
+    the periodic save before it; training ends with nothing in flight (``exit()`` closes the manager)."""
+    import threading
+
+    url = (vm / "store").as_uri()
+    core = SpotgpuCallbackCore(url, every_steps=3)
+    checkpoints = core._setup()
+    assert core.gang is not None
+    core.gang.client = None  # no agent to report the early checkpoint to
+    manager = checkpoints.manager
+    assert isinstance(manager, TieredCheckpointManager)
+    gate = threading.Event()
+    commit_local = manager._commit_local
+    order: list[str] = []
+
+    def held(step: int, *args: object) -> object:
+        if step == 3:
+            assert gate.wait(60)
+        try:
+            return commit_local(step, *args)  # type: ignore[arg-type]
+        finally:
+            order.append(f"committed {step}")
+
+    manager._commit_local = held  # type: ignore[method-assign]
+    for step, kind in ((3, "periodic"), (4, "early")):
+        directory = _framework_checkpoint(vm / f"ck{step}", step)
+        state = pack_files(directory, files_under(directory))
+        if kind == "periodic":
+            handle = core._commit(kind, step, state)
+            order.append("periodic returned")
+        else:
+            early = threading.Thread(target=lambda s=state: order.append(f"early {core._commit('early', 4, s).step}"))
+            early.start()
+            early.join(1.0)
+            assert early.is_alive()  # held behind the save in flight
+            gate.set()
+            early.join(60)
+    assert order == ["periodic returned", "committed 3", "committed 4", "early 4"]
+    assert handle.done() and handle.error is None
+    core._training_ended()
+    assert [m.step for m in manager.node.markers()] == [4, 3]
