@@ -222,7 +222,7 @@ class AgentClient:
             seconds=seconds,
             generation=generation,
             reason=reason,
-            source=None if source is None else member(RestoreSource, source),
+            source=None if source is None else member(RestoreSource, source, "report_restore"),
             nbytes=nbytes,
             started_at=started_at,
         ))  # fmt: skip

@@ -63,31 +63,27 @@ class RestoreSource(StrEnum):
 PEER_LOST_REASON = "peer lost"
 
 
-def _choices(enum: type[StrEnum]) -> str:
-    values = [each.value for each in enum]
-    return f"{', '.join(values[:-1])} or {values[-1]}"
-
-
 E = TypeVar("E", bound=StrEnum)
 
 #: What a field's one-line error calls the body (``report.committed: not true or false ...``).
 WHAT = "report"
 
-#: Each value set's key on the body, and what its one-line error tells the sender to use.
-_KEY_AND_USE: dict[type[StrEnum], tuple[str, str]] = {
-    ReportKind: ("checkpoint", _choices(ReportKind)),
-    GangRole: ("role", _choices(GangRole)),
-    GangOutcome: ("outcome", f"{_choices(GangOutcome)}, or leave it out"),
-    RestoreSource: ("source", f"one of {', '.join(RestoreSource)}"),
+#: Each value set's key on the body, and the fix its one-line error gives, if any besides its values.
+_KEY_AND_FIX: dict[type[StrEnum], tuple[str, str | None]] = {
+    ReportKind: ("checkpoint", None),
+    GangRole: ("role", None),
+    GangOutcome: ("outcome", "use one of them, or leave it out (the agent derives it from committed and reason)"),
+    RestoreSource: ("source", None),
 }
 
 
-def member(enum: type[E], value: object) -> E:
-    """``value`` as a member of ``enum``; another value raises ValueError naming its key and what to use
-    (the client checks its arguments with it, the agent the body's values)."""
+def member(enum: type[E], value: object, what: str = WHAT) -> E:
+    """``value`` as a member of ``enum``; another value raises ValueError naming ``{what}.{key}``, the
+    value and the values to use, in the contract's one form (the client checks its arguments with it,
+    ``what`` its method's name; the agent the body's values)."""
     if value not in tuple(enum):
-        key, use = _KEY_AND_USE[enum]
-        raise ValueError(f"{key} {value!r}: use {use}")
+        key, fix = _KEY_AND_FIX[enum]
+        raise fields.problem(f"{what}.{key}", f"one of {', '.join(enum)}", value, fix)
     return enum(str(value))
 
 
@@ -145,7 +141,7 @@ class CheckpointReport:
         committed = fields.flag(body, "committed", WHAT)
         role = body.get("role")
         if role is None and kind is ReportKind.GANG:
-            raise ValueError(f"role: missing for a gang report; use {_choices(GangRole)}")
+            raise fields.problem(f"{WHAT}.role", f"one of {', '.join(GangRole)}", role, "a gang report says its role")
         if role is not None:
             role = member(GangRole, role)
         noticed = fields.items(body, "noticedRanks", WHAT, wanted="a list of ranks", of=int)

@@ -66,8 +66,8 @@ def test_each_report_call_posts_the_contracts_body_and_the_agent_keeps_its_repor
 
 
 def test_a_kind_outside_the_contract_is_the_loops_bug_raised_at_once(control: ControlServer) -> None:
-    with pytest.raises(ValueError, match=r"^checkpoint 'later': use early, final, gang, restore or step$"):
+    with pytest.raises(ValueError, match=r"^report\.checkpoint: not one of early, final, gang, restore, step \(value: 'later'\)$"):
         AgentClient(control.url, register=False).report(True, "later")
-    with pytest.raises(ValueError, match=r"^source 'disk': use one of local, peer, store$"):
+    with pytest.raises(ValueError, match=r"^report_restore\.source: not one of local, peer, store \(value: 'disk'\)$"):
         AgentClient(control.url, register=False).report_restore(1, "g", source="disk")
     assert control.state.reports == []

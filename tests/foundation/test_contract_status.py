@@ -61,9 +61,9 @@ def test_an_older_agents_status_without_the_newer_keys_reads() -> None:
         ({"phase": "exploded"}, "status.phase: not one of running, early-checkpoint, final-checkpoint, draining, "
                                 "drained (value: 'exploded')"),
         ({"reports": [{"checkpoint": "later"}]},
-         "status.reports[0]: checkpoint 'later': use early, final, gang, restore or step"),
+         "status.reports[0]: report.checkpoint: not one of early, final, gang, restore, step (value: 'later')"),
         ({"gang": {"checkpoint": "gang", "committed": False}},
-         "status.gang: role: missing for a gang report; use noticed or peer"),
+         "status.gang: report.role: not one of noticed, peer (value: None); fix: a gang report says its role"),
         ({"events": [{"eventId": "e", "kind": "exploded"}]},
          "status.events[0].kind: not an interruption kind (value: 'exploded')"),
         ({"identity": {"zone": 3}}, "status.identity: not labels of strings (value: {'zone': 3})"),

@@ -82,11 +82,11 @@ def test_a_restore_says_where_from_how_long_how_much_and_the_first_step_follows(
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"checkpoint": "gang", "committed": True}, "role: missing"),
-        ({"checkpoint": "gang", "committed": True, "role": "leader"}, "role 'leader'"),
+        ({"checkpoint": "gang", "committed": True}, "report.role: not one of noticed, peer (value: None)"),
+        ({"checkpoint": "gang", "committed": True, "role": "leader"}, "report.role: not one of noticed, peer (value: 'leader')"),
         ({"checkpoint": "gang", "committed": True, "role": "peer", "noticedRanks": "1"}, "noticedRanks"),
-        ({"checkpoint": "later", "committed": True}, "use early, final, gang, restore or step"),
-        ({"checkpoint": "restore", "source": "disk"}, "source 'disk': use one of local, peer, store"),
+        ({"checkpoint": "later", "committed": True}, "report.checkpoint: not one of early, final, gang, restore, step (value: 'later')"),
+        ({"checkpoint": "restore", "source": "disk"}, "report.source: not one of local, peer, store (value: 'disk')"),
         ({"checkpoint": "restore", "bytes": -1}, "report.bytes: not a whole number of at least 0 (value: -1)"),
     ],
 )
