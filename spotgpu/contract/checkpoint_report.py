@@ -148,15 +148,20 @@ class CheckpointReport:
         outcome = body.get("outcome") or None
         if outcome is not None:
             outcome = member(GangOutcome, outcome)
-        reason = body.get("reason")
+        reason = fields.text(body, "reason", WHAT)
+        step = fields.whole(body, "step", WHAT, least=0, fix="use the training step, a whole number")
+        seconds = fields.number(body, "seconds", WHAT)
+        if seconds is not None and seconds < 0:
+            raise fields.problem(f"{WHAT}.seconds", "a number of seconds of at least 0", body.get("seconds"))
+        generation = fields.text(body, "generation", WHAT)
         if role is not None and outcome is None:
             outcome = _outcome(committed, reason)
         return cls(
             checkpoint=kind,
             committed=committed,
-            step=body.get("step"),
-            seconds=body.get("seconds"),
-            generation=None if body.get("generation") is None else str(body.get("generation")),
+            step=step,
+            seconds=seconds,
+            generation=generation,
             reason=reason,
             received_at=time.time() if received_at is None else received_at,
             role=role,

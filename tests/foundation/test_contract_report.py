@@ -126,6 +126,17 @@ def test_an_older_agent_reads_this_body_as_this_agent_does(kind: ReportKind, gan
         ({"checkpoint": "restore", "startedAt": "noon"}, "report.startedAt: not a time in epoch seconds (value: 'noon')"),
         ({"checkpoint": "restore", "startedAt": float("nan")}, "report.startedAt: not a time in epoch seconds (value: nan)"),
         ({"checkpoint": "final", "committed": 1}, "report.committed: not true or false (value: 1)"),
+        # Defect: step, seconds, generation and reason were taken as sent: a step "12" was stored as a string
+        # and a reason 5 as a number, for the drill and the events log to trip over later.
+        ({"checkpoint": "final", "committed": True, "step": "12"},
+         "report.step: not a whole number of at least 0 (value: '12'); fix: use the training step, a whole number"),
+        ({"checkpoint": "final", "committed": True, "step": True},
+         "report.step: not a whole number of at least 0 (value: True); fix: use the training step, a whole number"),
+        ({"checkpoint": "final", "committed": True, "seconds": "x"}, "report.seconds: not a number (value: 'x')"),
+        ({"checkpoint": "final", "committed": True, "seconds": -1.0},
+         "report.seconds: not a number of seconds of at least 0 (value: -1.0)"),
+        ({"checkpoint": "final", "committed": True, "generation": 7}, "report.generation: not a string (value: 7)"),
+        ({"checkpoint": "gang", "committed": False, "role": "peer", "reason": 5}, "report.reason: not a string (value: 5)"),
     ],
 )  # fmt: skip
 def test_a_body_that_is_not_a_report_is_one_line_naming_the_field(body: dict[str, Any], message: str) -> None:
