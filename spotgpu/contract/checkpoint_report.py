@@ -68,7 +68,8 @@ E = TypeVar("E", bound=StrEnum)
 #: What a field's one-line error calls the body (``report.committed: not true or false ...``).
 WHAT = "report"
 
-#: Each value set's key on the body, and the fix its one-line error gives, if any besides its values.
+#: Each value set's key on the body, and the fix its one-line error gives besides its values, if any
+#: (a gang report without a role reads as role None: not one of noticed, peer).
 _KEY_AND_FIX: dict[type[StrEnum], tuple[str, str | None]] = {
     ReportKind: ("checkpoint", None),
     GangRole: ("role", None),
@@ -79,12 +80,10 @@ _KEY_AND_FIX: dict[type[StrEnum], tuple[str, str | None]] = {
 
 def member(enum: type[E], value: object, what: str = WHAT) -> E:
     """``value`` as a member of ``enum``; another value raises ValueError naming ``{what}.{key}``, the
-    value and the values to use, in the contract's one form (the client checks its arguments with it,
+    value and the values to use (:func:`fields.choice`; the client checks its arguments with it,
     ``what`` its method's name; the agent the body's values)."""
-    if value not in tuple(enum):
-        key, fix = _KEY_AND_FIX[enum]
-        raise fields.problem(f"{what}.{key}", f"one of {', '.join(enum)}", value, fix)
-    return enum(str(value))
+    key, fix = _KEY_AND_FIX[enum]
+    return fields.choice({key: value}, key, what, enum, fix=fix)
 
 
 @dataclass
@@ -140,9 +139,7 @@ class CheckpointReport:
         started = fields.epoch(body, "startedAt", WHAT)
         committed = fields.flag(body, "committed", WHAT)
         role = body.get("role")
-        if role is None and kind is ReportKind.GANG:
-            raise fields.problem(f"{WHAT}.role", f"one of {', '.join(GangRole)}", role, "a gang report says its role")
-        if role is not None:
+        if role is not None or kind is ReportKind.GANG:  # a gang report must say it
             role = member(GangRole, role)
         noticed = fields.items(body, "noticedRanks", WHAT, wanted="a list of ranks", of=int)
         outcome = body.get("outcome") or None
@@ -150,9 +147,7 @@ class CheckpointReport:
             outcome = member(GangOutcome, outcome)
         reason = fields.text(body, "reason", WHAT)
         step = fields.whole(body, "step", WHAT, least=0, fix="use the training step, a whole number")
-        seconds = fields.number(body, "seconds", WHAT)
-        if seconds is not None and seconds < 0:
-            raise fields.problem(f"{WHAT}.seconds", "a number of seconds of at least 0", body.get("seconds"))
+        seconds = fields.number(body, "seconds", WHAT, least=0)
         generation = fields.text(body, "generation", WHAT)
         if role is not None and outcome is None:
             outcome = _outcome(committed, reason)

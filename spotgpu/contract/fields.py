@@ -57,19 +57,20 @@ def text(doc: Doc, key: str, what: str, *, required: bool = False, wanted: str =
 
 @overload
 def number(doc: Doc, key: str, what: str, *, required: Literal[True], above: float | None = ...,
-           wanted: str = ..., fix: str | None = ...) -> float: ...  # fmt: skip
+           least: float | None = ..., wanted: str = ..., fix: str | None = ...) -> float: ...  # fmt: skip
 @overload
 def number(doc: Doc, key: str, what: str, *, required: bool = ..., above: float | None = ...,
-           wanted: str = ..., fix: str | None = ...) -> float | None: ...  # fmt: skip
+           least: float | None = ..., wanted: str = ..., fix: str | None = ...) -> float | None: ...  # fmt: skip
 def number(doc: Doc, key: str, what: str, *, required: bool = False, above: float | None = None,
-           wanted: str | None = None, fix: str | None = None) -> float | None:  # fmt: skip
-    """``doc[key]``, a finite number (above ``above`` when given), as a float."""
+           least: float | None = None, wanted: str | None = None, fix: str | None = None) -> float | None:  # fmt: skip
+    """``doc[key]``, a finite number (strictly above ``above``, at least ``least``, when given), as a float."""
     value = doc.get(key)
     if value is None and not required:
         return None
     real = _real(value)
-    if not math.isfinite(real) or (above is not None and real <= above):
-        default = "a number" if above is None else f"a finite number above {above:g}"
+    if not math.isfinite(real) or (above is not None and real <= above) or (least is not None and real < least):
+        default = ("a number" if above is None and least is None else
+                   f"a finite number above {above:g}" if above is not None else f"a number of at least {least:g}")  # fmt: skip
         raise problem(f"{what}.{key}", wanted or default, value, fix)
     return real
 
@@ -94,11 +95,12 @@ def whole(doc: Doc, key: str, what: str, *, least: int | None = None, fix: str |
     return int(value)
 
 
-def choice(doc: Doc, key: str, what: str, values: type[E], wanted: str) -> E:
-    """``doc[key]``, one of the enum's values (required), as its member; ``wanted`` names the set."""
+def choice(doc: Doc, key: str, what: str, values: type[E], wanted: str | None = None, fix: str | None = None) -> E:
+    """``doc[key]``, one of the enum's values (required), as its member; ``wanted`` names the set
+    (default: ``one of`` its values)."""
     value = doc.get(key)
     if value not in tuple(values):
-        raise problem(f"{what}.{key}", wanted, value)
+        raise problem(f"{what}.{key}", wanted or f"one of {', '.join(values)}", value, fix)
     return values(value)
 
 

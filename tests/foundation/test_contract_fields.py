@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from spotgpu.contract import fields
+from spotgpu.contract.notice import Checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DOC: dict[str, Any] = {"s": "x", "n": 2.5, "i": 3, "b": True, "o": {"k": 1}, "l": [1, 2], "null": None}
@@ -31,6 +32,9 @@ DOC: dict[str, Any] = {"s": "x", "n": 2.5, "i": 3, "b": True, "o": {"k": 1}, "l"
         (lambda d: fields.number(d, "v", "doc"), 10**400, f"doc.v: not a number (value: {10**400!r})"),
         (lambda d: fields.number(d, "v", "doc", above=0, fix="use more"), 0,
          "doc.v: not a finite number above 0 (value: 0); fix: use more"),
+        (lambda d: fields.number(d, "v", "doc", least=0), -0.5, "doc.v: not a number of at least 0 (value: -0.5)"),
+        (lambda d: fields.choice(d, "v", "doc", Checkpoint, fix="ask"), "later",
+         "doc.v: not one of early, final (value: 'later'); fix: ask"),
         (lambda d: fields.epoch(d, "v", "doc"), "noon", "doc.v: not a time in epoch seconds (value: 'noon')"),
         (lambda d: fields.whole(d, "v", "doc"), False, "doc.v: not a whole number (value: False)"),
         (lambda d: fields.whole(d, "v", "doc"), 2.0, "doc.v: not a whole number (value: 2.0)"),

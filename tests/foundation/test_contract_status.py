@@ -63,7 +63,7 @@ def test_an_older_agents_status_without_the_newer_keys_reads() -> None:
         ({"reports": [{"checkpoint": "later"}]},
          "status.reports[0]: report.checkpoint: not one of early, final, gang, restore, step (value: 'later')"),
         ({"gang": {"checkpoint": "gang", "committed": False}},
-         "status.gang: report.role: not one of noticed, peer (value: None); fix: a gang report says its role"),
+         "status.gang: report.role: not one of noticed, peer (value: None)"),
         ({"events": [{"eventId": "e", "kind": "exploded"}]},
          "status.events[0].kind: not an interruption kind (value: 'exploded')"),
         ({"identity": {"zone": 3}}, "status.identity: not labels of strings (value: {'zone': 3})"),
