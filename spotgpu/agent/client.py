@@ -125,17 +125,16 @@ class AgentClient:
         if not isinstance(snapshot, dict):
             return None
         try:
-            seen = WorkloadSnapshot.from_json(snapshot)
+            version, doc, stop = WorkloadSnapshot.notice_of(snapshot)
         except ValueError as err:  # an agent of another version: the periodic checkpoints still protect
             log.warning("spotgpu agent at %s served a notice this client cannot read: %s", self.address, err)
             with self._lock:
                 self._version = max(self._version, WorkloadSnapshot.version_of(snapshot))
                 return self._notice
         with self._lock:
-            self._version = max(self._version, seen.version)
-            doc = seen.notice
+            self._version = max(self._version, version)
             if doc is not None:
-                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)}, stop=seen.stop)
+                self._notice = Notice(**{f.name: getattr(doc, f.name) for f in fields(doc)}, stop=stop)
                 if self._notice.stop:
                     self._stop_flag.set()
             elif not self._stop_flag.is_set():

@@ -84,10 +84,25 @@ class WorkloadSnapshot:
         version = doc.get("version")
         return version if isinstance(version, int) and not isinstance(version, bool) else -1
 
+    @staticmethod
+    def notice_of(doc: object, what: str = "snapshot") -> tuple[int, NoticeDocument | None, bool]:
+        """What a training loop acts on, read so that nothing else in the snapshot can hide a notice: the
+        version, the notice, and whether the job must stop (the served ``stop``; without it, the phase).
+        A newer agent's phase or report value this version does not know (which :meth:`from_json`
+        refuses) does not stop a terminal notice from stopping the job; a notice it cannot read raises."""
+        doc = fields.document(doc, what)
+        notice = fields.mapping(doc, "notice", what)
+        stop = doc.get("stop")
+        if not isinstance(stop, bool):
+            stop = doc.get("phase") in STOPPING
+        return (WorkloadSnapshot.version_of(doc), None if notice is None else NoticeDocument.from_json(notice),
+                stop)  # fmt: skip
+
     @classmethod
     def from_json(cls, doc: object, what: str = "snapshot") -> WorkloadSnapshot:
         doc = fields.document(doc, what)
-        phase = doc.get("phase", "running")
+        phase = doc.get("phase")
+        phase = "running" if phase is None else phase  # absent and null alike
         if phase not in PHASES:
             raise fields.problem(f"{what}.phase", f"one of {', '.join(PHASES)}", phase)
         notice = fields.mapping(doc, "notice", what)
@@ -199,7 +214,7 @@ class AgentStatus:
             raise fields.problem(f"{what}.identity", "labels of strings", identity)
         events = fields.items(doc, "events", what) or []
         reports = fields.items(doc, "reports", what) or []
-        acknowledged = fields.items(doc, "acknowledged", what) or []
+        acknowledged = fields.items(doc, "acknowledged", what, wanted="a list of event ids", of=str) or []
         controller = fields.mapping(doc, "controller", what)
         return cls(
             workload=workload,
@@ -209,7 +224,7 @@ class AgentStatus:
             agent_ready_at=fields.epoch(doc, "agentReadyAt", what),
             telemetry_port=fields.whole(doc, "telemetryPort", what),
             events=[SeenEvent.from_json(*_item(e, f"{what}.events[{i}]")) for i, e in enumerate(events)],
-            acknowledged=[str(a) for a in acknowledged],
+            acknowledged=list(acknowledged),
             reports=[_served_report(*_item(r, f"{what}.reports[{i}]")) for i, r in enumerate(reports)],
             controller=None if controller is None else ControllerLinkStatus.from_json(controller, f"{what}.controller"),
         )

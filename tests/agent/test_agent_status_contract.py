@@ -43,5 +43,23 @@ def test_a_snapshot_the_client_cannot_read_keeps_its_notice_and_moves_its_versio
     """An agent of another version: the client warns and keeps what it knew, and long-polls past the
     version it was served (else every poll would be answered at once)."""
     client = AgentClient(agent.control.url, register=False)
-    assert client._absorb({"version": 9, "phase": "hibernating", "notice": None}) is None
+    assert client._absorb({"version": 9, "phase": "running", "notice": {"kind": "exploded"}}) is None
     assert client._version == 9 and not client._stop_flag.is_set()
+
+
+def test_a_newer_agents_phase_or_report_value_does_not_hide_a_terminal_notice(agent: Agent) -> None:
+    """Defect (review): the client parsed the whole snapshot, so one value it does not know (a newer agent's
+    phase, a restore source) made it keep its old view and ignore a final notice on the same snapshot."""
+    client = AgentClient(agent.control.url, register=False)
+    notice = {"eventId": "e-1", "kind": "preempt", "source": "aws/spot-instance-action", "checkpoint": "final",
+              "detectedAt": 1.0e9, "deadline": 1.0e9 + 120, "budgetDeadline": 1.0e9 + 100}  # fmt: skip
+    newer = {"version": 4, "phase": "evacuating", "stop": True, "notice": notice,
+             "restored": {"checkpoint": "restore", "committed": True, "source": "nvme"}}  # fmt: skip
+    with pytest.raises(ValueError):
+        WorkloadSnapshot.from_json(newer)  # the strict reader (agent status) still refuses it
+    seen = client._absorb(newer)
+    assert seen is not None and seen.event_id == "e-1" and seen.stop and client._stop_flag.is_set()
+    assert client._version == 4
+    # an agent that serves no ``stop`` key: the phase says it
+    assert WorkloadSnapshot.notice_of({**newer, "stop": None, "phase": "draining"})[2] is True
+    assert WorkloadSnapshot.notice_of({**newer, "stop": None, "phase": "evacuating"})[2] is False

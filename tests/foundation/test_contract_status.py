@@ -51,6 +51,7 @@ def test_an_older_agents_status_without_the_newer_keys_reads() -> None:
     status = AgentStatus.from_json(older)
     assert status.pool == "train" and status.zone is None and status.reports == [] and status.controller is None
     assert (FULL.zone, FULL.instance_id, FULL.instance_type) == ("us-east-1b", "i-1", None)
+    assert AgentStatus.from_json({**older, "phase": None}).workload.phase == "running"  # null reads as absent
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,7 @@ def test_an_older_agents_status_without_the_newer_keys_reads() -> None:
         ({"agentReadyAt": float("inf")}, "status.agentReadyAt: not a time in epoch seconds (value: inf)"),
         ({"now": True}, "status.now: not a time in epoch seconds (value: True)"),
         ({"events": "e-1"}, "status.events: not a list (value: 'e-1')"),
+        ({"acknowledged": ["e-1", 7]}, "status.acknowledged: not a list of event ids (value: ['e-1', 7])"),
         ({"reports": [{"checkpoint": "final", "committed": "yes"}]},
          "status.reports[0]: report.committed: not true or false (value: 'yes')"),
     ],
