@@ -131,7 +131,18 @@ class DCPCheckpointManager:
         self.process_group = process_group
         #: Seconds the last committed save of this manager took (the gang's fits-in-budget estimate).
         self.last_save_seconds: float | None = None
-        tier = LocalTier.from_environment()
+        self._warn_of_an_unused_tier()
+
+    def _warn_of_an_unused_tier(self) -> None:
+        """Say once, on rank 0, that the VM's local tier goes unused: a tier config this runtime cannot read
+        is no reason to refuse a DCP job, which never reads it (it is the tiered manager's to refuse)."""
+        if self._rank() != 0:
+            return
+        try:
+            tier = LocalTier.from_environment()
+        except ValueError as err:  # pydantic's ValidationError is one
+            log.debug("the local tier's config does not read (%s); DCP does not use it", err)
+            return
         if tier is not None:
             log.warning("this VM has a local checkpoint tier (%s), which DCP checkpoints do not use: every save goes "
                         "to the object store (docs/checkpoints.md, \"Checkpoint tiers\")", tier.path)  # fmt: skip
