@@ -20,12 +20,12 @@ from spotgpu.agent.control import parse_address
 from spotgpu.agent.http import check_base_url
 from spotgpu.agent.response_rules import contract_from_config
 from spotgpu.catalogue import CLOUDS, Cloud
+from spotgpu.contract.vm import AGENT_CONFIG_PATH
 from spotgpu.models.base import FieldProblem, SpotModel, fix_hint
 from spotgpu.models.notice import AwsNoticeContract, AzureNoticeContract, GcpNoticeContract
 from spotgpu.models.tiers import LocalTierConfig
 from spotgpu.models.urls import EndpointUrl, StoreUrlText
 
-AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
 #: Must stay in step with ``spotgpu.agent.cli`` (tests/agent/test_bootstrap_snapshot.py parses it back).
 AGENT_EXEC_START = f"/opt/spotgpu/venv/bin/spotgpu agent run --config {AGENT_CONFIG_PATH}"
 

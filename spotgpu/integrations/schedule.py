@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from spotgpu.contract.vm import AGENT_CONFIG_ENV, AGENT_CONFIG_PATH
+
 
 @dataclass
 class SaveSchedule:
@@ -74,8 +76,6 @@ def steps_for(interval_seconds: float, seconds_per_step: float) -> int:
     return max(1, math.floor(interval_seconds / seconds_per_step))
 
 
-#: Overrides where :func:`pool_interval_seconds` reads the agent's config (tests, containers, ``spotgpu drill local``).
-AGENT_CONFIG_ENV = "SPOTGPU_AGENT_CONFIG"
 #: The job's checkpoint store URL: ``spotgpu drill local`` exports it on every simulated VM.
 CHECKPOINT_URL_ENV = "SPOTGPU_CHECKPOINT_URL"
 
@@ -107,7 +107,7 @@ def pool_interval_seconds(path: str | None = None) -> int:
 
     from pydantic import ValidationError
 
-    from spotgpu.agent.config import AGENT_CONFIG_PATH, AgentConfig
+    from spotgpu.agent.config import AgentConfig
 
     where = path or os.environ.get(AGENT_CONFIG_ENV) or AGENT_CONFIG_PATH
     try:

@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotgpu.checkpoint.snapshot import check_budget
+from spotgpu.contract.vm import AGENT_CONFIG_ENV, AGENT_CONFIG_PATH
 from spotgpu.models.tiers import LOCAL_DIR_ENV, ZONE_ENV, LocalTierConfig
-
-#: Where the bootstrap writes the agent config, and the variable that overrides it (as in spotgpu.integrations).
-AGENT_CONFIG_PATH = "/etc/spotgpu/agent.json"
-AGENT_CONFIG_ENV = "SPOTGPU_AGENT_CONFIG"
 
 
 @dataclass(frozen=True)
