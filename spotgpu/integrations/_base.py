@@ -7,6 +7,7 @@ so the two behave the same way.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -23,6 +24,8 @@ from spotgpu.integrations._generations import (
     shared_session,
 )
 from spotgpu.integrations.schedule import SaveSchedule
+
+log = logging.getLogger(__name__)
 
 #: ``tier=`` values besides a :class:`LocalTier`: the VM's tier when it has one, or none (None is "off").
 TIER_AUTO, TIER_OFF = "auto", "off"
@@ -90,6 +93,13 @@ class SpotgpuCallbackCore:
         """Once the job's process group exists (every rank calls it: it may broadcast)."""
         if self.checkpoints is None:
             rank, world = process_group()
+            # Every rank takes part (a collective); a rank without a tier (a fallback VM of another type) would
+            # skip the tier's collectives and hang the others in them, so then every rank saves to the store.
+            every_rank_tiered = world == 1 or -agreed_max(-1.0 if self.tier is not None else 0.0) >= 1.0
+            if self.tier is not None and not every_rank_tiered:
+                log.warning("rank %d has a local tier (%s) but not every rank does: every rank saves to the store",
+                            rank, self.tier.path)  # fmt: skip
+                self.tier = None
             manager: CheckpointManager | TieredCheckpointManager
             if self.tier is None:
                 manager = CheckpointManager(
