@@ -76,7 +76,8 @@ def contiguous_array(value: np.ndarray, where: str) -> np.ndarray:
     return np.ascontiguousarray(value).reshape(value.shape)
 
 
-def rebuild(kind: str, data: bytearray | np.ndarray, dtype: str | None, shape: tuple[int, ...] | None) -> Any:
+def rebuild(kind: str, data: bytearray | memoryview | np.ndarray, dtype: str | None,
+            shape: tuple[int, ...] | None) -> Any:  # fmt: skip
     """The inverse of :func:`normalize` for one value (zero-copy over ``data``)."""
     if kind == "ndarray":
         return np.frombuffer(data, dtype=np.dtype(dtype)).reshape(() if shape is None else shape)

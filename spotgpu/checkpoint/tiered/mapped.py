@@ -20,12 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from spotgpu.checkpoint import reader
 from spotgpu.checkpoint.errors import VerificationError
 from spotgpu.checkpoint.manifest import LEGACY_FORMAT, ItemEntry
 from spotgpu.checkpoint.shard import ShardCheck
+from spotgpu.checkpoint.snapshot import rebuild
 from spotgpu.storage.store import Store
 
 
@@ -87,6 +86,6 @@ def _value(entry: ItemEntry, shard: memoryview) -> Any:
     if entry.kind != "ndarray":
         return data
     try:
-        return np.frombuffer(data, dtype=np.dtype(entry.dtype)).reshape(() if entry.shape is None else entry.shape)
+        return rebuild(entry.kind, data, entry.dtype, entry.shape)
     except (TypeError, ValueError) as err:
         raise VerificationError(f"{entry.path}: cannot rebuild {entry.key!r} ({err})") from None
