@@ -206,7 +206,9 @@ def test_two_ranks_over_the_budget_copy_to_each_other_commit_upload_and_restore_
     run_ranks(budget_ranks, 2, tmp_path, timeout=180)
     for rank in range(2):
         r = json.loads((tmp_path / f"budget-r{rank}.json").read_text())
-        assert 0 < r["peak"] <= MIB
+        # the budget cannot be passed (HostBudget blocks at it), so the check is that it was reached: the 8 MiB
+        # state went through 1 MiB of chunks, filled and freed, not copied whole
+        assert r["peak"] == MIB
         assert r["holders"] == {"0": [1], "1": [0]}
         assert (r["step"], r["source"], r["same"]) == (2, "local", True)
         assert r["uploads"] == [True, True] and r["store"] == [1, 2]
