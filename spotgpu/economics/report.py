@@ -245,6 +245,14 @@ def _usd(value: float | None) -> str:
     return f"{'unbounded':>11}" if value is None else f"{value:>11,.2f}"
 
 
+def tiers_line(t: Mapping[str, Any]) -> str:
+    """One line for a tiered workload's decision (:meth:`TierDecision.as_dict`), for the preview and ``cost``."""
+    mix = ", ".join(f"{k} {v:.0%}" for k, v in t["restoreMix"].items())
+    return (f"tiers: local every {t['localIntervalSeconds']} s (blocks {t['localWriteSeconds']:g} s), store every "
+            f"{t['durableIntervalSeconds']} s (every {t['durableEvery']} local); restores expected from: {mix}; "
+            f"P(an interruption falls back to the store) {t['jointLossProbability']:.1%}")  # fmt: skip
+
+
 def render_economics(report: dict[str, Any]) -> str:
     lines = ["Economics per pool:"]
     for name, p in report.get("pools", {}).items():
@@ -254,13 +262,7 @@ def render_economics(report: dict[str, Any]) -> str:
             f"({p['intervalMethod']}); final checkpoint {fits} the notice"
         )
         if "checkpointTiers" in p:
-            t = p["checkpointTiers"]
-            mix = ", ".join(f"{k} {v:.0%}" for k, v in t["restoreMix"].items())
-            lines.append(
-                f"    tiers: local every {t['localIntervalSeconds']} s (blocks {t['localWriteSeconds']:g} s), store "
-                f"every {t['durableIntervalSeconds']} s (every {t['durableEvery']} local); restores expected from: "
-                f"{mix}; P(an interruption falls back to the store) {t['jointLossProbability']:.1%}"
-            )
+            lines.append(f"    {tiers_line(p['checkpointTiers'])}")
         if "effectiveCost" not in p:
             continue
         verdict = "SPOT-ELIGIBLE" if p["spotEligible"] else "NOT spot-eligible"

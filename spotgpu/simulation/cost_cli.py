@@ -28,6 +28,7 @@ from spotgpu.economics.report import (
     render_figures,
     render_hours,
     render_terms,
+    tiers_line,
 )
 from spotgpu.economics.tiers import pool_joint_loss
 from spotgpu.models import WorkloadProfile, default_notice
@@ -105,10 +106,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     verdict = "SPOT-ELIGIBLE" if bill.spot_eligible else "NOT spot-eligible"
     print(f"{verdict} on {args.provider}: checkpoint every {decision.seconds} s ({decision.method})")
     if decision.tiers is not None:
-        t = decision.tiers
-        print(f"  tiers: local every {t.local_seconds} s (blocks {t.write_seconds:.3g} s), store every "
-              f"{t.durable_seconds} s (every {t.durable_every} local); restores expected from: {t.mix.describe()}; "
-              f"P(an interruption falls back to the store) {t.q:.1%}")  # fmt: skip
+        print(f"  {tiers_line(decision.tiers.as_dict())}")
     print("\n".join(render_figures(figures, indent="  ", prices=True)))
     print(f"  {'term':<24}{'USD':>11}  share")
     print("\n".join(render_terms(doc, indent="  ")))
