@@ -92,9 +92,7 @@ class WorkloadSnapshot:
         refuses) does not stop a terminal notice from stopping the job; a notice it cannot read raises."""
         doc = fields.document(doc, what)
         notice = fields.mapping(doc, "notice", what)
-        stop = doc.get("stop")
-        if not isinstance(stop, bool):
-            stop = doc.get("phase") in STOPPING
+        stop = doc.get("phase") in STOPPING if doc.get("stop") is None else fields.flag(doc, "stop", what)
         return (WorkloadSnapshot.version_of(doc), None if notice is None else NoticeDocument.from_json(notice),
                 stop)  # fmt: skip
 
